@@ -1,0 +1,43 @@
+//! Building the Kubernetes client from `--kubeconfig` (or the usual inference) with the QPS limit.
+
+use std::path::Path;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use super::ratelimit::RateLimitLayer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no Kubernetes configuration found (no --kubeconfig, KUBECONFIG or in-cluster service account): {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("cannot build the Kubernetes client: {0}")]
+    Build(#[from] kube::Error),
+}
+
+/// A client for `kubeconfig` if given, otherwise KUBECONFIG / ~/.kube/config / in-cluster, whose
+/// requests are limited to `qps` per second with bursts of `burst`.
+pub async fn build(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<Client, ClientError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig_error = |source| ClientError::Kubeconfig {
+                path: path.display().to_string(),
+                source,
+            };
+            let file = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(kubeconfig_error)?
+        }
+        None => Config::infer().await?,
+    };
+    let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&RateLimitLayer::new(qps, burst))
+        .build();
+    Ok(client)
+}

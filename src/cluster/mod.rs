@@ -1,0 +1,7 @@
+//! The Kubernetes side: the client, the watched stores, and (later) writes and events.
+
+pub mod client;
+pub mod ratelimit;
+pub mod stores;
+
+pub use stores::Stores;

@@ -1,0 +1,141 @@
+//! Client-side QPS/burst limit for API requests, as client-go's token bucket does for the Go
+//! sidecars (`--kube-api-qps`, `--kube-api-burst`). kube-rs has none of its own.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+use tower::{Layer, Service};
+
+/// A token bucket: `burst` tokens, refilled at `qps` per second.
+#[derive(Debug)]
+struct Bucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    /// Takes one token, possibly on credit, and returns how long to wait before using it.
+    fn reserve(&mut self, now: Instant) -> Duration {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.qps;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.last = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.qps)
+        }
+    }
+}
+
+/// Limits the requests that pass through it to `qps` per second with bursts of `burst`.
+#[derive(Clone, Debug)]
+pub struct RateLimitLayer {
+    bucket: Arc<Mutex<Bucket>>,
+}
+
+impl RateLimitLayer {
+    /// `qps` must be positive; a `burst` below 1 is taken as 1.
+    pub fn new(qps: f32, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RateLimitLayer {
+            bucket: Arc::new(Mutex::new(Bucket {
+                qps: f64::from(qps),
+                burst,
+                tokens: burst,
+                last: Instant::now(),
+            })),
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimited {
+            inner,
+            bucket: self.bucket.clone(),
+            wait: None,
+            reserved: false,
+        }
+    }
+}
+
+/// The service made by [`RateLimitLayer`]: readiness waits until a token is due.
+pub struct RateLimited<S> {
+    inner: S,
+    bucket: Arc<Mutex<Bucket>>,
+    wait: Option<Pin<Box<Sleep>>>,
+    reserved: bool,
+}
+
+impl<S: Service<R>, R> Service<R> for RateLimited<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if !self.reserved {
+            let now = Instant::now();
+            let delay = match self.bucket.lock() {
+                Ok(mut b) => b.reserve(now),
+                // A panic elsewhere poisoned the lock; limiting is not worth failing requests for.
+                Err(poisoned) => poisoned.into_inner().reserve(now),
+            };
+            self.reserved = true;
+            if !delay.is_zero() {
+                self.wait = Some(Box::pin(tokio::time::sleep_until(now + delay)));
+            }
+        }
+        if let Some(wait) = self.wait.as_mut() {
+            ready!(wait.as_mut().poll(cx));
+            self.wait = None;
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        self.reserved = false;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_allows_burst_then_paces_at_qps() {
+        let start = Instant::now();
+        let mut b = Bucket {
+            qps: 5.0,
+            burst: 10.0,
+            tokens: 10.0,
+            last: start,
+        };
+        for _ in 0..10 {
+            assert_eq!(b.reserve(start), Duration::ZERO);
+        }
+        // The 11th and 12th requests wait one and two token intervals (200 ms each at 5 QPS).
+        assert_eq!(b.reserve(start), Duration::from_millis(200));
+        assert_eq!(b.reserve(start), Duration::from_millis(400));
+        // A second later five tokens came back, two of them owed: three go at once.
+        let t1 = start + Duration::from_secs(1);
+        for _ in 0..3 {
+            assert_eq!(b.reserve(t1), Duration::ZERO);
+        }
+        assert_eq!(b.reserve(t1), Duration::from_millis(200));
+        // Idle for long: the bucket refills to burst, never beyond.
+        let later = start + Duration::from_secs(60);
+        for _ in 0..10 {
+            assert_eq!(b.reserve(later), Duration::ZERO);
+        }
+        assert!(b.reserve(later) > Duration::ZERO);
+    }
+}

@@ -1,0 +1,71 @@
+//! One reflector per watched kind, feeding shared read-only stores.
+
+use std::future::Future;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+/// Read-only caches of the objects this sidecar decides on. Reads may be slightly stale; every
+/// write is preconditioned on the resourceVersion it was decided from.
+#[derive(Clone)]
+pub struct Stores {
+    pub claims: Store<PersistentVolumeClaim>,
+    pub volumes: Store<PersistentVolume>,
+    pub classes: Store<StorageClass>,
+}
+
+impl Stores {
+    /// Creates the stores and the future that keeps them filled; it must be polled (spawned) for
+    /// the stores to fill, and runs until dropped.
+    pub fn watch(client: &Client) -> (Stores, impl Future<Output = ()> + Send + 'static) {
+        let (claims, claims_run) = reflect(Api::<PersistentVolumeClaim>::all(client.clone()));
+        let (volumes, volumes_run) = reflect(Api::<PersistentVolume>::all(client.clone()));
+        let (classes, classes_run) = reflect(Api::<StorageClass>::all(client.clone()));
+        let run = async move {
+            tokio::join!(claims_run, volumes_run, classes_run);
+        };
+        (
+            Stores {
+                claims,
+                volumes,
+                classes,
+            },
+            run,
+        )
+    }
+
+    /// Waits until every store holds its first complete listing.
+    pub async fn synced(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.claims.wait_until_ready().await?;
+        self.volumes.wait_until_ready().await?;
+        self.classes.wait_until_ready().await?;
+        Ok(())
+    }
+}
+
+fn reflect<K>(api: Api<K>) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let run = watcher(api, watcher::Config::default())
+        .default_backoff()
+        // managedFields are never read here and are a large share of each object's size.
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .for_each(move |event| {
+            if let Err(error) = event {
+                warn!(%kind, %error, "watch failed; retrying with backoff");
+            }
+            futures::future::ready(())
+        });
+    (reader, run)
+}

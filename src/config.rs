@@ -1,0 +1,197 @@
+//! Command-line flags. Names and defaults follow external-provisioner / external-resizer
+//! (csi-lib-utils standard flags) wherever the meaning is the same.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "csi-pv-controller", version, about = "Provisions, binds, expands and deletes the volumes of one CSI driver.")]
+pub struct Config {
+    /// The CSI driver's controller socket: unix:///path or a path.
+    #[arg(long, default_value = "/run/csi/socket")]
+    pub csi_address: String,
+
+    /// Deadline of every call to the CSI driver.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    /// How long to wait at start for the driver's socket to answer Probe before giving up with an
+    /// error (0: wait forever, as upstream does).
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub csi_connect_timeout: Duration,
+
+    /// Kubeconfig file; without it KUBECONFIG, ~/.kube/config or the in-cluster account is used.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the HTTP server for /healthz and /readyz, e.g. :8080 (empty: no server).
+    #[arg(long, default_value = "")]
+    pub http_endpoint: String,
+
+    /// Take part in leader election on a Lease, so that only one replica acts.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+
+    /// Sustained requests per second to the Kubernetes API.
+    #[arg(long, default_value_t = 5.0)]
+    pub kube_api_qps: f32,
+
+    /// Requests allowed at once above --kube-api-qps.
+    #[arg(long, default_value_t = 10)]
+    pub kube_api_burst: u32,
+
+    /// How many objects are worked on concurrently.
+    #[arg(long, default_value_t = 100)]
+    pub worker_threads: usize,
+
+    /// First delay before retrying a failed operation on an object; doubles on each failure.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub retry_interval_start: Duration,
+
+    /// Longest delay between retries of a failed operation on an object.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub retry_interval_max: Duration,
+}
+
+/// A flag value that parses but makes no sense.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid flag --{flag}: {reason}")]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub reason: String,
+}
+
+impl Config {
+    /// Checks what the parser cannot: ranges and combinations.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |flag, reason: &str| {
+            Err(ConfigError {
+                flag,
+                reason: reason.to_string(),
+            })
+        };
+        if self.timeout.is_zero() {
+            return bad("timeout", "must be greater than 0");
+        }
+        if !(self.kube_api_qps.is_finite() && self.kube_api_qps > 0.0) {
+            return bad("kube-api-qps", "must be a number greater than 0");
+        }
+        if self.kube_api_burst == 0 {
+            return bad("kube-api-burst", "must be at least 1");
+        }
+        if self.worker_threads == 0 {
+            return bad("worker-threads", "must be at least 1");
+        }
+        if self.retry_interval_start.is_zero() {
+            return bad("retry-interval-start", "must be greater than 0");
+        }
+        if self.retry_interval_max < self.retry_interval_start {
+            return bad("retry-interval-max", "must not be shorter than --retry-interval-start");
+        }
+        if self.leader_election {
+            return bad(
+                "leader-election",
+                "leader election is not implemented yet; run a single replica",
+            );
+        }
+        if let Some(path) = &self.kubeconfig
+            && !path.is_file()
+        {
+            return bad("kubeconfig", &format!("{} is not a readable file", path.display()));
+        }
+        crate::csi::socket_path(&self.csi_address).map_err(|e| ConfigError {
+            flag: "csi-address",
+            reason: e.to_string(),
+        })?;
+        self.http_address()?;
+        Ok(())
+    }
+
+    /// The parsed --http-endpoint; `:8080` means every interface, as in Go.
+    pub fn http_address(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        let value = self.http_endpoint.trim();
+        if value.is_empty() {
+            return Ok(None);
+        }
+        let parsed = match value.strip_prefix(':') {
+            Some(port) => port
+                .parse::<u16>()
+                .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p))
+                .map_err(|e| e.to_string()),
+            None => value.parse::<SocketAddr>().map_err(|e| e.to_string()),
+        };
+        parsed.map(Some).map_err(|reason| ConfigError {
+            flag: "http-endpoint",
+            reason: format!("{value:?} is not host:port or :port ({reason})"),
+        })
+    }
+
+    /// `--csi-connect-timeout` as an optional limit (0 = none).
+    pub fn connect_limit(&self) -> Option<Duration> {
+        (!self.csi_connect_timeout.is_zero()).then_some(self.csi_connect_timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let mut argv = vec!["csi-pv-controller"];
+        argv.extend_from_slice(args);
+        let config = Config::try_parse_from(argv).map_err(|e| e.to_string())?;
+        config.validate().map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.csi_address, "/run/csi/socket");
+        assert_eq!(c.timeout, Duration::from_secs(10));
+        assert_eq!((c.kube_api_qps, c.kube_api_burst), (5.0, 10));
+        assert_eq!(c.worker_threads, 100);
+        assert_eq!(c.retry_interval_start, Duration::from_secs(1));
+        assert_eq!(c.retry_interval_max, Duration::from_secs(300));
+        assert!(!c.leader_election);
+        assert_eq!(c.http_address().unwrap(), None);
+    }
+
+    #[test]
+    fn go_style_values_parse() {
+        let c = parse(&[
+            "--timeout=1m30s",
+            "--http-endpoint=:8080",
+            "--leader-election=false",
+            "--kube-api-qps=50",
+        ])
+        .unwrap();
+        assert_eq!(c.timeout, Duration::from_secs(90));
+        assert_eq!(c.http_address().unwrap(), Some("0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(
+            parse(&["--http-endpoint=127.0.0.1:9808"]).unwrap().http_address().unwrap(),
+            Some("127.0.0.1:9808".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn nonsense_is_rejected_with_the_flag_named() {
+        for (args, flag) in [
+            (&["--timeout=-1s"][..], "timeout"),
+            (&["--timeout=0s"], "timeout"),
+            (&["--kube-api-qps=0", "--kube-api-burst=0"], "kube-api-qps"),
+            (&["--kube-api-burst=0"], "kube-api-burst"),
+            (&["--worker-threads=0"], "worker-threads"),
+            (&["--retry-interval-start=10s", "--retry-interval-max=1s"], "retry-interval-max"),
+            (&["--http-endpoint=nonsense"], "http-endpoint"),
+            (&["--csi-address=tcp://127.0.0.1:1"], "csi-address"),
+            (&["--kubeconfig=/does/not/exist"], "kubeconfig"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(flag), "{args:?}: {err}");
+        }
+    }
+}

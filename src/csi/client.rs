@@ -1,0 +1,299 @@
+//! A CSI client over the driver's unix socket: readiness, discovery and typed calls with deadlines.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint};
+use tracing::{debug, info, warn};
+
+use super::capabilities::{ControllerCapabilities, PluginCapabilities};
+use super::error::CsiError;
+use super::proto::v1 as csi;
+use csi::controller_client::ControllerClient;
+use csi::identity_client::IdentityClient;
+
+/// What the driver told us about itself.
+#[derive(Debug, Clone)]
+pub struct DriverInfo {
+    pub name: String,
+    pub vendor_version: String,
+    pub plugin: PluginCapabilities,
+    pub controller: ControllerCapabilities,
+}
+
+/// Resolves `--csi-address`: `unix:///abs/path`, `unix:relative/path` or a bare path. Only unix
+/// sockets are supported; relative paths are taken from the current directory.
+pub fn socket_path(address: &str) -> Result<PathBuf, CsiError> {
+    let invalid = |reason: &str| CsiError::Address {
+        address: address.to_string(),
+        reason: reason.to_string(),
+    };
+    let path = if let Some(rest) = address.strip_prefix("unix://") {
+        rest
+    } else if let Some(rest) = address.strip_prefix("unix:") {
+        rest
+    } else if address.contains("://") {
+        return Err(invalid("only unix:// sockets are supported"));
+    } else {
+        address
+    };
+    if path.is_empty() {
+        return Err(invalid("no socket path"));
+    }
+    std::path::absolute(path).map_err(|e| invalid(&e.to_string()))
+}
+
+/// A cheap-to-clone handle on one HTTP/2 connection to the driver. When the driver restarts, the
+/// next call dials the socket again; calls made while it is away fail as Unavailable.
+#[derive(Clone)]
+pub struct CsiClient {
+    channel: Channel,
+    path: PathBuf,
+    timeout: Duration,
+}
+
+impl CsiClient {
+    /// Prepares a connection to the socket at `address`; nothing is dialled until the first call.
+    /// `timeout` is the deadline of every call.
+    pub fn new(address: &str, timeout: Duration) -> Result<Self, CsiError> {
+        let path = socket_path(address)?;
+        let dial_path = path.clone();
+        // The URI is never used for routing, only as the :authority, which Go drivers accept.
+        let channel = Endpoint::from_static("http://localhost")
+            .connect_timeout(timeout)
+            .connect_with_connector_lazy(tower::service_fn(move |_| {
+                let p = dial_path.clone();
+                async move {
+                    let stream = tokio::net::UnixStream::connect(p).await?;
+                    Ok::<_, std::io::Error>(TokioIo::new(stream))
+                }
+            }));
+        Ok(CsiClient {
+            channel,
+            path,
+            timeout,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn identity(&self) -> IdentityClient<Channel> {
+        IdentityClient::new(self.channel.clone())
+    }
+
+    fn controller(&self) -> ControllerClient<Channel> {
+        // Driver answers (ListVolumes pages, large topologies) may exceed the 4 MiB default.
+        ControllerClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+    }
+
+    /// Runs one unary call with the per-call deadline, logging it (secrets are redacted by the
+    /// messages' Debug impls) and mapping a failure to [`CsiError`].
+    async fn unary<Req, Resp, Fut>(
+        &self,
+        method: &'static str,
+        message: Req,
+        call: impl FnOnce(tonic::Request<Req>) -> Fut,
+    ) -> Result<Resp, CsiError>
+    where
+        Req: std::fmt::Debug,
+        Resp: std::fmt::Debug,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        debug!(method, request = ?message, "CSI call");
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(self.timeout);
+        let start = Instant::now();
+        let result = call(request).await;
+        let elapsed = start.elapsed();
+        match result {
+            Ok(response) => {
+                let response = response.into_inner();
+                debug!(method, ?elapsed, ?response, "CSI call succeeded");
+                Ok(response)
+            }
+            Err(status) => {
+                debug!(method, ?elapsed, code = ?status.code(), message = status.message(), "CSI call failed");
+                Err(CsiError::from_status(method, &status))
+            }
+        }
+    }
+
+    /// Probe: Ok(true) when the driver is ready (an unset `ready` means ready).
+    pub async fn probe(&self) -> Result<bool, CsiError> {
+        let mut c = self.identity();
+        let r = self
+            .unary("Probe", csi::ProbeRequest {}, |r| c.probe(r))
+            .await?;
+        Ok(r.ready.unwrap_or(true))
+    }
+
+    /// Probes until the driver is ready, backing off from 100 ms to 5 s between attempts. Gives up
+    /// after `limit` (None: never), which is how a missing socket becomes one clear error.
+    pub async fn wait_ready(&self, limit: Option<Duration>) -> Result<(), CsiError> {
+        let start = Instant::now();
+        let mut delay = Duration::from_millis(100);
+        let mut last_report: Option<Instant> = None;
+        loop {
+            let last_error = match self.probe().await {
+                Ok(true) => return Ok(()),
+                Ok(false) => "driver reports it is not ready yet".to_string(),
+                Err(_) if !self.path.exists() => "socket does not exist".to_string(),
+                Err(e) => e.to_string(),
+            };
+            if let Some(limit) = limit
+                && start.elapsed() + delay > limit
+            {
+                return Err(CsiError::NotReady {
+                    address: self.path.display().to_string(),
+                    waited: start.elapsed(),
+                    last_error,
+                });
+            }
+            if last_report.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                warn!(socket = %self.path.display(), reason = %last_error, "waiting for the CSI driver");
+                last_report = Some(Instant::now());
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// Reads the driver's name and capabilities.
+    pub async fn discover(&self) -> Result<DriverInfo, CsiError> {
+        let info = self.get_plugin_info().await?;
+        let plugin = self.get_plugin_capabilities().await?;
+        let controller = if plugin.controller_service {
+            self.controller_get_capabilities().await?
+        } else {
+            ControllerCapabilities::default()
+        };
+        let driver = DriverInfo {
+            name: info.name,
+            vendor_version: info.vendor_version,
+            plugin,
+            controller,
+        };
+        info!(driver = %driver.name, version = %driver.vendor_version,
+              plugin = ?driver.plugin, controller = ?driver.controller, "CSI driver discovered");
+        Ok(driver)
+    }
+
+    pub async fn get_plugin_info(&self) -> Result<csi::GetPluginInfoResponse, CsiError> {
+        let mut c = self.identity();
+        let r = self
+            .unary("GetPluginInfo", csi::GetPluginInfoRequest {}, |r| {
+                c.get_plugin_info(r)
+            })
+            .await?;
+        if r.name.is_empty() {
+            return Err(CsiError::InvalidResponse {
+                method: "GetPluginInfo",
+                reason: "empty driver name".into(),
+            });
+        }
+        Ok(r)
+    }
+
+    pub async fn get_plugin_capabilities(&self) -> Result<PluginCapabilities, CsiError> {
+        let mut c = self.identity();
+        let r = self
+            .unary(
+                "GetPluginCapabilities",
+                csi::GetPluginCapabilitiesRequest {},
+                |r| c.get_plugin_capabilities(r),
+            )
+            .await?;
+        Ok(PluginCapabilities::from_response(&r.capabilities))
+    }
+
+    pub async fn controller_get_capabilities(&self) -> Result<ControllerCapabilities, CsiError> {
+        let mut c = self.controller();
+        let r = self
+            .unary(
+                "ControllerGetCapabilities",
+                csi::ControllerGetCapabilitiesRequest {},
+                |r| c.controller_get_capabilities(r),
+            )
+            .await?;
+        Ok(ControllerCapabilities::from_response(&r.capabilities))
+    }
+
+    /// CreateVolume. A success must name the volume and give a non-negative size.
+    pub async fn create_volume(
+        &self,
+        request: csi::CreateVolumeRequest,
+    ) -> Result<csi::Volume, CsiError> {
+        let mut c = self.controller();
+        let r = self
+            .unary("CreateVolume", request, |r| c.create_volume(r))
+            .await?;
+        let invalid = |reason: &str| CsiError::InvalidResponse {
+            method: "CreateVolume",
+            reason: reason.to_string(),
+        };
+        let volume = r.volume.ok_or_else(|| invalid("no volume in the response"))?;
+        if volume.volume_id.is_empty() {
+            return Err(invalid("empty volume_id"));
+        }
+        if volume.capacity_bytes < 0 {
+            return Err(invalid(&format!(
+                "negative capacity_bytes {}",
+                volume.capacity_bytes
+            )));
+        }
+        Ok(volume)
+    }
+
+    pub async fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Result<(), CsiError> {
+        let mut c = self.controller();
+        self.unary("DeleteVolume", request, |r| c.delete_volume(r))
+            .await
+            .map(|_| ())
+    }
+
+    /// ControllerExpandVolume. A negative size is a broken answer; 0 ("unknown") and a size below
+    /// the request are for the expansion logic to judge.
+    pub async fn controller_expand_volume(
+        &self,
+        request: csi::ControllerExpandVolumeRequest,
+    ) -> Result<csi::ControllerExpandVolumeResponse, CsiError> {
+        let mut c = self.controller();
+        let r = self
+            .unary("ControllerExpandVolume", request, |r| {
+                c.controller_expand_volume(r)
+            })
+            .await?;
+        if r.capacity_bytes < 0 {
+            return Err(CsiError::InvalidResponse {
+                method: "ControllerExpandVolume",
+                reason: format!("negative capacity_bytes {}", r.capacity_bytes),
+            });
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_addresses() {
+        assert_eq!(socket_path("unix:///run/csi/socket").unwrap(), PathBuf::from("/run/csi/socket"));
+        assert_eq!(socket_path("/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(socket_path("unix:rel/s.sock").unwrap(), cwd.join("rel/s.sock"));
+        assert_eq!(socket_path("s.sock").unwrap(), cwd.join("s.sock"));
+        for bad in ["", "unix://", "tcp://127.0.0.1:10000", "dns:///x:1"] {
+            assert!(matches!(socket_path(bad), Err(CsiError::Address { .. })), "{bad:?}");
+        }
+    }
+}

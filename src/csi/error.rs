@@ -1,0 +1,161 @@
+//! What a failed driver call means: finished, maybe still running, or impossible as asked.
+//!
+//! The tables follow external-provisioner (CreateVolume) and external-resizer
+//! (ControllerExpandVolume), see reference/provisioner.md §3.4 and expansion.md §5.1. They differ on
+//! purpose: ResourceExhausted ends a CreateVolume attempt, but leaves an expansion uncertain.
+
+use std::time::Duration;
+
+use tonic::Code;
+
+/// The driver call an error came from; the classification depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Delete,
+    Expand,
+    /// Identity calls, capability queries and anything else with no state in the driver.
+    Query,
+}
+
+/// How the caller must treat a failed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The driver finished with the call and did nothing lasting; retrying with backoff is safe,
+    /// and the arguments may change before the next attempt.
+    Final,
+    /// The operation may still be running in the driver (deadline, lost connection, abort). It
+    /// must be repeated with the same arguments until a final answer arrives, even if the object
+    /// that asked for it has gone away meanwhile.
+    InProgress,
+    /// The request can never succeed as sent (bad argument, size out of range). Retry slowly, and
+    /// only at once when the user changes what they asked for.
+    Infeasible,
+}
+
+/// A failed call to the CSI driver.
+#[derive(Debug, thiserror::Error)]
+pub enum CsiError {
+    /// The driver (or the gRPC stack on our side) answered with a status code.
+    #[error("{method} failed: {code:?}: {message}")]
+    Status {
+        method: &'static str,
+        code: Code,
+        message: String,
+    },
+    /// The driver answered OK, but with something that breaks the CSI contract.
+    #[error("{method} returned an invalid response: {reason}")]
+    InvalidResponse { method: &'static str, reason: String },
+    /// The driver never became ready within the time we were willing to wait.
+    #[error("CSI driver at {address} not ready after {waited:?}: {last_error}")]
+    NotReady {
+        address: String,
+        waited: Duration,
+        last_error: String,
+    },
+    /// The configured address cannot name a unix socket.
+    #[error("invalid CSI address {address:?}: {reason}")]
+    Address { address: String, reason: String },
+}
+
+impl CsiError {
+    pub(crate) fn from_status(method: &'static str, status: &tonic::Status) -> Self {
+        CsiError::Status {
+            method,
+            code: status.code(),
+            message: status.message().to_string(),
+        }
+    }
+
+    /// The gRPC code, when the failure was a status.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            CsiError::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Classifies this error for an operation of the given kind.
+    pub fn class(&self, operation: Operation) -> ErrorClass {
+        match self {
+            CsiError::Status { code, .. } => classify(operation, *code),
+            // An OK that makes no sense leaves us not knowing what the driver did: repeat the same
+            // (idempotent) call until it answers sensibly.
+            CsiError::InvalidResponse { .. } => ErrorClass::InProgress,
+            CsiError::NotReady { .. } => ErrorClass::InProgress,
+            CsiError::Address { .. } => ErrorClass::Final,
+        }
+    }
+}
+
+/// Maps a gRPC status code from `operation` to its class.
+///
+/// tonic reports a deadline reached on our side as `Cancelled` ("Timeout expired") and a failed
+/// dial as `Unavailable`; both are "may still be in progress".
+pub fn classify(operation: Operation, code: Code) -> ErrorClass {
+    match code {
+        Code::Cancelled | Code::DeadlineExceeded | Code::Unavailable | Code::Aborted => {
+            ErrorClass::InProgress
+        }
+        Code::ResourceExhausted if operation == Operation::Expand => ErrorClass::InProgress,
+        Code::InvalidArgument if operation == Operation::Create => ErrorClass::Infeasible,
+        Code::InvalidArgument | Code::OutOfRange | Code::NotFound
+            if operation == Operation::Expand =>
+        {
+            ErrorClass::Infeasible
+        }
+        _ => ErrorClass::Final,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use ErrorClass::{Final, InProgress, Infeasible};
+    use Operation::{Create, Delete, Expand, Query};
+
+    #[test]
+    fn classification_table() {
+        let table = [
+            // (operation, code, class)
+            (Create, Code::Cancelled, InProgress),
+            (Create, Code::DeadlineExceeded, InProgress),
+            (Create, Code::Unavailable, InProgress),
+            (Create, Code::Aborted, InProgress),
+            (Create, Code::ResourceExhausted, Final),
+            (Create, Code::InvalidArgument, Infeasible),
+            (Create, Code::OutOfRange, Final),
+            (Create, Code::NotFound, Final),
+            (Create, Code::Internal, Final),
+            (Create, Code::AlreadyExists, Final),
+            (Create, Code::Unknown, Final),
+            (Delete, Code::DeadlineExceeded, InProgress),
+            (Delete, Code::FailedPrecondition, Final),
+            (Delete, Code::InvalidArgument, Final),
+            (Expand, Code::Cancelled, InProgress),
+            (Expand, Code::ResourceExhausted, InProgress),
+            (Expand, Code::InvalidArgument, Infeasible),
+            (Expand, Code::OutOfRange, Infeasible),
+            (Expand, Code::NotFound, Infeasible),
+            (Expand, Code::FailedPrecondition, Final),
+            (Expand, Code::Internal, Final),
+            (Expand, Code::Unimplemented, Final),
+            (Query, Code::Unavailable, InProgress),
+            (Query, Code::Unimplemented, Final),
+        ];
+        for (operation, code, want) in table {
+            assert_eq!(classify(operation, code), want, "{operation:?} {code:?}");
+        }
+    }
+
+    #[test]
+    fn nonsense_answers_are_uncertain() {
+        let e = CsiError::InvalidResponse {
+            method: "CreateVolume",
+            reason: "empty volume_id".into(),
+        };
+        assert_eq!(e.class(Create), InProgress);
+        assert_eq!(e.code(), None);
+    }
+}
