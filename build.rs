@@ -26,6 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true) // the fake driver in tests serves these
+        .generate_default_stubs(true) // unimplemented RPCs answer Unimplemented
         .skip_debug(skipped)
         .compile_fds(fds)?;
     Ok(())

@@ -1,0 +1,40 @@
+//! csi-sanity (Identity and Controller specs) against our fault-injecting fake driver: the fake is
+//! only a fair stand-in for real drivers if it keeps the same contract.
+
+mod support;
+
+use support::fake_driver::{DriverConfig, FakeDriver};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_driver_passes_csi_sanity() {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
+        .await
+        .unwrap();
+    let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
+    println!(
+        "csi-sanity against the fake driver: {} passed, {} failed, {} skipped",
+        report.passed, report.failed, report.skipped
+    );
+    report.assert_green(20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DriverConfig {
+        topology: true,
+        online_expansion: Some(false),
+        node_expansion_required: true,
+        clone: false,
+        single_node_multi_writer: false,
+        ..DriverConfig::default()
+    };
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config).await.unwrap();
+    let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
+    println!(
+        "csi-sanity against the fake driver (topology, offline expansion): {} passed, {} failed, {} skipped",
+        report.passed, report.failed, report.skipped
+    );
+    report.assert_green(15);
+}

@@ -1,0 +1,7 @@
+//! Shared test support: the real peers, the fake CSI driver, csi-sanity, and the control plane.
+
+#![allow(dead_code)]
+
+pub mod fake_driver;
+pub mod peers;
+pub mod sanity;

@@ -1,0 +1,93 @@
+//! Running csi-sanity (the real one, built by `make peers`) against a driver's socket.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use super::peers::peer;
+
+/// The counts csi-sanity's summary line reports.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SanityReport {
+    pub passed: u32,
+    pub failed: u32,
+    pub pending: u32,
+    pub skipped: u32,
+    pub success: bool,
+    pub output: String,
+}
+
+impl SanityReport {
+    /// Fails the test unless csi-sanity succeeded with at least `min_passed` specs and none failed.
+    pub fn assert_green(&self, min_passed: u32) {
+        assert!(
+            self.success && self.failed == 0 && self.passed >= min_passed,
+            "csi-sanity: {} passed (want >= {min_passed}), {} failed\n{}",
+            self.passed,
+            self.failed,
+            self.output
+        );
+    }
+}
+
+/// Parses Ginkgo's "SUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped" line.
+pub fn parse_summary(output: &str) -> Option<SanityReport> {
+    let line = output
+        .lines()
+        .find(|l| (l.contains("SUCCESS!") || l.contains("FAIL!")) && l.contains("Passed"))?;
+    let mut report = SanityReport {
+        success: line.contains("SUCCESS!"),
+        ..SanityReport::default()
+    };
+    let counts = line.split("--").nth(1)?;
+    for part in counts.split('|') {
+        let mut words = part.split_whitespace();
+        let n: u32 = words.next()?.parse().ok()?;
+        match words.next()? {
+            "Passed" => report.passed = n,
+            "Failed" => report.failed = n,
+            "Pending" => report.pending = n,
+            "Skipped" => report.skipped = n,
+            _ => {}
+        }
+    }
+    Some(report)
+}
+
+/// Runs the Identity and Controller specs (Node specs need root and real mounts) against
+/// `endpoint`, with scratch folders under `work`.
+pub async fn run(endpoint: &str, work: &Path, extra_args: &[&str]) -> SanityReport {
+    let output = tokio::process::Command::new(peer("csi-sanity"))
+        .arg(format!("--csi.endpoint={endpoint}"))
+        .arg(format!("--csi.mountdir={}", work.join("mount").display()))
+        .arg(format!("--csi.stagingdir={}", work.join("staging").display()))
+        .arg("--csi.testvolumesize=1073741824")
+        .arg("--csi.testvolumeexpandsize=2147483648")
+        .arg("--ginkgo.skip=Node Service")
+        .arg("--ginkgo.no-color")
+        .args(extra_args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("csi-sanity did not start");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut report = parse_summary(&text).unwrap_or_else(|| {
+        panic!("no Ginkgo summary in csi-sanity output (exit {:?}):\n{text}", output.status)
+    });
+    report.success &= output.status.success();
+    report.output = text;
+    report
+}
+
+#[test]
+fn summary_line_parses() {
+    let r = parse_summary("Ran 30 of 95 Specs\nSUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped\n").unwrap();
+    assert_eq!((r.passed, r.failed, r.pending, r.skipped, r.success), (30, 0, 0, 65, true));
+    let r = parse_summary("FAIL! -- 28 Passed | 2 Failed | 0 Pending | 65 Skipped").unwrap();
+    assert_eq!((r.passed, r.failed, r.success), (28, 2, false));
+    assert_eq!(parse_summary("no summary"), None);
+}
