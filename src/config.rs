@@ -8,7 +8,11 @@ use std::time::Duration;
 use clap::Parser;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "csi-pv-controller", version, about = "Provisions, binds, expands and deletes the volumes of one CSI driver.")]
+#[command(
+    name = "csi-pv-controller",
+    version,
+    about = "Provisions, binds, expands and deletes the volumes of one CSI driver."
+)]
 pub struct Config {
     /// The CSI driver's controller socket: unix:///path or a path.
     #[arg(long, default_value = "/run/csi/socket")]
@@ -89,7 +93,10 @@ impl Config {
             return bad("retry-interval-start", "must be greater than 0");
         }
         if self.retry_interval_max < self.retry_interval_start {
-            return bad("retry-interval-max", "must not be shorter than --retry-interval-start");
+            return bad(
+                "retry-interval-max",
+                "must not be shorter than --retry-interval-start",
+            );
         }
         if self.leader_election {
             return bad(
@@ -100,7 +107,10 @@ impl Config {
         if let Some(path) = &self.kubeconfig
             && !path.is_file()
         {
-            return bad("kubeconfig", &format!("{} is not a readable file", path.display()));
+            return bad(
+                "kubeconfig",
+                &format!("{} is not a readable file", path.display()),
+            );
         }
         crate::csi::socket_path(&self.csi_address).map_err(|e| ConfigError {
             flag: "csi-address",
@@ -170,9 +180,15 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.timeout, Duration::from_secs(90));
-        assert_eq!(c.http_address().unwrap(), Some("0.0.0.0:8080".parse().unwrap()));
         assert_eq!(
-            parse(&["--http-endpoint=127.0.0.1:9808"]).unwrap().http_address().unwrap(),
+            c.http_address().unwrap(),
+            Some("0.0.0.0:8080".parse().unwrap())
+        );
+        assert_eq!(
+            parse(&["--http-endpoint=127.0.0.1:9808"])
+                .unwrap()
+                .http_address()
+                .unwrap(),
             Some("127.0.0.1:9808".parse().unwrap())
         );
     }
@@ -185,7 +201,10 @@ mod tests {
             (&["--kube-api-qps=0", "--kube-api-burst=0"], "kube-api-qps"),
             (&["--kube-api-burst=0"], "kube-api-burst"),
             (&["--worker-threads=0"], "worker-threads"),
-            (&["--retry-interval-start=10s", "--retry-interval-max=1s"], "retry-interval-max"),
+            (
+                &["--retry-interval-start=10s", "--retry-interval-max=1s"],
+                "retry-interval-max",
+            ),
             (&["--http-endpoint=nonsense"], "http-endpoint"),
             (&["--csi-address=tcp://127.0.0.1:1"], "csi-address"),
             (&["--kubeconfig=/does/not/exist"], "kubeconfig"),

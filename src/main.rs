@@ -15,7 +15,10 @@ use csi_pv_controller::http;
 fn main() -> ExitCode {
     let config = Config::parse(); // exits 2 with clap's message on unparsable flags
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             error!("cannot start the async runtime: {e}");
@@ -74,7 +77,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
-        let driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
+        let driver = csi
+            .discover()
+            .await
+            .context("cannot read the CSI driver's identity")?;
         let client = cluster::client::build(
             config.kubeconfig.as_deref(),
             config.kube_api_qps,
@@ -83,7 +89,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await?;
         let (stores, watch) = Stores::watch(&client);
         tokio::spawn(watch);
-        stores.synced().await.context("API caches stopped before they synced")?;
+        stores
+            .synced()
+            .await
+            .context("API caches stopped before they synced")?;
         anyhow::Ok((driver, stores))
     };
     let (driver, _stores) = tokio::select! {

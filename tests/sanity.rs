@@ -30,7 +30,9 @@ async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
         single_node_multi_writer: false,
         ..DriverConfig::default()
     };
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config).await.unwrap();
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config)
+        .await
+        .unwrap();
     let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
     println!(
         "csi-sanity against the fake driver (topology, offline expansion): {} passed, {} failed, {} skipped",

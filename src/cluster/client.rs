@@ -14,7 +14,9 @@ pub enum ClientError {
         path: String,
         source: kube::config::KubeconfigError,
     },
-    #[error("no Kubernetes configuration found (no --kubeconfig, KUBECONFIG or in-cluster service account): {0}")]
+    #[error(
+        "no Kubernetes configuration found (no --kubeconfig, KUBECONFIG or in-cluster service account): {0}"
+    )]
     Infer(#[from] kube::config::InferConfigError),
     #[error("cannot build the Kubernetes client: {0}")]
     Build(#[from] kube::Error),

@@ -4,8 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use super::proto::v1::{
-    ControllerServiceCapability, PluginCapability, controller_service_capability,
-    plugin_capability,
+    ControllerServiceCapability, PluginCapability, controller_service_capability, plugin_capability,
 };
 
 pub use controller_service_capability::rpc::Type as ControllerCapability;
@@ -114,7 +113,9 @@ mod tests {
 
     fn rpc(t: ControllerCapability) -> ControllerServiceCapability {
         ControllerServiceCapability {
-            r#type: Some(controller_service_capability::Type::Rpc(Rpc { r#type: t as i32 })),
+            r#type: Some(controller_service_capability::Type::Rpc(Rpc {
+                r#type: t as i32,
+            })),
         }
     }
 
@@ -125,7 +126,9 @@ mod tests {
             rpc(ControllerCapability::ListSnapshots),
             rpc(ControllerCapability::ListSnapshots),
             ControllerServiceCapability {
-                r#type: Some(controller_service_capability::Type::Rpc(Rpc { r#type: 999 })),
+                r#type: Some(controller_service_capability::Type::Rpc(Rpc {
+                    r#type: 999,
+                })),
             },
             ControllerServiceCapability { r#type: None },
         ]);
@@ -141,7 +144,9 @@ mod tests {
     #[test]
     fn plugin_capabilities_fold() {
         let service = |t: plugin_capability::service::Type| PluginCapability {
-            r#type: Some(plugin_capability::Type::Service(Service { r#type: t as i32 })),
+            r#type: Some(plugin_capability::Type::Service(Service {
+                r#type: t as i32,
+            })),
         };
         let expansion = |t: plugin_capability::volume_expansion::Type| PluginCapability {
             r#type: Some(plugin_capability::Type::VolumeExpansion(VolumeExpansion {
@@ -158,6 +163,9 @@ mod tests {
         assert!(caps.accessibility_constraints);
         assert!(!caps.group_controller_service);
         assert_eq!(caps.expansion, Some(ExpansionMode::Online));
-        assert_eq!(PluginCapabilities::from_response(&[]), PluginCapabilities::default());
+        assert_eq!(
+            PluginCapabilities::from_response(&[]),
+            PluginCapabilities::default()
+        );
     }
 }

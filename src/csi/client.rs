@@ -239,7 +239,9 @@ impl CsiClient {
             method: "CreateVolume",
             reason: reason.to_string(),
         };
-        let volume = r.volume.ok_or_else(|| invalid("no volume in the response"))?;
+        let volume = r
+            .volume
+            .ok_or_else(|| invalid("no volume in the response"))?;
         if volume.volume_id.is_empty() {
             return Err(invalid("empty volume_id"));
         }
@@ -287,13 +289,25 @@ mod tests {
 
     #[test]
     fn socket_addresses() {
-        assert_eq!(socket_path("unix:///run/csi/socket").unwrap(), PathBuf::from("/run/csi/socket"));
-        assert_eq!(socket_path("/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
+        assert_eq!(
+            socket_path("unix:///run/csi/socket").unwrap(),
+            PathBuf::from("/run/csi/socket")
+        );
+        assert_eq!(
+            socket_path("/csi/csi.sock").unwrap(),
+            PathBuf::from("/csi/csi.sock")
+        );
         let cwd = std::env::current_dir().unwrap();
-        assert_eq!(socket_path("unix:rel/s.sock").unwrap(), cwd.join("rel/s.sock"));
+        assert_eq!(
+            socket_path("unix:rel/s.sock").unwrap(),
+            cwd.join("rel/s.sock")
+        );
         assert_eq!(socket_path("s.sock").unwrap(), cwd.join("s.sock"));
         for bad in ["", "unix://", "tcp://127.0.0.1:10000", "dns:///x:1"] {
-            assert!(matches!(socket_path(bad), Err(CsiError::Address { .. })), "{bad:?}");
+            assert!(
+                matches!(socket_path(bad), Err(CsiError::Address { .. })),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -43,9 +43,21 @@ pub enum CsiError {
         code: Code,
         message: String,
     },
+    /// The call failed on our side of the socket (connection refused or dropped mid-call, HTTP/2
+    /// error): the driver sent no answer, so what it did is unknown. tonic reports these as
+    /// statuses too, usually `Unknown: transport error`; they differ in carrying a local cause.
+    #[error("{method} failed on the connection to the driver: {code:?}: {message}")]
+    Transport {
+        method: &'static str,
+        code: Code,
+        message: String,
+    },
     /// The driver answered OK, but with something that breaks the CSI contract.
     #[error("{method} returned an invalid response: {reason}")]
-    InvalidResponse { method: &'static str, reason: String },
+    InvalidResponse {
+        method: &'static str,
+        reason: String,
+    },
     /// The driver never became ready within the time we were willing to wait.
     #[error("CSI driver at {address} not ready after {waited:?}: {last_error}")]
     NotReady {
@@ -60,17 +72,31 @@ pub enum CsiError {
 
 impl CsiError {
     pub(crate) fn from_status(method: &'static str, status: &tonic::Status) -> Self {
-        CsiError::Status {
-            method,
-            code: status.code(),
-            message: status.message().to_string(),
+        let code = status.code();
+        let message = status.message().to_string();
+        // A status with a local source error was made by our gRPC stack, not sent by the driver.
+        // The codes that are "in progress" anyway stay statuses, so that deadlines keep their code.
+        if std::error::Error::source(status).is_some()
+            && classify(Operation::Query, code) == ErrorClass::Final
+        {
+            CsiError::Transport {
+                method,
+                code,
+                message,
+            }
+        } else {
+            CsiError::Status {
+                method,
+                code,
+                message,
+            }
         }
     }
 
     /// The gRPC code, when the failure was a status.
     pub fn code(&self) -> Option<Code> {
         match self {
-            CsiError::Status { code, .. } => Some(*code),
+            CsiError::Status { code, .. } | CsiError::Transport { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -79,6 +105,7 @@ impl CsiError {
     pub fn class(&self, operation: Operation) -> ErrorClass {
         match self {
             CsiError::Status { code, .. } => classify(operation, *code),
+            CsiError::Transport { .. } => ErrorClass::InProgress,
             // An OK that makes no sense leaves us not knowing what the driver did: repeat the same
             // (idempotent) call until it answers sensibly.
             CsiError::InvalidResponse { .. } => ErrorClass::InProgress,

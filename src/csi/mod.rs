@@ -6,7 +6,9 @@ pub mod client;
 pub mod error;
 pub mod proto;
 
-pub use capabilities::{ControllerCapabilities, ControllerCapability, ExpansionMode, PluginCapabilities};
+pub use capabilities::{
+    ControllerCapabilities, ControllerCapability, ExpansionMode, PluginCapabilities,
+};
 pub use client::{CsiClient, DriverInfo, socket_path};
 pub use error::{CsiError, ErrorClass, Operation, classify};
 pub use proto::v1;

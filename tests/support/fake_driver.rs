@@ -9,17 +9,19 @@
 #![allow(dead_code)] // each test binary uses a different part of the support code
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use csi_pv_controller::csi::v1 as csi;
 use csi::controller_server::{Controller, ControllerServer};
 use csi::identity_server::{Identity, IdentityServer};
 use csi::node_server::{Node, NodeServer};
+use csi_pv_controller::csi::v1 as csi;
 use tokio::net::UnixListener;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Code, Request, Response, Status};
 
@@ -143,8 +145,7 @@ struct Shared {
 
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
-        // A panicking test thread may poison the lock; the data is still what the test needs.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Records the call and applies the next scripted fault for its method. Returns a fault that
@@ -177,6 +178,9 @@ pub struct FakeDriver {
     shared: Arc<Shared>,
     socket: PathBuf,
     server: Mutex<Option<JoinHandle<()>>>,
+    /// Duplicates of every accepted connection, so that `stop` can cut them as a crash would
+    /// (aborting the accept loop alone leaves served connections running).
+    connections: Arc<Mutex<Vec<std::os::unix::net::UnixStream>>>,
 }
 
 impl FakeDriver {
@@ -194,6 +198,7 @@ impl FakeDriver {
             shared,
             socket: socket.to_path_buf(),
             server: Mutex::new(None),
+            connections: Arc::default(),
         };
         driver.serve()?;
         Ok(driver)
@@ -203,17 +208,26 @@ impl FakeDriver {
         let _ = std::fs::remove_file(&self.socket);
         let listener = UnixListener::bind(&self.socket)?;
         let service = Service(self.shared.clone());
+        let connections = self.connections.clone();
+        let incoming = UnixListenerStream::new(listener).map(move |accepted| {
+            if let Ok(stream) = &accepted
+                && let Ok(fd) = stream.as_fd().try_clone_to_owned()
+            {
+                lock(&connections).push(std::os::unix::net::UnixStream::from(fd));
+            }
+            accepted
+        });
         let server = tonic::transport::Server::builder()
             .add_service(IdentityServer::new(service.clone()))
             .add_service(ControllerServer::new(service.clone()))
             .add_service(NodeServer::new(service))
-            .serve_with_incoming(UnixListenerStream::new(listener));
+            .serve_with_incoming(incoming);
         let task = tokio::spawn(async move {
             if let Err(e) = server.await {
                 eprintln!("fake CSI driver stopped: {e}");
             }
         });
-        *self.server.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        *lock(&self.server) = Some(task);
         Ok(())
     }
 
@@ -232,8 +246,11 @@ impl FakeDriver {
 
     /// Kills the server as a crash would: open connections drop, the socket file goes away.
     pub fn stop(&self) {
-        if let Some(task) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(task) = lock(&self.server).take() {
             task.abort();
+        }
+        for connection in lock(&self.connections).drain(..) {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
         }
         let _ = std::fs::remove_file(&self.socket);
     }
@@ -277,7 +294,10 @@ impl FakeDriver {
     }
 
     pub fn calls_of(&self, method: &str) -> Vec<Call> {
-        self.calls().into_iter().filter(|c| c.method() == method).collect()
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method() == method)
+            .collect()
     }
 
     pub fn volumes(&self) -> Vec<FakeVolume> {
@@ -289,6 +309,11 @@ impl Drop for FakeDriver {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A panicking test thread may poison a lock; the data is still what the test needs.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Clone)]
@@ -305,10 +330,14 @@ fn validate_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Status> {
     }
     for cap in caps {
         if cap.access_type.is_none() {
-            return Err(invalid("volume capability without block or mount access type"));
+            return Err(invalid(
+                "volume capability without block or mount access type",
+            ));
         }
         match cap.access_mode.as_ref().map(|m| m.mode()) {
-            None | Some(Mode::Unknown) => return Err(invalid("volume capability without access mode")),
+            None | Some(Mode::Unknown) => {
+                return Err(invalid("volume capability without access mode"));
+            }
             Some(_) => {}
         }
     }
@@ -316,7 +345,9 @@ fn validate_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Status> {
 }
 
 impl Service {
-    fn rpc_capability(t: csi::controller_service_capability::rpc::Type) -> csi::ControllerServiceCapability {
+    fn rpc_capability(
+        t: csi::controller_service_capability::rpc::Type,
+    ) -> csi::ControllerServiceCapability {
         csi::ControllerServiceCapability {
             r#type: Some(csi::controller_service_capability::Type::Rpc(
                 csi::controller_service_capability::Rpc { r#type: t as i32 },
@@ -363,7 +394,9 @@ impl Identity for Service {
         &self,
         _: Request<csi::GetPluginCapabilitiesRequest>,
     ) -> Result<Response<csi::GetPluginCapabilitiesResponse>, Status> {
-        use csi::plugin_capability::{Service as Svc, Type, VolumeExpansion, service, volume_expansion};
+        use csi::plugin_capability::{
+            Service as Svc, Type, VolumeExpansion, service, volume_expansion,
+        };
         self.0.enter(Call::GetPluginCapabilities).await?;
         let service = |t: service::Type| csi::PluginCapability {
             r#type: Some(Type::Service(Svc { r#type: t as i32 })),
@@ -373,15 +406,24 @@ impl Identity for Service {
             capabilities.push(service(service::Type::VolumeAccessibilityConstraints));
         }
         if let Some(online) = self.0.config.online_expansion {
-            let t = if online { volume_expansion::Type::Online } else { volume_expansion::Type::Offline };
+            let t = if online {
+                volume_expansion::Type::Online
+            } else {
+                volume_expansion::Type::Offline
+            };
             capabilities.push(csi::PluginCapability {
                 r#type: Some(Type::VolumeExpansion(VolumeExpansion { r#type: t as i32 })),
             });
         }
-        Ok(Response::new(csi::GetPluginCapabilitiesResponse { capabilities }))
+        Ok(Response::new(csi::GetPluginCapabilitiesResponse {
+            capabilities,
+        }))
     }
 
-    async fn probe(&self, _: Request<csi::ProbeRequest>) -> Result<Response<csi::ProbeResponse>, Status> {
+    async fn probe(
+        &self,
+        _: Request<csi::ProbeRequest>,
+    ) -> Result<Response<csi::ProbeResponse>, Status> {
         self.0.enter(Call::Probe).await?;
         let ready = self.0.state().ready;
         Ok(Response::new(csi::ProbeResponse { ready: Some(ready) }))
@@ -446,7 +488,9 @@ impl Controller for Service {
         let volume = {
             let mut state = self.0.state();
             if let Some(existing) = state.volumes.values().find(|v| v.name == req.name) {
-                if existing.capacity_bytes < required || (limit > 0 && existing.capacity_bytes > limit) {
+                if existing.capacity_bytes < required
+                    || (limit > 0 && existing.capacity_bytes > limit)
+                {
                     return Err(Status::already_exists(format!(
                         "volume {} exists with {} bytes",
                         req.name, existing.capacity_bytes
@@ -465,11 +509,17 @@ impl Controller for Service {
                     match &source.r#type {
                         Some(Type::Volume(v)) if self.0.config.clone => {
                             if !state.volumes.contains_key(&v.volume_id) {
-                                return Err(Status::not_found(format!("source volume {} not found", v.volume_id)));
+                                return Err(Status::not_found(format!(
+                                    "source volume {} not found",
+                                    v.volume_id
+                                )));
                             }
                         }
                         Some(Type::Snapshot(s)) => {
-                            return Err(Status::not_found(format!("snapshot {} not found", s.snapshot_id)));
+                            return Err(Status::not_found(format!(
+                                "snapshot {} not found",
+                                s.snapshot_id
+                            )));
                         }
                         _ => return Err(invalid("unsupported volume content source")),
                     }
@@ -503,7 +553,9 @@ impl Controller for Service {
             Some(Fault::EmptyVolumeId) => answer.volume_id.clear(),
             _ => {}
         }
-        Ok(Response::new(csi::CreateVolumeResponse { volume: Some(answer) }))
+        Ok(Response::new(csi::CreateVolumeResponse {
+            volume: Some(answer),
+        }))
     }
 
     async fn delete_volume(
@@ -524,13 +576,18 @@ impl Controller for Service {
         request: Request<csi::ValidateVolumeCapabilitiesRequest>,
     ) -> Result<Response<csi::ValidateVolumeCapabilitiesResponse>, Status> {
         let req = request.into_inner();
-        self.0.enter(Call::ValidateVolumeCapabilities(req.clone())).await?;
+        self.0
+            .enter(Call::ValidateVolumeCapabilities(req.clone()))
+            .await?;
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id must not be empty"));
         }
         validate_capabilities(&req.volume_capabilities)?;
         if !self.0.state().volumes.contains_key(&req.volume_id) {
-            return Err(Status::not_found(format!("volume {} not found", req.volume_id)));
+            return Err(Status::not_found(format!(
+                "volume {} not found",
+                req.volume_id
+            )));
         }
         Ok(Response::new(csi::ValidateVolumeCapabilitiesResponse {
             confirmed: Some(csi::validate_volume_capabilities_response::Confirmed {
@@ -548,7 +605,10 @@ impl Controller for Service {
         request: Request<csi::ControllerExpandVolumeRequest>,
     ) -> Result<Response<csi::ControllerExpandVolumeResponse>, Status> {
         let req = request.into_inner();
-        let answer_fault = self.0.enter(Call::ControllerExpandVolume(req.clone())).await?;
+        let answer_fault = self
+            .0
+            .enter(Call::ControllerExpandVolume(req.clone()))
+            .await?;
         if !self.0.config.controller_expansion {
             return Err(Status::unimplemented("controller expansion is off"));
         }
@@ -570,7 +630,10 @@ impl Controller for Service {
         let capacity = {
             let mut state = self.0.state();
             let Some(volume) = state.volumes.get_mut(&req.volume_id) else {
-                return Err(Status::not_found(format!("volume {} not found", req.volume_id)));
+                return Err(Status::not_found(format!(
+                    "volume {} not found",
+                    req.volume_id
+                )));
             };
             // Never shrinks: asking for less than the volume has succeeds with its current size.
             volume.capacity_bytes = volume.capacity_bytes.max(range.required_bytes);
@@ -597,12 +660,16 @@ impl Node for Service {
         self.0.enter(Call::NodeGetCapabilities).await?;
         let capabilities = if self.0.config.node_expansion_required {
             vec![csi::NodeServiceCapability {
-                r#type: Some(Type::Rpc(Rpc { r#type: rpc::Type::ExpandVolume as i32 })),
+                r#type: Some(Type::Rpc(Rpc {
+                    r#type: rpc::Type::ExpandVolume as i32,
+                })),
             }]
         } else {
             vec![]
         };
-        Ok(Response::new(csi::NodeGetCapabilitiesResponse { capabilities }))
+        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
+            capabilities,
+        }))
     }
 
     /// Nothing is ever published by the fake, so unpublishing always succeeds (csi-sanity's

@@ -60,7 +60,10 @@ pub async fn run(endpoint: &str, work: &Path, extra_args: &[&str]) -> SanityRepo
     let output = tokio::process::Command::new(peer("csi-sanity"))
         .arg(format!("--csi.endpoint={endpoint}"))
         .arg(format!("--csi.mountdir={}", work.join("mount").display()))
-        .arg(format!("--csi.stagingdir={}", work.join("staging").display()))
+        .arg(format!(
+            "--csi.stagingdir={}",
+            work.join("staging").display()
+        ))
         .arg("--csi.testvolumesize=1073741824")
         .arg("--csi.testvolumeexpandsize=2147483648")
         .arg("--ginkgo.skip=Node Service")
@@ -76,7 +79,10 @@ pub async fn run(endpoint: &str, work: &Path, extra_args: &[&str]) -> SanityRepo
         String::from_utf8_lossy(&output.stderr)
     );
     let mut report = parse_summary(&text).unwrap_or_else(|| {
-        panic!("no Ginkgo summary in csi-sanity output (exit {:?}):\n{text}", output.status)
+        panic!(
+            "no Ginkgo summary in csi-sanity output (exit {:?}):\n{text}",
+            output.status
+        )
     });
     report.success &= output.status.success();
     report.output = text;
@@ -85,8 +91,14 @@ pub async fn run(endpoint: &str, work: &Path, extra_args: &[&str]) -> SanityRepo
 
 #[test]
 fn summary_line_parses() {
-    let r = parse_summary("Ran 30 of 95 Specs\nSUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped\n").unwrap();
-    assert_eq!((r.passed, r.failed, r.pending, r.skipped, r.success), (30, 0, 0, 65, true));
+    let r = parse_summary(
+        "Ran 30 of 95 Specs\nSUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (r.passed, r.failed, r.pending, r.skipped, r.success),
+        (30, 0, 0, 65, true)
+    );
     let r = parse_summary("FAIL! -- 28 Passed | 2 Failed | 0 Pending | 65 Skipped").unwrap();
     assert_eq!((r.passed, r.failed, r.success), (28, 2, false));
     assert_eq!(parse_summary("no summary"), None);
