@@ -1,0 +1,382 @@
+//! A real control plane for tests: etcd and kube-apiserver (built by `make peers`) on loopback
+//! ports chosen at run time, TLS with an admin client certificate, RBAC authorization and
+//! service-account signing keys, and no kube-controller-manager.
+//!
+//! One control plane per test binary, started by the first test that asks for it. Tests isolate
+//! themselves by namespace and unique names. The processes are started from a thread that lives
+//! as long as the test binary and get SIGKILL when it exits (PR_SET_PDEATHSIG), so they go away
+//! also when a test panics or the binary is killed.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+use super::peers::peer;
+
+/// How long the apiserver may take to report /readyz on a busy 2-core machine.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The running control plane's coordinates. Its processes belong to a background thread.
+#[derive(Debug, Clone)]
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub server: String,
+    pub ca_file: PathBuf,
+    /// Kubeconfig of `admin` in group system:masters.
+    pub admin_kubeconfig: PathBuf,
+}
+
+static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+
+/// The test binary's control plane, started on first use. Panics (failing the test) if a peer is
+/// missing or the apiserver does not become ready.
+pub fn control_plane() -> &'static ControlPlane {
+    let result = PLANE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The thread that spawns the processes must outlive every test: PR_SET_PDEATHSIG fires
+        // when the spawning *thread* exits.
+        std::thread::Builder::new()
+            .name("control-plane".into())
+            .spawn(move || {
+                let started = launch();
+                let children_alive = started.is_ok();
+                let (plane, children) = match started {
+                    Ok((plane, children)) => (Ok(plane), children),
+                    Err(e) => (Err(e), Vec::new()),
+                };
+                let _ = tx.send(plane);
+                if children_alive {
+                    let _children = children; // kept until the process exits
+                    loop {
+                        std::thread::park();
+                    }
+                }
+            })
+            .expect("cannot spawn the control-plane thread");
+        rx.recv().unwrap_or_else(|_| Err("control-plane thread died".into()))
+    });
+    match result {
+        Ok(plane) => plane,
+        Err(e) => panic!("control plane did not start: {e}"),
+    }
+}
+
+impl ControlPlane {
+    /// A new admin client, bound to the calling test's runtime.
+    pub async fn client(&self) -> kube::Client {
+        client_from_kubeconfig(&self.admin_kubeconfig).await
+    }
+
+    /// Writes a kubeconfig that authenticates with `token` and returns its path.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        let path = self.dir.join(format!("{name}.kubeconfig"));
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context: {{cluster: test, user: {name}}}\ncurrent-context: {name}\n",
+            self.server,
+            self.ca_file.display()
+        );
+        fs::write(&path, yaml).expect("cannot write kubeconfig");
+        path
+    }
+
+    /// Creates `namespace` (if needed) and a ServiceAccount in it, and mints a token for it with
+    /// the TokenRequest API (no kube-controller-manager is needed for that).
+    pub async fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let client = self.client().await;
+        create_namespace(&client, namespace).await;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
+        let account = ServiceAccount {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match accounts.create(&PostParams::default(), &account).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(e) => panic!("cannot create ServiceAccount {namespace}/{name}: {e}"),
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                audiences: vec![],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|e| panic!("TokenRequest for {namespace}/{name} failed: {e}"));
+        answer.status.expect("TokenRequest without status").token
+    }
+}
+
+pub async fn client_from_kubeconfig(path: &Path) -> kube::Client {
+    let kubeconfig = Kubeconfig::read_from(path).expect("unreadable kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("bad kubeconfig");
+    kube::Client::try_from(config).expect("cannot build client")
+}
+
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+        Err(e) => panic!("cannot create namespace {name}: {e}"),
+    }
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+/// Spawns `command` so that it is killed when this test binary exits, with its output in `log`.
+fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
+    let out = fs::File::create(log).map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    command.stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))
+}
+
+fn tail(log: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = fs::File::open(log) {
+        let _ = f.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Waits for `ready` to hold, failing early with the log if `child` exits.
+fn wait_for(
+    what: &str,
+    child: &mut Child,
+    log: &Path,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), String> {
+    let start = Instant::now();
+    while start.elapsed() < START_TIMEOUT {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{what} exited with {status}:\n{}", tail(log)));
+        }
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Err(format!("{what} not ready after {START_TIMEOUT:?}:\n{}", tail(log)))
+}
+
+/// A plain-HTTP GET on loopback, enough for etcd's /health.
+fn http_ok(port: u16, path: &str) -> bool {
+    use std::io::Write;
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+}
+
+struct Pki {
+    ca: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    admin_cert: PathBuf,
+    admin_key: PathBuf,
+    sa_public: PathBuf,
+    sa_private: PathBuf,
+}
+
+fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "csi-pv-controller-test-ca");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+
+    let server_key = KeyPair::generate()?;
+    let mut server = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ])?;
+    server.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_cert = server.signed_by(&server_key, &ca)?;
+
+    let admin_key = KeyPair::generate()?;
+    let mut admin = CertificateParams::new(Vec::<String>::new())?;
+    admin.distinguished_name.push(DnType::CommonName, "admin");
+    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin_cert = admin.signed_by(&admin_key, &ca)?;
+
+    let sa_key = KeyPair::generate()?;
+
+    let write = |name: &str, content: String| {
+        let path = dir.join(name);
+        fs::write(&path, content).map(|_| path)
+    };
+    let io = |e: std::io::Error| rcgen::Error::PemError(e.to_string());
+    Ok(Pki {
+        ca: write("ca.crt", ca.pem()).map_err(io)?,
+        server_cert: write("apiserver.crt", server_cert.pem()).map_err(io)?,
+        server_key: write("apiserver.key", server_key.serialize_pem()).map_err(io)?,
+        admin_cert: write("admin.crt", admin_cert.pem()).map_err(io)?,
+        admin_key: write("admin.key", admin_key.serialize_pem()).map_err(io)?,
+        sa_public: write("sa.pub", sa_key.public_key_pem()).map_err(io)?,
+        sa_private: write("sa.key", sa_key.serialize_pem()).map_err(io)?,
+    })
+}
+
+/// A fresh folder for this run, after removing those of earlier runs whose process is gone.
+fn work_dir() -> Result<PathBuf, String> {
+    let base = std::env::temp_dir().join("csi-pv-controller-control-planes");
+    if let Ok(entries) = fs::read_dir(&base) {
+        for entry in entries.flatten() {
+            let pid = entry.file_name().to_string_lossy().parse::<u32>().ok();
+            if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = base.join(std::process::id().to_string());
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("pki")).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
+    let etcd_bin = peer("etcd");
+    let apiserver_bin = peer("kube-apiserver");
+    let dir = work_dir()?;
+    let pki = make_pki(&dir.join("pki")).map_err(|e| format!("certificates: {e}"))?;
+
+    let etcd_port = free_port();
+    let peer_port = free_port();
+    let etcd_log = dir.join("etcd.log");
+    let mut etcd = Command::new(etcd_bin);
+    etcd.arg("--name=test")
+        .arg(format!("--data-dir={}", dir.join("etcd").display()))
+        .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
+        .arg(format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"))
+        .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
+        .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"))
+        .arg(format!("--initial-cluster=test=http://127.0.0.1:{peer_port}"))
+        .arg("--unsafe-no-fsync=true")
+        .arg("--log-level=warn");
+    let mut etcd = spawn(etcd, &etcd_log)?;
+    wait_for("etcd", &mut etcd, &etcd_log, || http_ok(etcd_port, "/health"))?;
+
+    let api_port = free_port();
+    let api_log = dir.join("kube-apiserver.log");
+    let mut apiserver = Command::new(apiserver_bin);
+    apiserver
+        .arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={api_port}"))
+        .arg("--advertise-address=127.0.0.1")
+        // A loopback advertise address fails the kubernetes Service endpoint reconciler.
+        .arg("--endpoint-reconciler-type=none")
+        .arg(format!("--cert-dir={}", dir.join("pki").display()))
+        .arg(format!("--tls-cert-file={}", pki.server_cert.display()))
+        .arg(format!("--tls-private-key-file={}", pki.server_key.display()))
+        .arg(format!("--client-ca-file={}", pki.ca.display()))
+        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+        .arg(format!("--service-account-key-file={}", pki.sa_public.display()))
+        .arg(format!("--service-account-signing-key-file={}", pki.sa_private.display()))
+        .arg("--authorization-mode=RBAC")
+        // No kube-controller-manager runs: nothing would remove the protection finalizers, and
+        // no ServiceAccount controller creates "default" accounts for Pods.
+        .arg("--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection")
+        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg("--v=1");
+    let mut apiserver = spawn(apiserver, &api_log)?;
+
+    let server = format!("https://127.0.0.1:{api_port}");
+    let admin_kubeconfig = dir.join("admin.kubeconfig");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: admin\n  context: {{cluster: test, user: admin}}\ncurrent-context: admin\n",
+        pki.ca.display(),
+        pki.admin_cert.display(),
+        pki.admin_key.display()
+    );
+    fs::write(&admin_kubeconfig, yaml).map_err(|e| e.to_string())?;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let readyz = || {
+        runtime.block_on(async {
+            let client = client_from_kubeconfig(&admin_kubeconfig).await;
+            let request = http::Request::get("/readyz").body(Vec::new()).map_err(|_| ())?;
+            tokio::time::timeout(Duration::from_secs(5), client.request_text(request))
+                .await
+                .map_err(|_| ())?
+                .map_err(|_| ())
+        })
+    };
+    wait_for("kube-apiserver", &mut apiserver, &api_log, || {
+        readyz().is_ok_and(|body| body.trim() == "ok")
+    })?;
+
+    let plane = ControlPlane {
+        dir,
+        server,
+        ca_file: pki.ca,
+        admin_kubeconfig,
+    };
+    Ok((plane, vec![etcd, apiserver]))
+}
