@@ -40,3 +40,18 @@ async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
     );
     report.assert_green(15);
 }
+
+#[test]
+fn summary_line_parses() {
+    let r = support::sanity::parse_summary(
+        "Ran 30 of 95 Specs\nSUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (r.passed, r.failed, r.pending, r.skipped, r.success),
+        (30, 0, 0, 65, true)
+    );
+    let r = support::sanity::parse_summary("FAIL! -- 28 Passed | 2 Failed | 0 Pending | 65 Skipped").unwrap();
+    assert_eq!((r.passed, r.failed, r.success), (28, 2, false));
+    assert_eq!(support::sanity::parse_summary("no summary"), None);
+}

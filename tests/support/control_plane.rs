@@ -209,8 +209,8 @@ fn wait_for(
     Err(format!("{what} not ready after {START_TIMEOUT:?}:\n{}", tail(log)))
 }
 
-/// A plain-HTTP GET on loopback, enough for etcd's /health.
-fn http_ok(port: u16, path: &str) -> bool {
+/// A plain-HTTP GET on loopback answered 200 (etcd's /health, the sidecar's probes).
+pub fn http_ok(port: u16, path: &str) -> bool {
     use std::io::Write;
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;

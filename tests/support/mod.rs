@@ -6,3 +6,4 @@ pub mod control_plane;
 pub mod fake_driver;
 pub mod peers;
 pub mod sanity;
+pub mod sidecar;

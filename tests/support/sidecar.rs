@@ -1,0 +1,119 @@
+//! Running the csi-pv-controller binary as a separate process, as it runs in a pod.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, PostParams};
+
+use super::control_plane::{ControlPlane, free_port, http_ok};
+
+/// The sidecar process; killed when dropped.
+pub struct Sidecar {
+    pub child: tokio::process::Child,
+    pub http_port: u16,
+    pub log: PathBuf,
+}
+
+impl Sidecar {
+    /// Starts the binary with `--http-endpoint` on a free port and the given flags.
+    pub fn start(log_dir: &Path, args: &[String]) -> Sidecar {
+        let http_port = free_port();
+        let log = log_dir.join(format!("sidecar-{http_port}.log"));
+        let file = std::fs::File::create(&log).expect("cannot create sidecar log");
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-pv-controller"))
+            .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cannot start csi-pv-controller");
+        Sidecar { child, http_port, log }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls /readyz until it answers 200; false after `limit` or if the process exits.
+    pub async fn wait_ready(&mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            let port = self.http_port;
+            if tokio::task::spawn_blocking(move || http_ok(port, "/readyz")).await.unwrap_or(false) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        false
+    }
+
+    pub async fn healthy(&self) -> bool {
+        let port = self.http_port;
+        tokio::task::spawn_blocking(move || http_ok(port, "/healthz")).await.unwrap_or(false)
+    }
+
+    /// Sends SIGTERM and returns the exit code, failing if it takes longer than `limit`.
+    pub async fn terminate(&mut self, limit: Duration) -> Option<i32> {
+        let pid = self.child.id().expect("sidecar already reaped");
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        let status = tokio::time::timeout(limit, self.child.wait())
+            .await
+            .expect("sidecar did not stop after SIGTERM")
+            .expect("wait failed");
+        status.code()
+    }
+}
+
+/// Applies deploy/rbac.yaml, moved into `namespace` and with names made unique by `suffix`, so
+/// that tests sharing one control plane do not collide. Returns the ServiceAccount's name.
+pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &str) -> String {
+    let client = plane.client().await;
+    super::control_plane::create_namespace(&client, namespace).await;
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
+        .expect("deploy/rbac.yaml");
+    let mut account_name = None;
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_yaml::Value::deserialize(document).expect("invalid YAML in deploy/rbac.yaml");
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let json = serde_json::to_value(&value).expect("YAML to JSON");
+        let pp = PostParams::default();
+        match kind.as_str() {
+            "ServiceAccount" => {
+                let mut sa: ServiceAccount = serde_json::from_value(json).unwrap();
+                sa.metadata.namespace = Some(namespace.into());
+                account_name = sa.metadata.name.clone();
+                Api::<ServiceAccount>::namespaced(client.clone(), namespace).create(&pp, &sa).await.unwrap();
+            }
+            "ClusterRole" => {
+                let mut role: ClusterRole = serde_json::from_value(json).unwrap();
+                role.metadata.name = role.metadata.name.map(|n| format!("{n}-{suffix}"));
+                Api::<ClusterRole>::all(client.clone()).create(&pp, &role).await.unwrap();
+            }
+            "ClusterRoleBinding" => {
+                let mut binding: ClusterRoleBinding = serde_json::from_value(json).unwrap();
+                binding.metadata.name = binding.metadata.name.map(|n| format!("{n}-{suffix}"));
+                binding.role_ref.name = format!("{}-{suffix}", binding.role_ref.name);
+                for subject in binding.subjects.iter_mut().flatten() {
+                    subject.namespace = Some(namespace.into());
+                }
+                Api::<ClusterRoleBinding>::all(client.clone()).create(&pp, &binding).await.unwrap();
+            }
+            other => panic!("deploy/rbac.yaml: unexpected kind {other:?}"),
+        }
+    }
+    account_name.expect("deploy/rbac.yaml has no ServiceAccount")
+}
+
+use serde::Deserialize as _;
