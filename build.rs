@@ -47,10 +47,10 @@ fn secret_fields(source: &str) -> BTreeMap<String, Vec<String>> {
         if line.is_empty() {
             continue;
         }
-        if depth == 0 {
-            if let Some(rest) = line.strip_prefix("message ") {
-                message = rest.split_whitespace().next().unwrap_or("").to_string();
-            }
+        if depth == 0
+            && let Some(rest) = line.strip_prefix("message ")
+        {
+            message = rest.split_whitespace().next().unwrap_or("").to_string();
         }
         depth += line.matches('{').count();
         depth = depth.saturating_sub(line.matches('}').count());

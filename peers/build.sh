@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real peers the tests run against, from the Go modules pinned in this folder, into a
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
-# run is a no-op. Usage: peers/build.sh [test|bench]   (bench adds the upstream components we are
-# compared with; the test suite never needs them).
+# run is a no-op. Usage: peers/build.sh [test|bench|hostpath]
+#   test      etcd, kube-apiserver, csi-sanity: what `make test` needs
+#   bench     also kube-controller-manager, for the side-by-side benchmark
+#   hostpath  csi-driver-host-path's hostpathplugin; blocked here (see peers/hostpath/go.mod)
 #
 # Layout: $PEERS_CACHE/<name>-<version>/<name>, and $PEERS_CACHE/bin/<name> -> that file.
 set -euo pipefail
@@ -61,6 +63,17 @@ build kube-apiserver "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver \
 if [[ "$set_name" == bench ]]; then
   build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
     -tags=selinux,notest -ldflags="$(kube_ldflags)"
+fi
+
+if [[ "$set_name" == hostpath ]]; then
+  HOSTPATH_VERSION=$(pinned hostpath github.com/kubernetes-csi/csi-driver-host-path)
+  if [[ ! -x "$cache/hostpathplugin-$HOSTPATH_VERSION/hostpathplugin" ]]; then
+    (cd "$here/hostpath" && go mod tidy)
+  fi
+  # GetPluginInfo answers Unavailable unless main.version is set at link time.
+  build hostpathplugin "$HOSTPATH_VERSION" hostpath \
+    github.com/kubernetes-csi/csi-driver-host-path/cmd/hostpathplugin \
+    -ldflags="-s -w -X main.version=$HOSTPATH_VERSION"
 fi
 
 echo "peers: ready in $cache/bin"

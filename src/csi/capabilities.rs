@@ -67,9 +67,10 @@ impl ControllerCapabilities {
     pub fn from_response(capabilities: &[ControllerServiceCapability]) -> Self {
         let set = capabilities
             .iter()
-            .filter_map(|c| match &c.r#type {
-                Some(controller_service_capability::Type::Rpc(rpc)) => Some(rpc.r#type),
-                None => None,
+            .filter_map(|c| {
+                c.r#type
+                    .as_ref()
+                    .map(|controller_service_capability::Type::Rpc(rpc)| rpc.r#type)
             })
             .filter(|t| *t != ControllerCapability::Unknown as i32)
             .collect();

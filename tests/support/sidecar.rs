@@ -12,6 +12,17 @@ use kube::api::{Api, PostParams};
 
 use super::control_plane::{ControlPlane, free_port, http_ok};
 
+/// The binary under test: Cargo tells integration tests where it is; the demo example is told by
+/// $SIDECAR_BIN (the Makefile sets it).
+pub fn binary() -> PathBuf {
+    match option_env!("CARGO_BIN_EXE_csi-pv-controller") {
+        Some(path) => PathBuf::from(path),
+        None => std::env::var_os("SIDECAR_BIN")
+            .map(PathBuf::from)
+            .expect("set SIDECAR_BIN to the csi-pv-controller binary"),
+    }
+}
+
 /// The sidecar process; killed when dropped.
 pub struct Sidecar {
     pub child: tokio::process::Child,
@@ -25,7 +36,7 @@ impl Sidecar {
         let http_port = free_port();
         let log = log_dir.join(format!("sidecar-{http_port}.log"));
         let file = std::fs::File::create(&log).expect("cannot create sidecar log");
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-pv-controller"))
+        let child = tokio::process::Command::new(binary())
             .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
             .args(args)
             .env("RUST_LOG", "info")
