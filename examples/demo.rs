@@ -17,14 +17,22 @@ use support::sidecar::Sidecar;
 #[tokio::main]
 async fn main() {
     println!("==> starting etcd and kube-apiserver (built by `make peers`)");
-    let plane = tokio::task::spawn_blocking(control_plane).await.expect("control plane");
+    let plane = tokio::task::spawn_blocking(control_plane)
+        .await
+        .expect("control plane");
     println!("    kube-apiserver ready at {}", plane.server);
 
     let work = plane.dir.join("demo");
     std::fs::create_dir_all(&work).expect("demo folder");
     let socket = work.join("csi.sock");
-    let driver = FakeDriver::start(&socket, DriverConfig::default()).await.expect("fake driver");
-    println!("==> CSI driver {:?} serving on {}", driver.config().name, socket.display());
+    let driver = FakeDriver::start(&socket, DriverConfig::default())
+        .await
+        .expect("fake driver");
+    println!(
+        "==> CSI driver {:?} serving on {}",
+        driver.config().name,
+        socket.display()
+    );
 
     println!("==> starting csi-pv-controller");
     let mut sidecar = Sidecar::start(
@@ -35,16 +43,29 @@ async fn main() {
         ],
     );
     if !sidecar.wait_ready(Duration::from_secs(60)).await {
-        eprintln!("csi-pv-controller did not become ready; its log:\n{}", sidecar.log_text());
+        eprintln!(
+            "csi-pv-controller did not become ready; its log:\n{}",
+            sidecar.log_text()
+        );
         std::process::exit(1);
     }
-    for line in sidecar.log_text().lines().filter(|l| l.contains("discovered") || l.contains("ready")) {
+    for line in sidecar
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("discovered") || l.contains("ready"))
+    {
         println!("    sidecar: {line}");
     }
-    println!("==> csi-pv-controller is ready: http://127.0.0.1:{}/readyz answers 200", sidecar.http_port);
+    println!(
+        "==> csi-pv-controller is ready: http://127.0.0.1:{}/readyz answers 200",
+        sidecar.http_port
+    );
     println!();
     println!("The cluster stays up. Try:");
-    println!("    kubectl --kubeconfig={} get storageclasses,pv,pvc -A", plane.admin_kubeconfig.display());
+    println!(
+        "    kubectl --kubeconfig={} get storageclasses,pv,pvc -A",
+        plane.admin_kubeconfig.display()
+    );
     println!("    tail -f {}", sidecar.log.display());
     println!("Ctrl-C tears it all down.");
     let _ = tokio::signal::ctrl_c().await;

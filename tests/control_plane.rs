@@ -12,7 +12,11 @@ async fn apiserver_is_real_and_ready() {
     let plane = control_plane();
     let client = plane.client().await;
     let version = client.apiserver_version().await.unwrap();
-    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "36"), "{version:?}");
+    assert_eq!(
+        (version.major.as_str(), version.minor.as_str()),
+        ("1", "36"),
+        "{version:?}"
+    );
 
     create_namespace(&client, "cp-smoke").await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, "cp-smoke");
@@ -24,7 +28,10 @@ async fn apiserver_is_real_and_ready() {
     let created = claims.create(&PostParams::default(), &claim).await.unwrap();
     // StorageObjectInUseProtection is off: nothing would ever remove its finalizer here.
     assert!(created.metadata.finalizers.unwrap_or_default().is_empty());
-    assert_eq!(created.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
+    assert_eq!(
+        created.status.and_then(|s| s.phase).as_deref(),
+        Some("Pending")
+    );
 }
 
 #[tokio::test]

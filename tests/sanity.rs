@@ -5,23 +5,28 @@ mod support;
 
 use support::fake_driver::{DriverConfig, FakeDriver};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fake_driver_passes_csi_sanity() {
+/// Runs csi-sanity against a fake configured by `config`, prints the counts, and requires at
+/// least `min_passed` passing specs and no failure.
+async fn assert_sanity(label: &str, config: DriverConfig, min_passed: u32) {
     let dir = tempfile::tempdir().unwrap();
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config)
         .await
         .unwrap();
     let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
     println!(
-        "csi-sanity against the fake driver: {} passed, {} failed, {} skipped",
+        "csi-sanity against the fake driver ({label}): {} passed, {} failed, {} skipped",
         report.passed, report.failed, report.skipped
     );
-    report.assert_green(20);
+    report.assert_green(min_passed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_driver_passes_csi_sanity() {
+    assert_sanity("defaults", DriverConfig::default(), 20).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
-    let dir = tempfile::tempdir().unwrap();
     let config = DriverConfig {
         topology: true,
         online_expansion: Some(false),
@@ -30,20 +35,13 @@ async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
         single_node_multi_writer: false,
         ..DriverConfig::default()
     };
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config)
-        .await
-        .unwrap();
-    let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
-    println!(
-        "csi-sanity against the fake driver (topology, offline expansion): {} passed, {} failed, {} skipped",
-        report.passed, report.failed, report.skipped
-    );
-    report.assert_green(15);
+    assert_sanity("topology, offline expansion", config, 15).await;
 }
 
 #[test]
 fn summary_line_parses() {
-    let r = support::sanity::parse_summary(
+    use support::sanity::parse_summary;
+    let r = parse_summary(
         "Ran 30 of 95 Specs\nSUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped\n",
     )
     .unwrap();
@@ -51,7 +49,7 @@ fn summary_line_parses() {
         (r.passed, r.failed, r.pending, r.skipped, r.success),
         (30, 0, 0, 65, true)
     );
-    let r = support::sanity::parse_summary("FAIL! -- 28 Passed | 2 Failed | 0 Pending | 65 Skipped").unwrap();
+    let r = parse_summary("FAIL! -- 28 Passed | 2 Failed | 0 Pending | 65 Skipped").unwrap();
     assert_eq!((r.passed, r.failed, r.success), (28, 2, false));
-    assert_eq!(support::sanity::parse_summary("no summary"), None);
+    assert_eq!(parse_summary("no summary"), None);
 }

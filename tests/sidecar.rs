@@ -9,31 +9,46 @@ use support::control_plane::control_plane;
 use support::fake_driver::{DriverConfig, FakeDriver};
 use support::sidecar::{Sidecar, apply_deploy_rbac};
 
-async fn fake_driver() -> (tempfile::TempDir, FakeDriver) {
+/// A fake driver and the sidecar beside it, talking to the API with `kubeconfig`.
+async fn start_beside_fake(
+    kubeconfig: &std::path::Path,
+) -> (tempfile::TempDir, FakeDriver, Sidecar) {
     let dir = tempfile::tempdir().unwrap();
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default()).await.unwrap();
-    (dir, driver)
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
+        .await
+        .unwrap();
+    let sidecar = Sidecar::start(
+        dir.path(),
+        &[
+            format!("--csi-address={}", driver.endpoint()),
+            format!("--kubeconfig={}", kubeconfig.display()),
+        ],
+    );
+    (dir, driver, sidecar)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn becomes_ready_and_stops_on_sigterm() {
     let plane = control_plane();
-    let (dir, driver) = fake_driver().await;
-    let mut sidecar = Sidecar::start(
-        dir.path(),
-        &[
-            format!("--csi-address={}", driver.endpoint()),
-            format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
-        ],
+    let (_dir, driver, mut sidecar) = start_beside_fake(&plane.admin_kubeconfig).await;
+    assert!(
+        sidecar.wait_ready(Duration::from_secs(60)).await,
+        "not ready:\n{}",
+        sidecar.log_text()
     );
-    assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "not ready:\n{}", sidecar.log_text());
     assert!(sidecar.healthy().await);
     let log = sidecar.log_text();
-    assert!(log.contains("fake.csi.test") && log.contains("CREATE_DELETE_VOLUME"), "{log}");
+    assert!(
+        log.contains("fake.csi.test") && log.contains("CREATE_DELETE_VOLUME"),
+        "{log}"
+    );
 
     // /healthz follows the driver: it fails while the driver is gone.
     driver.stop();
-    assert!(!sidecar.healthy().await, "healthz must fail without a driver");
+    assert!(
+        !sidecar.healthy().await,
+        "healthz must fail without a driver"
+    );
     driver.restart().await.unwrap();
     let mut healthy = false;
     for _ in 0..50 {
@@ -45,7 +60,12 @@ async fn becomes_ready_and_stops_on_sigterm() {
     }
     assert!(healthy, "healthz must recover when the driver is back");
 
-    assert_eq!(sidecar.terminate(Duration::from_secs(15)).await, Some(0), "{}", sidecar.log_text());
+    assert_eq!(
+        sidecar.terminate(Duration::from_secs(15)).await,
+        Some(0),
+        "{}",
+        sidecar.log_text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,43 +74,48 @@ async fn runs_with_only_the_deploy_rbac() {
     let account = apply_deploy_rbac(plane, "sidecar-rbac", "rbac-test").await;
     let token = plane.service_account_token("sidecar-rbac", &account).await;
     let kubeconfig = plane.token_kubeconfig("deploy-rbac", &token);
-    let (dir, driver) = fake_driver().await;
-    let mut sidecar = Sidecar::start(
-        dir.path(),
-        &[
-            format!("--csi-address={}", driver.endpoint()),
-            format!("--kubeconfig={}", kubeconfig.display()),
-        ],
+    let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig).await;
+    assert!(
+        sidecar.wait_ready(Duration::from_secs(60)).await,
+        "not ready:\n{}",
+        sidecar.log_text()
     );
-    assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "not ready:\n{}", sidecar.log_text());
     let log = sidecar.log_text();
-    assert!(!log.contains("forbidden") && !log.contains("Forbidden"), "RBAC denied a call:\n{log}");
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden"),
+        "RBAC denied a call:\n{log}"
+    );
     assert_eq!(sidecar.terminate(Duration::from_secs(15)).await, Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_without_the_rules_never_gets_ready() {
     let plane = control_plane();
-    let token = plane.service_account_token("sidecar-norbac", "no-rules").await;
+    let token = plane
+        .service_account_token("sidecar-norbac", "no-rules")
+        .await;
     let kubeconfig = plane.token_kubeconfig("no-rules", &token);
-    let (dir, driver) = fake_driver().await;
-    let mut sidecar = Sidecar::start(
-        dir.path(),
-        &[
-            format!("--csi-address={}", driver.endpoint()),
-            format!("--kubeconfig={}", kubeconfig.display()),
-        ],
+    let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig).await;
+    assert!(
+        !sidecar.wait_ready(Duration::from_secs(5)).await,
+        "ready without RBAC:\n{}",
+        sidecar.log_text()
     );
-    assert!(!sidecar.wait_ready(Duration::from_secs(5)).await, "ready without RBAC:\n{}", sidecar.log_text());
     let log = sidecar.log_text();
-    assert!(log.contains("forbidden") || log.contains("Forbidden"), "the denial must be logged:\n{log}");
+    assert!(
+        log.contains("forbidden") || log.contains("Forbidden"),
+        "the denial must be logged:\n{log}"
+    );
 }
 
 #[tokio::test]
 async fn an_unreachable_socket_is_one_error_line_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-pv-controller"))
-        .arg(format!("--csi-address={}", dir.path().join("nothing.sock").display()))
+        .arg(format!(
+            "--csi-address={}",
+            dir.path().join("nothing.sock").display()
+        ))
         .arg("--csi-connect-timeout=1s")
         .env("RUST_LOG", "error")
         .output()
@@ -100,8 +125,14 @@ async fn an_unreachable_socket_is_one_error_line_and_exit_1() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(lines[0].contains("not ready") && lines[0].contains("socket does not exist"), "{stderr}");
-    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
+    assert!(
+        lines[0].contains("not ready") && lines[0].contains("socket does not exist"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

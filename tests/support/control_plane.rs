@@ -69,7 +69,8 @@ pub fn control_plane() -> &'static ControlPlane {
                 }
             })
             .expect("cannot spawn the control-plane thread");
-        rx.recv().unwrap_or_else(|_| Err("control-plane thread died".into()))
+        rx.recv()
+            .unwrap_or_else(|_| Err("control-plane thread died".into()))
     });
     match result {
         Ok(plane) => plane,
@@ -86,12 +87,14 @@ impl ControlPlane {
     /// Writes a kubeconfig that authenticates with `token` and returns its path.
     pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
         let path = self.dir.join(format!("{name}.kubeconfig"));
-        let yaml = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context: {{cluster: test, user: {name}}}\ncurrent-context: {name}\n",
-            self.server,
-            self.ca_file.display()
-        );
-        fs::write(&path, yaml).expect("cannot write kubeconfig");
+        write_kubeconfig(
+            &path,
+            &self.server,
+            &self.ca_file,
+            name,
+            &format!("token: {token}"),
+        )
+        .expect("cannot write kubeconfig");
         path
     }
 
@@ -108,11 +111,7 @@ impl ControlPlane {
             },
             ..Default::default()
         };
-        match accounts.create(&PostParams::default(), &account).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-            Err(e) => panic!("cannot create ServiceAccount {namespace}/{name}: {e}"),
-        }
+        create_if_absent(&accounts, &account).await;
         let request = TokenRequest {
             spec: TokenRequestSpec {
                 expiration_seconds: Some(3600),
@@ -138,7 +137,6 @@ pub async fn client_from_kubeconfig(path: &Path) -> kube::Client {
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns = Namespace {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
@@ -146,11 +144,36 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
         },
         ..Default::default()
     };
-    match namespaces.create(&PostParams::default(), &ns).await {
+    create_if_absent(&Api::all(client.clone()), &ns).await;
+}
+
+/// Creates `object`; one that already exists is fine (tests share the control plane).
+pub async fn create_if_absent<K>(api: &Api<K>, object: &K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-        Err(e) => panic!("cannot create namespace {name}: {e}"),
+        Err(e) => panic!("cannot create {:?}: {e}", object.meta().name),
     }
+}
+
+/// A kubeconfig for `server` trusting `ca`, with one user whose credentials are `user_fields`
+/// (YAML lines under `user:`).
+fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca: &Path,
+    user: &str,
+    user_fields: &str,
+) -> std::io::Result<()> {
+    let fields: String = user_fields.lines().map(|l| format!("    {l}\n")).collect();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: {user}\n  user:\n{fields}contexts:\n- name: {user}\n  context: {{cluster: test, user: {user}}}\ncurrent-context: {user}\n",
+        ca.display()
+    );
+    fs::write(path, yaml)
 }
 
 /// A loopback port that was free a moment ago.
@@ -206,7 +229,10 @@ fn wait_for(
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    Err(format!("{what} not ready after {START_TIMEOUT:?}:\n{}", tail(log)))
+    Err(format!(
+        "{what} not ready after {START_TIMEOUT:?}:\n{}",
+        tail(log)
+    ))
 }
 
 /// A plain-HTTP GET on loopback answered 200 (etcd's /health, the sidecar's probes).
@@ -237,7 +263,9 @@ struct Pki {
 fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "csi-pv-controller-test-ca");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "csi-pv-controller-test-ca");
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -251,14 +279,18 @@ fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
         "127.0.0.1".to_string(),
         "kubernetes.default.svc".to_string(),
     ])?;
-    server.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    server
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let server_cert = server.signed_by(&server_key, &ca)?;
 
     let admin_key = KeyPair::generate()?;
     let mut admin = CertificateParams::new(Vec::<String>::new())?;
     admin.distinguished_name.push(DnType::CommonName, "admin");
-    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    admin
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
     admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let admin_cert = admin.signed_by(&admin_key, &ca)?;
 
@@ -310,14 +342,22 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
     etcd.arg("--name=test")
         .arg(format!("--data-dir={}", dir.join("etcd").display()))
         .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
-        .arg(format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"))
+        .arg(format!(
+            "--advertise-client-urls=http://127.0.0.1:{etcd_port}"
+        ))
         .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
-        .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"))
-        .arg(format!("--initial-cluster=test=http://127.0.0.1:{peer_port}"))
+        .arg(format!(
+            "--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"
+        ))
+        .arg(format!(
+            "--initial-cluster=test=http://127.0.0.1:{peer_port}"
+        ))
         .arg("--unsafe-no-fsync=true")
         .arg("--log-level=warn");
     let mut etcd = spawn(etcd, &etcd_log)?;
-    wait_for("etcd", &mut etcd, &etcd_log, || http_ok(etcd_port, "/health"))?;
+    wait_for("etcd", &mut etcd, &etcd_log, || {
+        http_ok(etcd_port, "/health")
+    })?;
 
     let api_port = free_port();
     let api_log = dir.join("kube-apiserver.log");
@@ -331,11 +371,20 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
         .arg("--endpoint-reconciler-type=none")
         .arg(format!("--cert-dir={}", dir.join("pki").display()))
         .arg(format!("--tls-cert-file={}", pki.server_cert.display()))
-        .arg(format!("--tls-private-key-file={}", pki.server_key.display()))
+        .arg(format!(
+            "--tls-private-key-file={}",
+            pki.server_key.display()
+        ))
         .arg(format!("--client-ca-file={}", pki.ca.display()))
         .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-        .arg(format!("--service-account-key-file={}", pki.sa_public.display()))
-        .arg(format!("--service-account-signing-key-file={}", pki.sa_private.display()))
+        .arg(format!(
+            "--service-account-key-file={}",
+            pki.sa_public.display()
+        ))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            pki.sa_private.display()
+        ))
         .arg("--authorization-mode=RBAC")
         // No kube-controller-manager runs: nothing would remove the protection finalizers, and
         // no ServiceAccount controller creates "default" accounts for Pods.
@@ -346,13 +395,13 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
 
     let server = format!("https://127.0.0.1:{api_port}");
     let admin_kubeconfig = dir.join("admin.kubeconfig");
-    let yaml = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: admin\n  context: {{cluster: test, user: admin}}\ncurrent-context: admin\n",
-        pki.ca.display(),
+    let credentials = format!(
+        "client-certificate: {}\nclient-key: {}",
         pki.admin_cert.display(),
         pki.admin_key.display()
     );
-    fs::write(&admin_kubeconfig, yaml).map_err(|e| e.to_string())?;
+    write_kubeconfig(&admin_kubeconfig, &server, &pki.ca, "admin", &credentials)
+        .map_err(|e| e.to_string())?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -361,7 +410,9 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
     let readyz = || {
         runtime.block_on(async {
             let client = client_from_kubeconfig(&admin_kubeconfig).await;
-            let request = http::Request::get("/readyz").body(Vec::new()).map_err(|_| ())?;
+            let request = http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|_| ())?;
             tokio::time::timeout(Duration::from_secs(5), client.request_text(request))
                 .await
                 .map_err(|_| ())?

@@ -46,7 +46,11 @@ impl Sidecar {
             .kill_on_drop(true)
             .spawn()
             .expect("cannot start csi-pv-controller");
-        Sidecar { child, http_port, log }
+        Sidecar {
+            child,
+            http_port,
+            log,
+        }
     }
 
     pub fn log_text(&self) -> String {
@@ -61,7 +65,10 @@ impl Sidecar {
                 return false;
             }
             let port = self.http_port;
-            if tokio::task::spawn_blocking(move || http_ok(port, "/readyz")).await.unwrap_or(false) {
+            if tokio::task::spawn_blocking(move || http_ok(port, "/readyz"))
+                .await
+                .unwrap_or(false)
+            {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -71,7 +78,9 @@ impl Sidecar {
 
     pub async fn healthy(&self) -> bool {
         let port = self.http_port;
-        tokio::task::spawn_blocking(move || http_ok(port, "/healthz")).await.unwrap_or(false)
+        tokio::task::spawn_blocking(move || http_ok(port, "/healthz"))
+            .await
+            .unwrap_or(false)
     }
 
     /// Sends SIGTERM and returns the exit code, failing if it takes longer than `limit`.
@@ -96,7 +105,8 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
         .expect("deploy/rbac.yaml");
     let mut account_name = None;
     for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_yaml::Value::deserialize(document).expect("invalid YAML in deploy/rbac.yaml");
+        let value =
+            serde_yaml::Value::deserialize(document).expect("invalid YAML in deploy/rbac.yaml");
         let kind = value["kind"].as_str().unwrap_or_default().to_string();
         let json = serde_json::to_value(&value).expect("YAML to JSON");
         let pp = PostParams::default();
@@ -105,12 +115,18 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
                 let mut sa: ServiceAccount = serde_json::from_value(json).unwrap();
                 sa.metadata.namespace = Some(namespace.into());
                 account_name = sa.metadata.name.clone();
-                Api::<ServiceAccount>::namespaced(client.clone(), namespace).create(&pp, &sa).await.unwrap();
+                Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+                    .create(&pp, &sa)
+                    .await
+                    .unwrap();
             }
             "ClusterRole" => {
                 let mut role: ClusterRole = serde_json::from_value(json).unwrap();
                 role.metadata.name = role.metadata.name.map(|n| format!("{n}-{suffix}"));
-                Api::<ClusterRole>::all(client.clone()).create(&pp, &role).await.unwrap();
+                Api::<ClusterRole>::all(client.clone())
+                    .create(&pp, &role)
+                    .await
+                    .unwrap();
             }
             "ClusterRoleBinding" => {
                 let mut binding: ClusterRoleBinding = serde_json::from_value(json).unwrap();
@@ -119,7 +135,10 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
                 for subject in binding.subjects.iter_mut().flatten() {
                     subject.namespace = Some(namespace.into());
                 }
-                Api::<ClusterRoleBinding>::all(client.clone()).create(&pp, &binding).await.unwrap();
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .create(&pp, &binding)
+                    .await
+                    .unwrap();
             }
             other => panic!("deploy/rbac.yaml: unexpected kind {other:?}"),
         }
