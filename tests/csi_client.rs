@@ -387,3 +387,63 @@ async fn survives_a_driver_restart() {
     assert_eq!(after.volume_id, before.volume_id);
     assert_eq!(client.discover().await.unwrap().name, "fake.csi.test");
 }
+
+#[tokio::test]
+async fn a_crash_after_the_work_is_retried_into_the_same_volume() {
+    let (_dir, driver, client) = driver(DriverConfig::default()).await;
+    driver.inject("CreateVolume", Fault::CrashAfter);
+    let err = client
+        .create_volume(create("pvc-c", 1 << 30))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.class(Operation::Create),
+        ErrorClass::InProgress,
+        "{err}"
+    );
+    assert_eq!(
+        driver.volumes().len(),
+        1,
+        "the work was done before the crash"
+    );
+
+    driver.restart().await.unwrap();
+    client
+        .wait_ready(Some(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let v = client
+        .create_volume(create("pvc-c", 1 << 30))
+        .await
+        .unwrap();
+    assert_eq!(
+        driver.volumes().len(),
+        1,
+        "retrying with the same name must not duplicate"
+    );
+    assert_eq!(v.volume_id, driver.volumes()[0].id);
+
+    driver.inject("DeleteVolume", Fault::CrashBefore);
+    let delete = csi::DeleteVolumeRequest {
+        volume_id: v.volume_id.clone(),
+        ..Default::default()
+    };
+    let err = client.delete_volume(delete.clone()).await.unwrap_err();
+    assert_eq!(
+        err.class(Operation::Delete),
+        ErrorClass::InProgress,
+        "{err}"
+    );
+    assert_eq!(
+        driver.volumes().len(),
+        1,
+        "nothing was done before the crash"
+    );
+    driver.restart().await.unwrap();
+    client
+        .wait_ready(Some(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    client.delete_volume(delete).await.unwrap();
+    assert!(driver.volumes().is_empty());
+}

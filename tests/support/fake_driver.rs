@@ -81,6 +81,11 @@ pub enum Fault {
     CapacityBytes(i64),
     /// Do the work, but report an empty volume_id (CreateVolume).
     EmptyVolumeId,
+    /// Crash on receipt, before doing anything (see [`FakeDriver::stop`]).
+    CrashBefore,
+    /// Do the work, then crash before answering: the caller never learns that it succeeded
+    /// (CreateVolume, DeleteVolume, ControllerExpandVolume).
+    CrashAfter,
 }
 
 /// A request the fake received, kept whole so tests can assert on every field (secrets too).
@@ -141,11 +146,28 @@ struct Shared {
     config: DriverConfig,
     state: Mutex<State>,
     release: Notify,
+    socket: PathBuf,
+    server: Mutex<Option<JoinHandle<()>>>,
+    /// Duplicates of every accepted connection, so that a crash can cut them (aborting the
+    /// accept loop alone leaves served connections running).
+    connections: Mutex<Vec<std::os::unix::net::UnixStream>>,
 }
 
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Dies as a killed driver process would: the server stops, open connections drop, the
+    /// socket file goes away.
+    fn crash(&self) {
+        if let Some(task) = lock(&self.server).take() {
+            task.abort();
+        }
+        for connection in lock(&self.connections).drain(..) {
+            let _ = connection.shutdown(std::net::Shutdown::Both);
+        }
+        let _ = std::fs::remove_file(&self.socket);
     }
 
     /// Records the call and applies the next scripted fault for its method. Returns a fault that
@@ -168,7 +190,13 @@ impl Shared {
                 self.release.notified().await;
                 Ok(None)
             }
-            Some(f @ (Fault::CapacityBytes(_) | Fault::EmptyVolumeId)) => Ok(Some(f)),
+            Some(Fault::CrashBefore) => {
+                self.crash();
+                Err(Status::unavailable("driver crashed"))
+            }
+            Some(f @ (Fault::CapacityBytes(_) | Fault::EmptyVolumeId | Fault::CrashAfter)) => {
+                Ok(Some(f))
+            }
         }
     }
 }
@@ -176,11 +204,6 @@ impl Shared {
 /// The running fake. Dropping it stops the server.
 pub struct FakeDriver {
     shared: Arc<Shared>,
-    socket: PathBuf,
-    server: Mutex<Option<JoinHandle<()>>>,
-    /// Duplicates of every accepted connection, so that `stop` can cut them as a crash would
-    /// (aborting the accept loop alone leaves served connections running).
-    connections: Arc<Mutex<Vec<std::os::unix::net::UnixStream>>>,
 }
 
 impl FakeDriver {
@@ -193,27 +216,25 @@ impl FakeDriver {
                 ..State::default()
             }),
             release: Notify::new(),
-        });
-        let driver = FakeDriver {
-            shared,
             socket: socket.to_path_buf(),
             server: Mutex::new(None),
-            connections: Arc::default(),
-        };
+            connections: Mutex::default(),
+        });
+        let driver = FakeDriver { shared };
         driver.serve()?;
         Ok(driver)
     }
 
     fn serve(&self) -> std::io::Result<()> {
-        let _ = std::fs::remove_file(&self.socket);
-        let listener = UnixListener::bind(&self.socket)?;
+        let _ = std::fs::remove_file(&self.shared.socket);
+        let listener = UnixListener::bind(&self.shared.socket)?;
         let service = Service(self.shared.clone());
-        let connections = self.connections.clone();
+        let shared = self.shared.clone();
         let incoming = UnixListenerStream::new(listener).map(move |accepted| {
             if let Ok(stream) = &accepted
                 && let Ok(fd) = stream.as_fd().try_clone_to_owned()
             {
-                lock(&connections).push(std::os::unix::net::UnixStream::from(fd));
+                lock(&shared.connections).push(std::os::unix::net::UnixStream::from(fd));
             }
             accepted
         });
@@ -227,17 +248,17 @@ impl FakeDriver {
                 eprintln!("fake CSI driver stopped: {e}");
             }
         });
-        *lock(&self.server) = Some(task);
+        *lock(&self.shared.server) = Some(task);
         Ok(())
     }
 
     pub fn socket(&self) -> &Path {
-        &self.socket
+        &self.shared.socket
     }
 
     /// `unix://` address of the socket.
     pub fn endpoint(&self) -> String {
-        format!("unix://{}", self.socket.display())
+        format!("unix://{}", self.shared.socket.display())
     }
 
     pub fn config(&self) -> &DriverConfig {
@@ -246,13 +267,7 @@ impl FakeDriver {
 
     /// Kills the server as a crash would: open connections drop, the socket file goes away.
     pub fn stop(&self) {
-        if let Some(task) = lock(&self.server).take() {
-            task.abort();
-        }
-        for connection in lock(&self.connections).drain(..) {
-            let _ = connection.shutdown(std::net::Shutdown::Both);
-        }
-        let _ = std::fs::remove_file(&self.socket);
+        self.shared.crash();
     }
 
     /// Serves again on the same socket, with the volumes it had.
@@ -363,6 +378,13 @@ impl Service {
         } else {
             vec![]
         }
+    }
+
+    /// Crashes the driver after the work was done; the status is never seen, the connection is
+    /// gone before it could be sent.
+    fn crashed(&self) -> Status {
+        self.0.crash();
+        Status::unavailable("driver crashed")
     }
 
     fn volume_message(v: &FakeVolume) -> csi::Volume {
@@ -551,6 +573,7 @@ impl Controller for Service {
         match answer_fault {
             Some(Fault::CapacityBytes(b)) => answer.capacity_bytes = b,
             Some(Fault::EmptyVolumeId) => answer.volume_id.clear(),
+            Some(Fault::CrashAfter) => return Err(self.crashed()),
             _ => {}
         }
         Ok(Response::new(csi::CreateVolumeResponse {
@@ -563,11 +586,14 @@ impl Controller for Service {
         request: Request<csi::DeleteVolumeRequest>,
     ) -> Result<Response<csi::DeleteVolumeResponse>, Status> {
         let req = request.into_inner();
-        self.0.enter(Call::DeleteVolume(req.clone())).await?;
+        let answer_fault = self.0.enter(Call::DeleteVolume(req.clone())).await?;
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id must not be empty"));
         }
         self.0.state().volumes.remove(&req.volume_id);
+        if let Some(Fault::CrashAfter) = answer_fault {
+            return Err(self.crashed());
+        }
         Ok(Response::new(csi::DeleteVolumeResponse {}))
     }
 
@@ -641,6 +667,7 @@ impl Controller for Service {
         };
         let capacity_bytes = match answer_fault {
             Some(Fault::CapacityBytes(b)) => b,
+            Some(Fault::CrashAfter) => return Err(self.crashed()),
             _ => capacity,
         };
         Ok(Response::new(csi::ControllerExpandVolumeResponse {
