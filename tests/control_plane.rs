@@ -46,3 +46,59 @@ async fn a_token_without_rules_is_forbidden() {
         other => panic!("listing claims without RBAC rules must be forbidden, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn stores_follow_the_api() {
+    use csi_pv_controller::cluster::Stores;
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use kube::ResourceExt;
+    use kube::runtime::reflector::ObjectRef;
+
+    let plane = control_plane();
+    let client = plane.client().await;
+    create_namespace(&client, "cp-stores").await;
+    let (stores, watch) = Stores::watch(&client);
+    let watching = tokio::spawn(watch);
+    tokio::time::timeout(std::time::Duration::from_secs(30), stores.synced())
+        .await
+        .expect("stores did not sync")
+        .unwrap();
+
+    let class: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "stores-test"}, "provisioner": "fake.csi.test"
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "watched"},
+        "spec": {"storageClassName": "stores-test", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    Api::<PersistentVolumeClaim>::namespaced(client, "cp-stores")
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap();
+
+    let claim_ref = ObjectRef::<PersistentVolumeClaim>::new("watched").within("cp-stores");
+    let mut seen = None;
+    for _ in 0..100 {
+        if let (Some(c), Some(_)) = (
+            stores.claims.get(&claim_ref),
+            stores.classes.get(&ObjectRef::new("stores-test")),
+        ) {
+            seen = Some(c);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let seen = seen.expect("the claim and class never reached the stores");
+    assert!(
+        seen.managed_fields().is_empty(),
+        "managedFields are stripped to save memory"
+    );
+    watching.abort();
+}

@@ -109,6 +109,19 @@ impl<S: Service<R>, R> Service<R> for RateLimited<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower::ServiceExt;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_layer_holds_requests_back() {
+        let layer = RateLimitLayer::new(2.0, 1);
+        let mut service = layer.layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n) }));
+        let start = Instant::now();
+        for n in 0..5 {
+            assert_eq!(service.ready().await.unwrap().call(n).await, Ok(n));
+        }
+        // One from the burst, then four at 2 per second.
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
 
     #[test]
     fn bucket_allows_burst_then_paces_at_qps() {
