@@ -15,7 +15,7 @@ set_name=${1:-test}
 
 export GOTOOLCHAIN=local   # a module asking for a newer Go must fail, not download a toolchain
 export CGO_ENABLED=0       # upstream ships these statically linked
-export GOFLAGS=-mod=mod    # go.sum is committed; this only lets the tools directive resolve
+export GOFLAGS="-mod=readonly -buildvcs=false"  # the committed go.sum must be complete
 
 # The version a module pins for a given Go module path, read from its go.mod.
 pinned() { sed -n "s#^[[:space:]]*\(require \)\{0,1\}$2 \(v[^ ]*\).*#\2#p" "$here/$1/go.mod" | head -n1; }
@@ -34,7 +34,7 @@ build() {
   if [[ -x "$out" ]]; then
     echo "peers: $name $version cached at $out"
   else
-    echo "peers: building $name $version (cold build; this takes minutes)"
+    echo "peers: building $name $version (first build of this version)"
     local start=$SECONDS tmp="$cache/$name-$version.tmp"
     rm -rf "$tmp" && mkdir -p "$tmp"
     (cd "$here/$dir" && go build -trimpath "$@" -o "$tmp/$name" "$pkg")
