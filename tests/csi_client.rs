@@ -20,6 +20,15 @@ async fn driver(config: DriverConfig) -> (tempfile::TempDir, FakeDriver, CsiClie
     (dir, driver, client)
 }
 
+/// Brings a stopped or crashed driver back and waits until the client reaches it again.
+async fn restart_and_wait(driver: &FakeDriver, client: &CsiClient) {
+    driver.restart().await.unwrap();
+    client
+        .wait_ready(Some(Duration::from_secs(10)))
+        .await
+        .unwrap();
+}
+
 fn mount_capability() -> csi::VolumeCapability {
     use csi::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
     csi::VolumeCapability {
@@ -375,11 +384,7 @@ async fn survives_a_driver_restart() {
     );
 
     // It comes back on the same socket: the same client works again, without a new process.
-    driver.restart().await.unwrap();
-    client
-        .wait_ready(Some(Duration::from_secs(10)))
-        .await
-        .unwrap();
+    restart_and_wait(&driver, &client).await;
     let after = client
         .create_volume(create("pvc-r", 1 << 30))
         .await
@@ -407,11 +412,7 @@ async fn a_crash_after_the_work_is_retried_into_the_same_volume() {
         "the work was done before the crash"
     );
 
-    driver.restart().await.unwrap();
-    client
-        .wait_ready(Some(Duration::from_secs(10)))
-        .await
-        .unwrap();
+    restart_and_wait(&driver, &client).await;
     let v = client
         .create_volume(create("pvc-c", 1 << 30))
         .await
@@ -439,11 +440,7 @@ async fn a_crash_after_the_work_is_retried_into_the_same_volume() {
         1,
         "nothing was done before the crash"
     );
-    driver.restart().await.unwrap();
-    client
-        .wait_ready(Some(Duration::from_secs(10)))
-        .await
-        .unwrap();
+    restart_and_wait(&driver, &client).await;
     client.delete_volume(delete).await.unwrap();
     assert!(driver.volumes().is_empty());
 }
