@@ -6,3 +6,4 @@ pub mod cluster;
 pub mod config;
 pub mod csi;
 pub mod http;
+pub mod provision;
