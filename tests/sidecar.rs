@@ -50,15 +50,10 @@ async fn becomes_ready_and_stops_on_sigterm() {
         "healthz must fail without a driver"
     );
     driver.restart().await.unwrap();
-    let mut healthy = false;
-    for _ in 0..50 {
-        if sidecar.healthy().await {
-            healthy = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(healthy, "healthz must recover when the driver is back");
+    assert!(
+        sidecar.wait_for("/healthz", Duration::from_secs(5)).await,
+        "healthz must recover when the driver is back"
+    );
 
     assert_eq!(
         sidecar.terminate(Duration::from_secs(15)).await,

@@ -407,9 +407,10 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    // One client for all polls: it dials lazily, so it can exist before the apiserver answers.
+    let client = runtime.block_on(client_from_kubeconfig(&admin_kubeconfig));
     let readyz = || {
         runtime.block_on(async {
-            let client = client_from_kubeconfig(&admin_kubeconfig).await;
             let request = http::Request::get("/readyz")
                 .body(Vec::new())
                 .map_err(|_| ())?;

@@ -59,16 +59,17 @@ impl Sidecar {
 
     /// Polls /readyz until it answers 200; false after `limit` or if the process exits.
     pub async fn wait_ready(&mut self, limit: Duration) -> bool {
+        self.wait_for("/readyz", limit).await
+    }
+
+    /// Polls `path` until it answers 200; false after `limit` or if the process exits.
+    pub async fn wait_for(&mut self, path: &'static str, limit: Duration) -> bool {
         let start = Instant::now();
         while start.elapsed() < limit {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            let port = self.http_port;
-            if tokio::task::spawn_blocking(move || http_ok(port, "/readyz"))
-                .await
-                .unwrap_or(false)
-            {
+            if self.answers(path).await {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -76,11 +77,16 @@ impl Sidecar {
         false
     }
 
-    pub async fn healthy(&self) -> bool {
+    /// Whether `path` answers 200 right now.
+    pub async fn answers(&self, path: &'static str) -> bool {
         let port = self.http_port;
-        tokio::task::spawn_blocking(move || http_ok(port, "/healthz"))
+        tokio::task::spawn_blocking(move || http_ok(port, path))
             .await
             .unwrap_or(false)
+    }
+
+    pub async fn healthy(&self) -> bool {
+        self.answers("/healthz").await
     }
 
     /// Sends SIGTERM and returns the exit code, failing if it takes longer than `limit`.
