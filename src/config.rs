@@ -58,6 +58,30 @@ pub struct Config {
     /// Longest delay between retries of a failed operation on an object.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub retry_interval_max: Duration,
+
+    /// Prefix of the names of provisioned volumes and their PVs: <prefix>-<claim UID>.
+    #[arg(long, default_value = "pvc")]
+    pub volume_name_prefix: String,
+
+    /// -1: the whole claim UID in volume names; N: the UID without dashes, cut to N characters.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub volume_name_uuid_length: i64,
+
+    /// Filesystem type for volumes whose StorageClass names none (empty: none).
+    #[arg(long, default_value = "")]
+    pub default_fstype: String,
+
+    /// Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to CreateVolume parameters.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub extra_create_metadata: bool,
+
+    /// Mark the PV read-only for the driver when the claim's only access mode is ReadOnlyMany.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub controller_publish_readonly: bool,
+
+    /// How often every object is looked at again, even without a change.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub resync_period: Duration,
 }
 
 /// A flag value that parses but makes no sense.
@@ -97,6 +121,15 @@ impl Config {
                 "retry-interval-max",
                 "must not be shorter than --retry-interval-start",
             );
+        }
+        if self.volume_name_prefix.is_empty() {
+            return bad("volume-name-prefix", "must not be empty");
+        }
+        if self.volume_name_uuid_length < -1 {
+            return bad("volume-name-uuid-length", "must be -1 or at least 0");
+        }
+        if self.resync_period.is_zero() {
+            return bad("resync-period", "must be greater than 0");
         }
         if self.leader_election {
             return bad(
@@ -139,6 +172,11 @@ impl Config {
         })
     }
 
+    /// `--volume-name-uuid-length` as an optional cut (-1 = none).
+    pub fn uuid_length(&self) -> Option<usize> {
+        usize::try_from(self.volume_name_uuid_length).ok()
+    }
+
     /// `--csi-connect-timeout` as an optional limit (0 = none).
     pub fn connect_limit(&self) -> Option<Duration> {
         (!self.csi_connect_timeout.is_zero()).then_some(self.csi_connect_timeout)
@@ -168,6 +206,9 @@ mod tests {
         assert_eq!(c.retry_interval_max, Duration::from_secs(300));
         assert!(!c.leader_election);
         assert_eq!(c.http_address().unwrap(), None);
+        assert_eq!(c.volume_name_prefix, "pvc");
+        assert_eq!(c.uuid_length(), None);
+        assert!(!c.extra_create_metadata);
     }
 
     #[test]
@@ -208,6 +249,8 @@ mod tests {
             (&["--http-endpoint=nonsense"], "http-endpoint"),
             (&["--csi-address=tcp://127.0.0.1:1"], "csi-address"),
             (&["--kubeconfig=/does/not/exist"], "kubeconfig"),
+            (&["--volume-name-prefix="], "volume-name-prefix"),
+            (&["--volume-name-uuid-length=-2"], "volume-name-uuid-length"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(flag), "{args:?}: {err}");

@@ -1,9 +1,11 @@
-//! csi-pv-controller: one sidecar that does, for one CSI driver's volumes, what
-//! kube-controller-manager's PV binder and expander, external-provisioner and external-resizer do
-//! together.
+//! csi-pv-controller: one process beside a CSI driver that provisions, binds, expands and
+//! deletes the driver's volumes.
 
 pub mod cluster;
 pub mod config;
+pub mod controller;
 pub mod csi;
 pub mod http;
+pub mod names;
 pub mod provision;
+pub mod queue;

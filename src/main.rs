@@ -10,8 +10,11 @@ use tracing::{error, info};
 
 use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::Config;
+use csi_pv_controller::controller::{self, Controller, Options, Queues};
 use csi_pv_controller::csi::CsiClient;
 use csi_pv_controller::http;
+use csi_pv_controller::provision::plan::Settings;
+use csi_pv_controller::queue::Backoff;
 
 fn main() -> ExitCode {
     let config = Config::parse(); // exits 2 with clap's message on unparsable flags
@@ -77,6 +80,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         None => None,
     };
 
+    let backoff = Backoff {
+        start: config.retry_interval_start,
+        max: config.retry_interval_max,
+    };
+    let queues = Queues::new(backoff);
+    let on_change = queues.on_change();
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
         let driver = csi
@@ -89,23 +98,42 @@ async fn run(config: Config) -> anyhow::Result<()> {
             config.kube_api_burst,
         )
         .await?;
-        let (stores, watch) = Stores::watch(&client);
+        let (stores, watch) = Stores::watch(&client, on_change);
         tokio::spawn(watch);
         stores
             .synced()
             .await
             .context("API caches stopped before they synced")?;
-        anyhow::Ok((driver, stores))
+        anyhow::Ok((driver, stores, client))
     };
-    let (driver, _stores) = tokio::select! {
+    let (driver, stores, client) = tokio::select! {
         r = startup => r?,
         _ = stopped() => return Ok(()),
     };
+    let settings = Settings {
+        driver: driver.name.clone(),
+        volume_name_prefix: config.volume_name_prefix.clone(),
+        volume_name_uuid_length: config.uuid_length(),
+        default_fs_type: Some(config.default_fstype.clone()).filter(|f| !f.is_empty()),
+        extra_create_metadata: config.extra_create_metadata,
+        controller_publish_readonly: config.controller_publish_readonly,
+        identity: controller::provisioner_identity(&driver.name),
+    };
+    let controller = Controller::new(client, csi.clone(), stores, &driver, settings, queues);
+    let running = tokio::spawn(controller.run(
+        Options {
+            workers: config.worker_threads,
+            backoff,
+            resync: config.resync_period,
+        },
+        stopped(),
+    ));
     health.set_ready(true);
     info!(driver = %driver.name, "ready: driver probed and caches synced");
 
     stopped().await;
     health.set_ready(false);
+    running.await.context("controller task failed")?;
     if let Some(server) = server {
         server.await.context("HTTP server task failed")??;
     }

@@ -57,7 +57,16 @@ async fn stores_follow_the_api() {
     let plane = control_plane();
     let client = plane.client().await;
     create_namespace(&client, "cp-stores").await;
-    let (stores, watch) = Stores::watch(&client);
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let on_change: csi_pv_controller::cluster::stores::OnChange = {
+        let heard = heard.clone();
+        std::sync::Arc::new(move |change| {
+            if let csi_pv_controller::cluster::stores::Change::Claim(c) = change {
+                heard.lock().unwrap().push(c.name_any());
+            }
+        })
+    };
+    let (stores, watch) = Stores::watch(&client, on_change);
     let watching = tokio::spawn(watch);
     tokio::time::timeout(std::time::Duration::from_secs(30), stores.synced())
         .await
@@ -99,6 +108,10 @@ async fn stores_follow_the_api() {
     assert!(
         seen.managed_fields().is_empty(),
         "managedFields are stripped to save memory"
+    );
+    assert!(
+        heard.lock().unwrap().iter().any(|n| n == "watched"),
+        "the change callback hears of the new claim"
     );
     watching.abort();
 }

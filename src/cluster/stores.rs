@@ -1,6 +1,7 @@
 //! One reflector per watched kind, feeding shared read-only stores.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -20,13 +21,40 @@ pub struct Stores {
     pub classes: Store<StorageClass>,
 }
 
+/// An object that was added, changed or deleted; the store already reflects it when this is
+/// reported.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    Claim(&'a PersistentVolumeClaim),
+    Volume(&'a PersistentVolume),
+    Class(&'a StorageClass),
+}
+
+/// Told of every change the watches see.
+pub type OnChange = Arc<dyn Fn(Change<'_>) + Send + Sync>;
+
 impl Stores {
     /// Creates the stores and the future that keeps them filled; it must be polled (spawned) for
-    /// the stores to fill, and runs until dropped.
-    pub fn watch(client: &Client) -> (Stores, impl Future<Output = ()> + Send + 'static) {
-        let (claims, claims_run) = reflect(Api::<PersistentVolumeClaim>::all(client.clone()));
-        let (volumes, volumes_run) = reflect(Api::<PersistentVolume>::all(client.clone()));
-        let (classes, classes_run) = reflect(Api::<StorageClass>::all(client.clone()));
+    /// the stores to fill, and runs until dropped. `on_change` hears of every object seen,
+    /// including the initial listing.
+    pub fn watch(
+        client: &Client,
+        on_change: OnChange,
+    ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
+        let (claims, claims_run) = reflect(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            on_change.clone(),
+            |o| Change::Claim(o),
+        );
+        let (volumes, volumes_run) = reflect(
+            Api::<PersistentVolume>::all(client.clone()),
+            on_change.clone(),
+            |o| Change::Volume(o),
+        );
+        let (classes, classes_run) =
+            reflect(Api::<StorageClass>::all(client.clone()), on_change, |o| {
+                Change::Class(o)
+            });
         let run = async move {
             tokio::join!(claims_run, volumes_run, classes_run);
         };
@@ -49,7 +77,11 @@ impl Stores {
     }
 }
 
-fn reflect<K>(api: Api<K>) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
+fn reflect<K>(
+    api: Api<K>,
+    on_change: OnChange,
+    wrap: for<'a> fn(&'a K) -> Change<'a>,
+) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
@@ -62,8 +94,14 @@ where
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(writer)
         .for_each(move |event| {
-            if let Err(error) = event {
-                warn!(%kind, %error, "watch failed; retrying with backoff");
+            match event {
+                Ok(
+                    watcher::Event::Apply(o)
+                    | watcher::Event::InitApply(o)
+                    | watcher::Event::Delete(o),
+                ) => on_change(wrap(&o)),
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }
             futures::future::ready(())
         });

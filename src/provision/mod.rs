@@ -1,6 +1,11 @@
-//! Dynamic provisioning decisions: which claims are ours, what CreateVolume gets, and the PV
-//! built from the answer. Pure: k8s-openapi types in, values out; the executor does the I/O.
+//! Dynamic provisioning decisions: which claims are ours, what CreateVolume gets, the PV built
+//! from the answer, and when a volume is released and deleted. Pure: k8s-openapi types in,
+//! actions out; the controller does the I/O.
 
+pub mod claim;
 pub mod parameters;
+pub mod plan;
+pub mod reclaim;
 pub mod request;
 pub mod secrets;
+pub mod volume;

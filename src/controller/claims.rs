@@ -1,0 +1,619 @@
+//! Carrying out claim actions: the intent, CreateVolume, the PV, the binding, and the clean-up
+//! of volumes whose claim went away.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::error::is_status;
+use super::{ClaimKey, Controller, Outcome, SyncError};
+use crate::csi::{ErrorClass, Operation, v1 as csi};
+use crate::names::*;
+use crate::provision::claim::{self, ClaimAction, ClaimContext};
+use crate::provision::plan::{self, CloneSource, Plan};
+use crate::provision::volume;
+
+/// Steps one pass may take on a claim (intent, then provision, then done).
+const STEPS_PER_PASS: usize = 4;
+
+impl Controller {
+    pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
+        let Some(cached) = self.stores.claims.get(key) else {
+            self.clear_backoff(key);
+            return Ok(Outcome::Done);
+        };
+        let mut claim = (*cached).clone();
+        // Whether `claim` comes from the API just now rather than from the cache.
+        let mut fresh = false;
+        for _ in 0..STEPS_PER_PASS {
+            let action = self.decide_claim(&claim);
+            match action {
+                ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
+                ClaimAction::Populator { kind, name } => {
+                    self.announce_populator(&claim, &kind, &name).await;
+                    return Ok(Outcome::Done);
+                }
+                ClaimAction::Reject(e) => {
+                    if self.backing_off(key, &claim) {
+                        return Ok(Outcome::Waiting);
+                    }
+                    let delay = self.back_off(key, &claim);
+                    warn!(claim = %key, error = %e, retry_in = ?delay, "cannot provision");
+                    self.events
+                        .warning(&reference(&claim), EVENT_PROVISIONING_FAILED, e.to_string())
+                        .await;
+                    return Ok(Outcome::Waiting);
+                }
+                ClaimAction::RecordIntent => {
+                    claim = self.record_intent(&claim).await?;
+                    fresh = true;
+                }
+                ClaimAction::Provision(plan) | ClaimAction::Abandon(plan) if !fresh => {
+                    let _ = plan;
+                    match self.live_claim(&claim).await? {
+                        Some(live) => claim = live,
+                        None => return Ok(Outcome::Done),
+                    }
+                    fresh = true;
+                }
+                ClaimAction::Provision(plan) => return self.provision(key, &claim, &plan).await,
+                ClaimAction::Abandon(plan) => return self.abandon(key, &claim, &plan).await,
+                ClaimAction::CannotAbandon(e) => {
+                    if self.backing_off(key, &claim) {
+                        return Ok(Outcome::Waiting);
+                    }
+                    self.back_off(key, &claim);
+                    let note = format!(
+                        "the claim no longer needs volume {}, but cannot check whether the driver made it: {e}. Fix that, or remove finalizer {FINALIZER_PROVISIONING} from the claim once the volume is known not to exist in the driver",
+                        self.volume_name(&claim)
+                    );
+                    warn!(claim = %key, "{note}");
+                    self.events
+                        .warning(&reference(&claim), EVENT_PROVISIONING_CLEANUP_FAILED, note)
+                        .await;
+                    return Ok(Outcome::Waiting);
+                }
+                ClaimAction::Bind { volume } => {
+                    let Some(pv) = self.live_volume_if_missing(&volume).await? else {
+                        return Ok(Outcome::Done);
+                    };
+                    let had_intent = has_intent(&claim);
+                    self.bind(&claim, &pv).await?;
+                    self.clear_backoff(key);
+                    if had_intent {
+                        self.succeeded(&claim, &volume).await;
+                    }
+                    return Ok(Outcome::Done);
+                }
+                ClaimAction::DropIntent => {
+                    self.drop_intent(&claim).await?;
+                    self.clear_backoff(key);
+                    return Ok(Outcome::Done);
+                }
+            }
+        }
+        Ok(Outcome::Again)
+    }
+
+    fn decide_claim(&self, claim: &PersistentVolumeClaim) -> ClaimAction {
+        let class_name = plan::class_name(claim).unwrap_or_default();
+        let class = self
+            .stores
+            .classes
+            .get(&kube::runtime::reflector::ObjectRef::new(class_name));
+        let volume = self.volume_in_store(&self.volume_name(claim));
+        let ours = class
+            .as_ref()
+            .is_some_and(|c| c.provisioner == self.settings.driver);
+        let unbound = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .is_none_or(str::is_empty);
+        // Only scanned for a claim that could be provisioned now.
+        let served_statically = ours
+            && unbound
+            && volume.is_none()
+            && !has_intent(claim)
+            && claim::served_statically(claim, self.stores.volumes.state().iter().map(|v| &**v));
+        let (source_claim, source_volume) = self.clone_source(claim);
+        claim::decide(
+            claim,
+            &ClaimContext {
+                settings: &self.settings,
+                features: self.features,
+                class: class.as_deref(),
+                volume: volume.as_deref(),
+                served_statically,
+                clone_source: CloneSource {
+                    claim: source_claim.as_deref(),
+                    volume: source_volume.as_deref(),
+                },
+            },
+        )
+    }
+
+    /// The claim a clone reads from, and its PV, from the stores.
+    #[allow(clippy::type_complexity)]
+    fn clone_source(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> (
+        Option<std::sync::Arc<PersistentVolumeClaim>>,
+        Option<std::sync::Arc<PersistentVolume>>,
+    ) {
+        let Some(source) = claim.spec.as_ref().and_then(|s| s.data_source.as_ref()) else {
+            return (None, None);
+        };
+        if source.kind != "PersistentVolumeClaim" {
+            return (None, None);
+        }
+        let namespace = claim.namespace().unwrap_or_default();
+        let source_claim = self
+            .stores
+            .claims
+            .get(&kube::runtime::reflector::ObjectRef::new(&source.name).within(&namespace));
+        let source_volume = source_claim
+            .as_ref()
+            .and_then(|c| c.spec.as_ref()?.volume_name.clone())
+            .and_then(|v| self.volume_in_store(&v));
+        (source_claim, source_volume)
+    }
+
+    fn claims_api(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
+        Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
+    }
+
+    fn volumes_api(&self) -> Api<PersistentVolume> {
+        Api::all(self.client.clone())
+    }
+
+    /// The claim as the API has it now; None if it is gone or was replaced by another UID.
+    async fn live_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Option<PersistentVolumeClaim>, SyncError> {
+        let live = self
+            .claims_api(claim)
+            .get_opt(&claim.name_any())
+            .await
+            .map_err(|e| SyncError::api("read the claim", e))?;
+        Ok(live.filter(|l| l.metadata.uid == claim.metadata.uid))
+    }
+
+    /// The PV from the store, or from the API when the store has not seen it yet.
+    async fn live_volume_if_missing(
+        &self,
+        name: &str,
+    ) -> Result<Option<PersistentVolume>, SyncError> {
+        if let Some(pv) = self.volume_in_store(name) {
+            return Ok(Some((*pv).clone()));
+        }
+        self.volumes_api()
+            .get_opt(name)
+            .await
+            .map_err(|e| SyncError::api("read the PersistentVolume", e))
+    }
+
+    /// One write makes the intent durable: our finalizer, and the provisioner annotations the
+    /// binder would write.
+    async fn record_intent(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        let mut finalizers = claim.finalizers().to_vec();
+        finalizers.push(FINALIZER_PROVISIONING.to_string());
+        let mut metadata = json!({
+            "resourceVersion": claim.resource_version(),
+            "finalizers": finalizers,
+        });
+        let driver = &self.settings.driver;
+        if claim.annotations().get(ANN_STORAGE_PROVISIONER) != Some(driver) {
+            metadata["annotations"] = json!({
+                ANN_STORAGE_PROVISIONER: driver,
+                ANN_BETA_STORAGE_PROVISIONER: driver,
+            });
+        }
+        let updated = self
+            .claims_api(claim)
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": metadata })),
+            )
+            .await
+            .map_err(|e| SyncError::api("record the provisioning intent on the claim", e))?;
+        self.events
+            .normal(
+                &reference(&updated),
+                EVENT_PROVISIONING,
+                format!(
+                    "External provisioner is provisioning volume for claim \"{}/{}\"",
+                    updated.namespace().unwrap_or_default(),
+                    updated.name_any()
+                ),
+            )
+            .await;
+        Ok(updated)
+    }
+
+    /// CreateVolume, record the PV, bind. A failed driver call waits for its backoff.
+    async fn provision(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        plan: &Plan,
+    ) -> Result<Outcome, SyncError> {
+        if self.backing_off(key, claim) {
+            return Ok(Outcome::Waiting);
+        }
+        let secrets = match self.provisioner_secrets(plan).await {
+            Ok(s) => s,
+            Err(note) => return Ok(self.provision_failed(key, claim, note).await),
+        };
+        let mut request = plan.request.clone();
+        request.secrets = secrets.clone();
+        let answer = match self.csi.create_volume(request).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                let note = match e.class(Operation::Create) {
+                    ErrorClass::Infeasible => format!(
+                        "Volume provisioning failed with infeasible error. Retries will be delayed. {e}"
+                    ),
+                    _ => format!("failed to provision volume {}: {e}", plan.volume_name),
+                };
+                return Ok(self.provision_failed(key, claim, note).await);
+            }
+        };
+        let pv = match volume::record(plan, &answer, &self.settings.identity) {
+            Ok(pv) => pv,
+            Err(e) => {
+                // Unusable: take it back, so that the retry starts clean.
+                if let Err(d) = self.delete_backend(&answer.volume_id, secrets).await {
+                    warn!(claim = %key, error = %d, "cannot delete the unusable volume yet");
+                }
+                return Ok(self.provision_failed(key, claim, e.to_string()).await);
+            }
+        };
+        let pv = self.save_volume(&pv, claim).await?;
+        self.bind(claim, &pv).await?;
+        self.clear_backoff(key);
+        self.succeeded(claim, &plan.volume_name).await;
+        Ok(Outcome::Done)
+    }
+
+    async fn provision_failed(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        note: String,
+    ) -> Outcome {
+        let delay = self.back_off(key, claim);
+        warn!(claim = %key, retry_in = ?delay, "{note}");
+        self.events
+            .warning(&reference(claim), EVENT_PROVISIONING_FAILED, note)
+            .await;
+        Outcome::Waiting
+    }
+
+    async fn succeeded(&self, claim: &PersistentVolumeClaim, volume: &str) {
+        info!(claim = %format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any()), %volume, "provisioned and bound");
+        self.events
+            .normal(
+                &reference(claim),
+                EVENT_PROVISIONING_SUCCEEDED,
+                format!("Successfully provisioned volume {volume}"),
+            )
+            .await;
+    }
+
+    /// The contents of the class's provisioner secret, or a message for the user. Never logged.
+    async fn provisioner_secrets(&self, plan: &Plan) -> Result<HashMap<String, String>, String> {
+        let Some(secret) = &plan.provisioner_secret else {
+            return Ok(HashMap::new());
+        };
+        self.read_secret(&secret.namespace, &secret.name).await
+    }
+
+    pub(super) async fn read_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<HashMap<String, String>, String> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(Some(secret)) => Ok(secret
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect()),
+            Ok(None) => Err(format!(
+                "secret {namespace}/{name} named by the StorageClass does not exist; create it"
+            )),
+            Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
+        }
+    }
+
+    /// Creates the PV; one that exists already for this claim (an earlier attempt) is taken as is.
+    async fn save_volume(
+        &self,
+        pv: &PersistentVolume,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolume, SyncError> {
+        let api = self.volumes_api();
+        match api.create(&PostParams::default(), pv).await {
+            Ok(created) => Ok(created),
+            Err(e) if is_status(&e, 409) => {
+                let name = pv.name_any();
+                let existing = api
+                    .get(&name)
+                    .await
+                    .map_err(|e| SyncError::api("read the existing PersistentVolume", e))?;
+                let owner = existing
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.claim_ref.as_ref()?.uid.clone());
+                if owner == claim.metadata.uid {
+                    Ok(existing)
+                } else {
+                    let note = format!(
+                        "PersistentVolume {name} exists and belongs to another claim; the volume for this claim cannot be recorded"
+                    );
+                    self.events
+                        .warning(&reference(claim), EVENT_PROVISIONING_FAILED, note.clone())
+                        .await;
+                    Err(SyncError::Inconsistent(note))
+                }
+            }
+            Err(e) => Err(SyncError::api("create the PersistentVolume", e)),
+        }
+    }
+
+    /// The binding, in the binder's order: PV phase, claim spec, claim status. Each step is
+    /// skipped when already done, and preconditioned on the version it was decided from.
+    pub(super) async fn bind(
+        &self,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+    ) -> Result<(), SyncError> {
+        let name = pv.name_any();
+        if pv.status.as_ref().and_then(|s| s.phase.as_deref()) != Some(PHASE_BOUND) {
+            self.volumes_api()
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({
+                        "metadata": {"resourceVersion": pv.resource_version()},
+                        "status": {"phase": PHASE_BOUND, "message": null},
+                    })),
+                )
+                .await
+                .map_err(|e| SyncError::api("mark the PersistentVolume Bound", e))?;
+        }
+
+        let bound_to = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+        let mut claim = claim.clone();
+        let mut annotations = serde_json::Map::new();
+        if bound_to != Some(name.as_str())
+            && !claim.annotations().contains_key(ANN_BOUND_BY_CONTROLLER)
+        {
+            annotations.insert(ANN_BOUND_BY_CONTROLLER.into(), json!("yes"));
+        }
+        if !claim.annotations().contains_key(ANN_BIND_COMPLETED) {
+            annotations.insert(ANN_BIND_COMPLETED.into(), json!("yes"));
+        }
+        let intent = has_intent(&claim);
+        if bound_to != Some(name.as_str()) || !annotations.is_empty() || intent {
+            let finalizers: Vec<&String> = claim
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER_PROVISIONING)
+                .collect();
+            claim = self
+                .claims_api(&claim)
+                .patch(
+                    &claim.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({
+                        "metadata": {
+                            "resourceVersion": claim.resource_version(),
+                            "annotations": annotations,
+                            "finalizers": finalizers,
+                        },
+                        "spec": {"volumeName": name},
+                    })),
+                )
+                .await
+                .map_err(|e| SyncError::api("bind the claim to its PersistentVolume", e))?;
+        }
+
+        if claim.status.as_ref().and_then(|s| s.phase.as_deref()) != Some(PHASE_BOUND) {
+            let spec = pv.spec.clone().unwrap_or_default();
+            self.claims_api(&claim)
+                .patch_status(
+                    &claim.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({
+                        "metadata": {"resourceVersion": claim.resource_version()},
+                        "status": {
+                            "phase": PHASE_BOUND,
+                            "accessModes": spec.access_modes,
+                            "capacity": spec.capacity,
+                        },
+                    })),
+                )
+                .await
+                .map_err(|e| SyncError::api("mark the claim Bound", e))?;
+        }
+        Ok(())
+    }
+
+    /// The claim no longer wants its volume: CreateVolume (idempotent) tells whether the volume
+    /// exists and its id; then delete it, or record it when the class retains volumes.
+    async fn abandon(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        plan: &Plan,
+    ) -> Result<Outcome, SyncError> {
+        if self.backing_off(key, claim) {
+            return Ok(Outcome::Waiting);
+        }
+        // The PV may exist though the store has not shown it yet.
+        if let Some(pv) = self
+            .volumes_api()
+            .get_opt(&plan.volume_name)
+            .await
+            .map_err(|e| SyncError::api("read the PersistentVolume", e))?
+            && pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref()?.uid.clone())
+                == claim.metadata.uid
+        {
+            self.drop_intent(claim).await?;
+            return Ok(Outcome::Done);
+        }
+        let secrets = match self.provisioner_secrets(plan).await {
+            Ok(s) => s,
+            Err(note) => return Ok(self.cleanup_failed(key, claim, note).await),
+        };
+        let mut request = plan.request.clone();
+        request.secrets = secrets.clone();
+        let deleting = claim.metadata.deletion_timestamp.is_some();
+        match self.csi.create_volume(request).await {
+            Ok(answer) => {
+                if plan.retain && deleting {
+                    // Retain: record it; the PV ends Released and stays, as upstream leaves it.
+                    if let Ok(pv) = volume::record(plan, &answer, &self.settings.identity) {
+                        self.save_volume(&pv, claim).await?;
+                        self.drop_intent(claim).await?;
+                        return Ok(Outcome::Done);
+                    }
+                }
+                if let Err(e) = self.delete_backend(&answer.volume_id, secrets).await {
+                    let note = format!(
+                        "cannot delete volume {} made for this claim, which no longer needs it: {e}",
+                        answer.volume_id
+                    );
+                    return Ok(self.cleanup_failed(key, claim, note).await);
+                }
+                info!(claim = %key, volume = %answer.volume_id, "deleted the volume of a claim that no longer needs it");
+                self.drop_intent(claim).await?;
+                Ok(Outcome::Done)
+            }
+            Err(e) => match (e.class(Operation::Create), e.code()) {
+                // Exists, with other parameters: it must not be forgotten.
+                (_, Some(tonic::Code::AlreadyExists)) | (ErrorClass::InProgress, _) => {
+                    let note = format!(
+                        "cannot find out whether volume {} exists, to delete it: {e}",
+                        plan.volume_name
+                    );
+                    Ok(self.cleanup_failed(key, claim, note).await)
+                }
+                // The driver finished and made nothing.
+                _ => {
+                    self.drop_intent(claim).await?;
+                    Ok(Outcome::Done)
+                }
+            },
+        }
+    }
+
+    async fn cleanup_failed(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        note: String,
+    ) -> Outcome {
+        let delay = self.back_off(key, claim);
+        warn!(claim = %key, retry_in = ?delay, "{note}");
+        self.events
+            .warning(&reference(claim), EVENT_PROVISIONING_CLEANUP_FAILED, note)
+            .await;
+        Outcome::Waiting
+    }
+
+    /// DeleteVolume; a volume the driver does not know is already deleted.
+    pub(super) async fn delete_backend(
+        &self,
+        volume_id: &str,
+        secrets: HashMap<String, String>,
+    ) -> Result<(), crate::csi::CsiError> {
+        let request = csi::DeleteVolumeRequest {
+            volume_id: volume_id.to_string(),
+            secrets,
+        };
+        match self.csi.delete_volume(request).await {
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn drop_intent(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
+        if !has_intent(claim) {
+            return Ok(());
+        }
+        let finalizers: Vec<&String> = claim
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER_PROVISIONING)
+            .collect();
+        match self
+            .claims_api(claim)
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {
+                        "resourceVersion": claim.resource_version(),
+                        "finalizers": finalizers,
+                    }
+                })),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SyncError::api("remove the provisioning finalizer", e)),
+        }
+    }
+
+    /// A populator source: said once per claim, then left alone.
+    async fn announce_populator(&self, claim: &PersistentVolumeClaim, kind: &str, name: &str) {
+        let uid = claim.uid().unwrap_or_default();
+        let first = self
+            .announced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid);
+        if first {
+            info!(claim = %claim.name_any(), %kind, %name, "data source left to a volume populator");
+            self.events
+                .normal(
+                    &reference(claim),
+                    EVENT_PROVISIONING,
+                    "Assuming an external populator will provision the volume".into(),
+                )
+                .await;
+        }
+    }
+}
+
+fn has_intent(claim: &PersistentVolumeClaim) -> bool {
+    claim
+        .finalizers()
+        .iter()
+        .any(|f| f == FINALIZER_PROVISIONING)
+}
+
+pub(super) fn reference<K: Resource<DynamicType = ()>>(
+    object: &K,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    object.object_ref(&())
+}

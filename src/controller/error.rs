@@ -1,0 +1,71 @@
+//! Why a pass over a key failed, and what that means for the next one.
+
+use crate::csi::{CsiError, ErrorClass, Operation};
+
+/// How the worker treats a failed pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncErrorClass {
+    /// Done with this attempt, nothing lasting happened; retry with backoff.
+    Final,
+    /// Something may still be happening (a driver call or a write with no answer); repeat the
+    /// same step with backoff.
+    InProgress,
+    /// Cannot work as asked until the user changes the input; retry slowly.
+    Infeasible,
+    /// Our view was stale (HTTP 409); look again at once.
+    Conflict,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("cannot {action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{source}")]
+    Csi {
+        operation: Operation,
+        #[source]
+        source: CsiError,
+    },
+    /// Bad input, already reported to the user in an Event.
+    #[error("{0}")]
+    Input(String),
+    /// The cluster holds something that contradicts our records; reported in an Event.
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+impl SyncError {
+    pub fn api(action: impl Into<String>, source: kube::Error) -> Self {
+        SyncError::Api {
+            action: action.into(),
+            source,
+        }
+    }
+
+    pub fn csi(operation: Operation, source: CsiError) -> Self {
+        SyncError::Csi { operation, source }
+    }
+
+    pub fn class(&self) -> SyncErrorClass {
+        match self {
+            SyncError::Api { source, .. } if is_status(source, 409) => SyncErrorClass::Conflict,
+            SyncError::Api { .. } => SyncErrorClass::InProgress,
+            SyncError::Csi { operation, source } => match source.class(*operation) {
+                ErrorClass::Final => SyncErrorClass::Final,
+                ErrorClass::InProgress => SyncErrorClass::InProgress,
+                ErrorClass::Infeasible => SyncErrorClass::Infeasible,
+            },
+            SyncError::Input(_) => SyncErrorClass::Infeasible,
+            SyncError::Inconsistent(_) => SyncErrorClass::Final,
+        }
+    }
+}
+
+/// The API answered with this HTTP status.
+pub fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}

@@ -1,0 +1,295 @@
+//! The acting half: watch changes feed keyed queues; workers decide with the pure `provision`
+//! functions and carry the actions out against the driver and the API.
+
+mod claims;
+mod error;
+mod events;
+mod volumes;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+use tracing::{debug, warn};
+
+pub use error::{SyncError, SyncErrorClass};
+
+use crate::cluster::Stores;
+use crate::cluster::stores::{Change, OnChange};
+use crate::csi::{ControllerCapability, CsiClient, DriverInfo};
+use crate::provision::plan::{self, Features, Settings};
+use crate::queue::{Backoff, WorkQueue};
+
+/// A claim's queue key: namespace and name.
+pub type ClaimKey = ObjectRef<PersistentVolumeClaim>;
+
+/// How a pass over one key ended, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more to do until something changes.
+    Done,
+    /// Look again at once (the next step depends on a write just made).
+    Again,
+    /// Wait for the retry already scheduled (backoff in force, the input unchanged).
+    Waiting,
+}
+
+/// Tunables of the controller.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub workers: usize,
+    pub backoff: Backoff,
+    pub resync: Duration,
+}
+
+pub struct Controller {
+    client: Client,
+    csi: CsiClient,
+    stores: Stores,
+    settings: Settings,
+    features: Features,
+    events: events::Events,
+    claims: WorkQueue<ClaimKey>,
+    volumes: WorkQueue<String>,
+    classes: WorkQueue<String>,
+    /// Per claim: the resourceVersion a driver call last failed on, and when to try again. A
+    /// change to the claim lifts the wait; watch noise does not.
+    not_before: Mutex<HashMap<ClaimKey, (String, Instant)>>,
+    /// Claims whose populator data source was announced in an Event.
+    announced: Mutex<std::collections::HashSet<String>>,
+}
+
+/// The queues, to be fed by the watches before the controller exists.
+#[derive(Clone)]
+pub struct Queues {
+    pub claims: WorkQueue<ClaimKey>,
+    pub volumes: WorkQueue<String>,
+    /// Changed StorageClasses: their pending claims are looked at again.
+    pub classes: WorkQueue<String>,
+}
+
+impl Queues {
+    pub fn new(backoff: Backoff) -> Self {
+        Queues {
+            claims: WorkQueue::new(backoff),
+            volumes: WorkQueue::new(backoff),
+            classes: WorkQueue::new(backoff),
+        }
+    }
+
+    /// What the watches call on every change: the object's key, and the keys of the objects
+    /// whose next step depends on it.
+    pub fn on_change(&self) -> OnChange {
+        let queues = self.clone();
+        Arc::new(move |change| match change {
+            Change::Claim(c) => {
+                queues.claims.add(ObjectRef::from_obj(c));
+                if let Some(v) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) {
+                    queues.volumes.add(v);
+                }
+            }
+            Change::Volume(v) => {
+                queues.volumes.add(v.name_any());
+                if let Some(r) = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref())
+                    && let (Some(ns), Some(name)) = (&r.namespace, &r.name)
+                {
+                    queues.claims.add(ObjectRef::new(name).within(ns));
+                }
+            }
+            Change::Class(c) => queues.classes.add(c.name_any()),
+        })
+    }
+}
+
+impl Controller {
+    pub fn new(
+        client: Client,
+        csi: CsiClient,
+        stores: Stores,
+        driver: &DriverInfo,
+        settings: Settings,
+        queues: Queues,
+    ) -> Arc<Self> {
+        let features = Features {
+            single_node_multi_writer: driver
+                .controller
+                .has(ControllerCapability::SingleNodeMultiWriter),
+            clone: driver.controller.has(ControllerCapability::CloneVolume),
+            snapshot: driver
+                .controller
+                .has(ControllerCapability::CreateDeleteSnapshot),
+            modify: driver.controller.has(ControllerCapability::ModifyVolume),
+        };
+        Arc::new(Controller {
+            events: events::Events::new(client.clone(), &settings.driver),
+            client,
+            csi,
+            stores,
+            settings,
+            features,
+            claims: queues.claims,
+            volumes: queues.volumes,
+            classes: queues.classes,
+            not_before: Mutex::default(),
+            announced: Mutex::default(),
+        })
+    }
+
+    /// Runs `workers` claim workers and as many volume workers until `stop` resolves.
+    pub async fn run(self: Arc<Self>, options: Options, stop: impl Future<Output = ()>) {
+        let mut tasks = Vec::new();
+        for _ in 0..options.workers {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.claim_worker().await }));
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.volume_worker().await }));
+        }
+        let classes = {
+            let me = self.clone();
+            tokio::spawn(async move { me.class_worker().await })
+        };
+        let resync = {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(options.resync);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    me.enqueue_all();
+                }
+            })
+        };
+        stop.await;
+        resync.abort();
+        self.claims.close();
+        self.volumes.close();
+        self.classes.close();
+        let _ = classes.await;
+        for task in tasks {
+            // Workers finish the key in hand; every step is safe to repeat after a restart.
+            let _ = task.await;
+        }
+    }
+
+    /// Queues every claim and volume (resync; class changes).
+    pub fn enqueue_all(&self) {
+        for c in self.stores.claims.state() {
+            self.claims.add(ObjectRef::from_obj(&*c));
+        }
+        for v in self.stores.volumes.state() {
+            self.volumes.add(v.name_any());
+        }
+    }
+
+    async fn claim_worker(&self) {
+        while let Some(key) = self.claims.next().await {
+            let result = self.sync_claim(&key).await;
+            self.claims.done(&key);
+            self.settle(&self.claims, key, result, "claim");
+        }
+    }
+
+    /// A class changed (or appeared): its unbound claims may now be provisionable.
+    async fn class_worker(&self) {
+        while let Some(class) = self.classes.next().await {
+            for c in self.stores.claims.state() {
+                let unbound = c
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.volume_name.as_deref())
+                    .is_none();
+                if unbound && plan::class_name(&c) == Some(class.as_str()) {
+                    self.claims.add(ObjectRef::from_obj(&*c));
+                }
+            }
+            self.classes.done(&class);
+        }
+    }
+
+    async fn volume_worker(&self) {
+        while let Some(key) = self.volumes.next().await {
+            let result = self.sync_volume(&key).await;
+            self.volumes.done(&key);
+            self.settle(&self.volumes, key, result, "volume");
+        }
+    }
+
+    /// Requeues by outcome: at once after a conflict or a step that needs another look, with
+    /// backoff after a failure.
+    fn settle<K>(
+        &self,
+        queue: &WorkQueue<K>,
+        key: K,
+        result: Result<Outcome, SyncError>,
+        kind: &str,
+    ) where
+        K: Clone + Eq + std::hash::Hash + Send + std::fmt::Display + 'static,
+    {
+        match result {
+            Ok(Outcome::Done) => queue.forget(&key),
+            Ok(Outcome::Waiting) => {}
+            Ok(Outcome::Again) => queue.add(key),
+            Err(e) if e.class() == SyncErrorClass::Conflict => {
+                debug!(%kind, %key, error = %e, "conflict; looking again");
+                queue.add(key);
+            }
+            Err(e) => {
+                let delay = queue.retry(key.clone());
+                warn!(%kind, %key, error = %e, retry_in = ?delay, "sync failed");
+            }
+        }
+    }
+
+    fn not_before(&self) -> MutexGuard<'_, HashMap<ClaimKey, (String, Instant)>> {
+        self.not_before
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// True while a failed driver call on this version of the claim waits for its retry.
+    fn backing_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> bool {
+        let rv = claim.resource_version().unwrap_or_default();
+        match self.not_before().get(key) {
+            Some((failed_rv, until)) => *failed_rv == rv && Instant::now() < *until,
+            None => false,
+        }
+    }
+
+    /// Schedules the retry of a failed driver call and holds watch-driven passes off till then.
+    fn back_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> Duration {
+        let delay = self.claims.retry(key.clone());
+        self.not_before().insert(
+            key.clone(),
+            (
+                claim.resource_version().unwrap_or_default(),
+                Instant::now() + delay,
+            ),
+        );
+        delay
+    }
+
+    fn clear_backoff(&self, key: &ClaimKey) {
+        self.not_before().remove(key);
+        self.claims.forget(key);
+    }
+
+    fn volume_in_store(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.stores.volumes.get(&ObjectRef::new(name))
+    }
+
+    fn volume_name(&self, claim: &PersistentVolumeClaim) -> String {
+        plan::volume_name_for(claim, &self.settings)
+    }
+}
+
+/// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.
+pub fn provisioner_identity(driver: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let salt = (now.subsec_nanos() ^ std::process::id()) % 10_000;
+    format!("{}-{salt}-{driver}", now.as_millis())
+}

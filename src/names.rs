@@ -1,0 +1,43 @@
+//! Names shared with Kubernetes and the upstream sidecars: annotations, finalizers, event
+//! reasons. Upstream's names wherever the meaning is the same; ours only where upstream has none.
+
+// Claim annotations.
+pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub const ANN_ALPHA_SELECTED_NODE: &str = "volume.alpha.kubernetes.io/selected-node";
+pub const ANN_BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
+pub const ANN_BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+
+// Volume annotations.
+pub const ANN_PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+pub const ANN_DELETION_SECRET_NAME: &str = "volume.kubernetes.io/provisioner-deletion-secret-name";
+pub const ANN_DELETION_SECRET_NAMESPACE: &str =
+    "volume.kubernetes.io/provisioner-deletion-secret-namespace";
+pub const ANN_MODIFY_SECRET_NAME: &str = "volume.kubernetes.io/controller-modify-secret-name";
+pub const ANN_MODIFY_SECRET_NAMESPACE: &str =
+    "volume.kubernetes.io/controller-modify-secret-namespace";
+/// Key in `spec.csi.volumeAttributes`; informational, as upstream.
+pub const ATTR_PROVISIONER_IDENTITY: &str = "storage.kubernetes.io/csiProvisionerIdentity";
+
+/// On a PV of ours with reclaim policy Delete: the backend volume goes before the PV does.
+pub const FINALIZER_VOLUME: &str = "external-provisioner.volume.kubernetes.io/finalizer";
+/// Ours, on a claim: a volume for it may exist in the driver and is not yet recorded in a PV.
+/// Written before the first CreateVolume and removed only once the volume is in a PV or known
+/// not to exist, so that a crash at any instant leaves a trace to resume from (upstream keeps
+/// this in memory and leaks volumes on restart: external-provisioner#486).
+pub const FINALIZER_PROVISIONING: &str = "csi-pv-controller.storage.k8s.io/provisioning";
+
+// Event reasons.
+pub const EVENT_PROVISIONING: &str = "Provisioning";
+pub const EVENT_PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
+pub const EVENT_PROVISIONING_FAILED: &str = "ProvisioningFailed";
+pub const EVENT_VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
+/// Ours: the claim is gone, and the volume made for it could not be cleaned up yet.
+pub const EVENT_PROVISIONING_CLEANUP_FAILED: &str = "ProvisioningCleanupFailed";
+
+// Phases.
+pub const PHASE_BOUND: &str = "Bound";
+pub const PHASE_RELEASED: &str = "Released";
+pub const PHASE_PENDING: &str = "Pending";

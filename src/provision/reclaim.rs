@@ -1,0 +1,127 @@
+//! What to do next for one PV of our driver: keep its phase and finalizer right while it is
+//! bound, release it when its claim is gone, and reclaim it (delete the volume, or retain it).
+//!
+//! The store's view of the claim is only a hint: releasing and deleting are confirmed against
+//! the live API by the executor, never judged from the cache alone.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+
+use crate::names::*;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeAction {
+    /// Not ours, or nothing to do.
+    None,
+    /// Its claim is bound to it, but the PV does not say Bound yet.
+    MarkBound,
+    /// Reclaim policy Delete, bound, and our finalizer missing (as upstream, for static PVs too).
+    AddFinalizer,
+    /// Our finalizer is on a PV whose policy is not Delete.
+    RemoveFinalizer,
+    /// The claim looks gone: confirm in the live API, then mark the PV Released.
+    ConfirmReleased,
+    /// Released with policy Delete: delete the backend volume, then the PV.
+    Delete,
+}
+
+/// Decides for `volume`; `claim` is the store's object named by its claimRef, if any.
+pub fn decide(
+    volume: &PersistentVolume,
+    claim: Option<&PersistentVolumeClaim>,
+    driver: &str,
+) -> VolumeAction {
+    let Some(spec) = volume.spec.as_ref() else {
+        return VolumeAction::None;
+    };
+    if spec.csi.as_ref().map(|c| c.driver.as_str()) != Some(driver) {
+        return VolumeAction::None;
+    }
+    let has_finalizer = volume
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_VOLUME));
+    let deleting = volume.metadata.deletion_timestamp.is_some();
+    if deleting && !has_finalizer {
+        return VolumeAction::None;
+    }
+    let policy = spec
+        .persistent_volume_reclaim_policy
+        .as_deref()
+        .unwrap_or("Retain");
+    let phase = volume.status.as_ref().and_then(|s| s.phase.as_deref());
+    if phase == Some(PHASE_RELEASED) || phase == Some("Failed") {
+        return match (policy, has_finalizer) {
+            ("Delete", _) => VolumeAction::Delete,
+            (_, true) => VolumeAction::RemoveFinalizer,
+            _ => VolumeAction::None,
+        };
+    }
+    if policy != "Delete" && has_finalizer {
+        return VolumeAction::RemoveFinalizer;
+    }
+    let Some(claim_ref) = spec.claim_ref.as_ref() else {
+        return VolumeAction::None; // unclaimed: the binder's
+    };
+    let Some(ref_uid) = claim_ref.uid.as_deref().filter(|u| !u.is_empty()) else {
+        return VolumeAction::None; // pre-bound by name: the binder's
+    };
+    let name = volume.metadata.name.as_deref();
+    match claim.filter(|c| c.metadata.uid.as_deref() == Some(ref_uid)) {
+        None => VolumeAction::ConfirmReleased,
+        Some(c) => {
+            let claim_volume = c
+                .spec
+                .as_ref()
+                .and_then(|s| s.volume_name.as_deref())
+                .filter(|v| !v.is_empty());
+            match claim_volume {
+                // The claim side is not written yet; the claim's own sync does that.
+                None => VolumeAction::None,
+                Some(v) if Some(v) == name => {
+                    if phase != Some(PHASE_BOUND) {
+                        VolumeAction::MarkBound
+                    } else if policy == "Delete" && !has_finalizer && !deleting {
+                        VolumeAction::AddFinalizer
+                    } else {
+                        VolumeAction::None
+                    }
+                }
+                // Bound to another volume: a provisioned PV of ours with Delete is released, as the
+                // binder does; other cases are the binder's.
+                Some(_) => {
+                    let provisioned = volume
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANN_PROVISIONED_BY))
+                        .is_some_and(|p| p == driver);
+                    if provisioned && policy == "Delete" {
+                        VolumeAction::ConfirmReleased
+                    } else {
+                        VolumeAction::None
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the live claim `claim` (None: not found) still holds `volume`. Only a claim with the
+/// referenced UID that is bound to this volume, or not bound at all yet, holds it.
+pub fn claim_holds(volume: &PersistentVolume, claim: Option<&PersistentVolumeClaim>) -> bool {
+    let Some(claim) = claim else {
+        return false;
+    };
+    let ref_uid = volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.claim_ref.as_ref()?.uid.as_deref());
+    if ref_uid.is_none() || claim.metadata.uid.as_deref() != ref_uid {
+        return false;
+    }
+    match claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) {
+        None | Some("") => true,
+        Some(v) => Some(v) == volume.metadata.name.as_deref(),
+    }
+}

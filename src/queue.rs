@@ -1,0 +1,257 @@
+//! A keyed work queue: each key is queued at most once, worked on by at most one worker at a
+//! time, and retried after failures with its own exponential backoff (client-go's workqueue with
+//! an item-exponential rate limiter, in a few lines of tokio).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// Per-key backoff: `start` doubled on each consecutive failure, capped at `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub start: Duration,
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// The delay before retry number `failures` (1 = first retry).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.start.saturating_mul(factor).min(self.max)
+    }
+}
+
+struct State<K> {
+    ready: VecDeque<K>,
+    queued: HashSet<K>,
+    active: HashSet<K>,
+    /// Keys added while a worker had them; they are queued again when that worker is done.
+    dirty: HashSet<K>,
+    failures: HashMap<K, u32>,
+    closed: bool,
+}
+
+struct Inner<K> {
+    state: Mutex<State<K>>,
+    wake: Notify,
+    backoff: Backoff,
+}
+
+/// Cloning gives another handle on the same queue.
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
+    pub fn new(backoff: Backoff) -> Self {
+        WorkQueue {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    ready: VecDeque::new(),
+                    queued: HashSet::new(),
+                    active: HashSet::new(),
+                    dirty: HashSet::new(),
+                    failures: HashMap::new(),
+                    closed: false,
+                }),
+                wake: Notify::new(),
+                backoff,
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<K>> {
+        // A worker that panicked while holding the lock leaves consistent sets behind: every
+        // mutation below is a single insert or remove.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `key` unless it is queued already; a key being worked on is queued again once done.
+    pub fn add(&self, key: K) {
+        let mut state = self.state();
+        if state.closed || state.queued.contains(&key) {
+            return;
+        }
+        if state.active.contains(&key) {
+            state.dirty.insert(key);
+            return;
+        }
+        state.queued.insert(key.clone());
+        state.ready.push_back(key);
+        drop(state);
+        self.inner.wake.notify_one();
+    }
+
+    /// Queues `key` after `delay`.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let queue = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            queue.add(key);
+        });
+    }
+
+    /// Queues `key` again after its next backoff delay, and returns that delay.
+    pub fn retry(&self, key: K) -> Duration {
+        let delay = {
+            let mut state = self.state();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            *failures = failures.saturating_add(1);
+            self.inner.backoff.delay(*failures)
+        };
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Clears the failure count of `key` (after a success).
+    pub fn forget(&self, key: &K) {
+        self.state().failures.remove(key);
+    }
+
+    /// Consecutive failures recorded for `key`.
+    pub fn failures(&self, key: &K) -> u32 {
+        self.state().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Waits for the next key; the caller owns it until [`WorkQueue::done`]. None once closed.
+    pub async fn next(&self) -> Option<K> {
+        loop {
+            let woken = self.inner.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            {
+                let mut state = self.state();
+                if state.closed {
+                    return None;
+                }
+                if let Some(key) = state.ready.pop_front() {
+                    state.queued.remove(&key);
+                    state.active.insert(key.clone());
+                    let more = !state.ready.is_empty();
+                    drop(state);
+                    if more {
+                        // Pass the baton: another worker may take the next key.
+                        self.inner.wake.notify_one();
+                    }
+                    return Some(key);
+                }
+            }
+            woken.await;
+        }
+    }
+
+    /// Ends the work on `key`; if it was added meanwhile, it is queued again.
+    pub fn done(&self, key: &K) {
+        let mut state = self.state();
+        state.active.remove(key);
+        if state.dirty.remove(key) && !state.closed && state.queued.insert(key.clone()) {
+            state.ready.push_back(key.clone());
+            drop(state);
+            self.inner.wake.notify_one();
+        }
+    }
+
+    /// Keys waiting for a worker.
+    pub fn len(&self) -> usize {
+        self.state().ready.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Wakes every worker with None; later adds are ignored.
+    pub fn close(&self) {
+        self.state().closed = true;
+        self.inner.wake.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue() -> WorkQueue<&'static str> {
+        WorkQueue::new(Backoff {
+            start: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+        })
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let b = Backoff {
+            start: Duration::from_secs(1),
+            max: Duration::from_secs(300),
+        };
+        let delays: Vec<u64> = [1, 2, 3, 4, 9, 10, 64, 1000]
+            .iter()
+            .map(|n| b.delay(*n).as_secs())
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 256, 300, 300, 300]);
+    }
+
+    #[tokio::test]
+    async fn a_key_is_queued_once_and_held_by_one_worker() {
+        let q = queue();
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.len(), 2);
+        let first = q.next().await.unwrap();
+        assert_eq!(first, "a");
+        // Added while active: not handed out again until done.
+        q.add("a");
+        assert_eq!(q.next().await.unwrap(), "b");
+        assert!(q.is_empty());
+        q.done(&"a");
+        assert_eq!(q.next().await.unwrap(), "a");
+        q.done(&"a");
+        q.done(&"b");
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_back_off_per_key_and_forget_resets() {
+        let q = queue();
+        assert_eq!(q.retry("a"), Duration::from_secs(1));
+        assert_eq!(q.retry("a"), Duration::from_secs(2));
+        assert_eq!(q.failures(&"a"), 2);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(q.next().await.unwrap(), "a");
+        q.done(&"a");
+        q.forget(&"a");
+        assert_eq!(q.retry("a"), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn close_wakes_waiting_workers() {
+        let q = queue();
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { q.next().await }
+        });
+        tokio::task::yield_now().await;
+        q.close();
+        assert_eq!(waiter.await.unwrap(), None);
+    }
+}
