@@ -85,7 +85,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         max: config.retry_interval_max,
     };
     let queues = Queues::new(backoff);
-    let on_change = queues.on_change();
+    let on_change = queues.on_change(config.volume_name_prefix.clone(), config.uuid_length());
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
         let driver = csi

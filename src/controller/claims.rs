@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError};
@@ -31,6 +31,7 @@ impl Controller {
         let mut fresh = false;
         for _ in 0..STEPS_PER_PASS {
             let action = self.decide_claim(&claim);
+            debug!(claim = %key, action = action.name(), fresh, "decided");
             match action {
                 ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
                 ClaimAction::Populator { kind, name } => {

@@ -82,13 +82,22 @@ impl Queues {
 
     /// What the watches call on every change: the object's key, and the keys of the objects
     /// whose next step depends on it.
-    pub fn on_change(&self) -> OnChange {
+    /// A claim's change also queues the PV it is bound to and the PV provisioned for it (named
+    /// with `prefix` and `uuid_length`), whose release depends on the claim.
+    pub fn on_change(&self, prefix: String, uuid_length: Option<usize>) -> OnChange {
         let queues = self.clone();
         Arc::new(move |change| match change {
             Change::Claim(c) => {
                 queues.claims.add(ObjectRef::from_obj(c));
                 if let Some(v) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) {
                     queues.volumes.add(v);
+                }
+                if let Some(uid) = c.metadata.uid.as_deref() {
+                    queues.volumes.add(crate::provision::request::volume_name(
+                        &prefix,
+                        uid,
+                        uuid_length,
+                    ));
                 }
             }
             Change::Volume(v) => {

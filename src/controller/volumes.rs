@@ -5,7 +5,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::claims::reference;
 use super::error::is_status;
@@ -21,7 +21,11 @@ impl Controller {
         };
         let claim = claim_ref(&pv)
             .and_then(|(ns, n)| self.stores.claims.get(&ObjectRef::new(&n).within(&ns)));
-        match reclaim::decide(&pv, claim.as_deref(), &self.settings.driver) {
+        let action = reclaim::decide(&pv, claim.as_deref(), &self.settings.driver);
+        if action != VolumeAction::None {
+            debug!(volume = %name, ?action, "decided");
+        }
+        match action {
             VolumeAction::None => Ok(Outcome::Done),
             VolumeAction::MarkBound => {
                 self.set_phase(&pv, PHASE_BOUND).await?;

@@ -55,6 +55,24 @@ pub enum ClaimAction {
     CannotAbandon(PlanError),
 }
 
+impl ClaimAction {
+    /// A short name for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClaimAction::None => "none",
+            ClaimAction::WaitForConsumer => "wait-for-consumer",
+            ClaimAction::Populator { .. } => "populator",
+            ClaimAction::Reject(_) => "reject",
+            ClaimAction::RecordIntent => "record-intent",
+            ClaimAction::Provision(_) => "provision",
+            ClaimAction::Bind { .. } => "bind",
+            ClaimAction::DropIntent => "drop-intent",
+            ClaimAction::Abandon(_) => "abandon",
+            ClaimAction::CannotAbandon(_) => "cannot-abandon",
+        }
+    }
+}
+
 /// Decides the next step for `claim`.
 pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
     let has_intent = claim
@@ -70,8 +88,17 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         .and_then(|s| s.volume_name.as_deref())
         .filter(|v| !v.is_empty());
     let claim_uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    if !is_ours(claim, ctx) {
+        return ClaimAction::None;
+    }
     let our_pv = ctx.volume.filter(|pv| {
         pv.metadata.name.as_deref() == Some(volume_name.as_str())
+            && pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.csi.as_ref())
+                .map(|c| c.driver.as_str())
+                == Some(ctx.settings.driver.as_str())
             && pv.metadata.deletion_timestamp.is_none()
             && pv
                 .spec
@@ -120,19 +147,29 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     }
 }
 
-/// A claim without intent: is it ours, and can it be provisioned?
+/// The claim belongs to this driver: its class names the driver, or, with the class gone, the
+/// provisioner annotation does. Other drivers' claims are never touched, intent or not.
+fn is_ours(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> bool {
+    match ctx.class {
+        Some(class) => class.provisioner == ctx.settings.driver,
+        None => {
+            annotation(claim, ANN_STORAGE_PROVISIONER)
+                .or_else(|| annotation(claim, ANN_BETA_STORAGE_PROVISIONER))
+                == Some(ctx.settings.driver.as_str())
+        }
+    }
+}
+
+/// A claim of ours without intent: can it be provisioned?
 fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
-    let annotated_ours = annotation(claim, ANN_STORAGE_PROVISIONER)
-        .or_else(|| annotation(claim, ANN_BETA_STORAGE_PROVISIONER))
-        == Some(ctx.settings.driver.as_str());
     let Some(class) = ctx.class else {
-        return if annotated_ours && plan::class_name(claim).is_some_and(|c| !c.is_empty()) {
+        return if plan::class_name(claim).is_some_and(|c| !c.is_empty()) {
             ClaimAction::Reject(missing_class(claim))
         } else {
             ClaimAction::None
         };
     };
-    if class.provisioner != ctx.settings.driver || ctx.served_statically {
+    if ctx.served_statically {
         return ClaimAction::None;
     }
     if class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")

@@ -35,6 +35,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// The running control plane's coordinates. Its processes belong to a background thread.
 #[derive(Debug, Clone)]
 pub struct ControlPlane {
+    /// Holds `audit.log`: one JSON line per write request (metadata only), for counting writes.
     pub dir: PathBuf,
     pub server: String,
     pub ca_file: PathBuf,
@@ -235,6 +236,41 @@ fn wait_for(
     ))
 }
 
+/// One write the apiserver audited.
+#[derive(Debug, Clone)]
+pub struct AuditedWrite {
+    pub user: String,
+    pub verb: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub code: i64,
+}
+
+impl ControlPlane {
+    /// Every write audited so far.
+    pub fn audited_writes(&self) -> Vec<AuditedWrite> {
+        let text = fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|e| e["stage"] == "ResponseComplete")
+            .map(|e| {
+                let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+                AuditedWrite {
+                    user: s(&e["user"]["username"]),
+                    verb: s(&e["verb"]),
+                    resource: s(&e["objectRef"]["resource"]),
+                    subresource: s(&e["objectRef"]["subresource"]),
+                    namespace: s(&e["objectRef"]["namespace"]),
+                    name: s(&e["objectRef"]["name"]),
+                    code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// A plain-HTTP GET on loopback answered 200 (etcd's /health, the sidecar's probes).
 pub fn http_ok(port: u16, path: &str) -> bool {
     use std::io::Write;
@@ -361,6 +397,15 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
 
     let api_port = free_port();
     let api_log = dir.join("kube-apiserver.log");
+    // Writes only, metadata only: enough to count what a client changed, and cheap.
+    let audit_policy = dir.join("audit-policy.yaml");
+    fs::write(
+        &audit_policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n\
+         - level: None\n",
+    )
+    .map_err(|e| e.to_string())?;
     let mut apiserver = Command::new(apiserver_bin);
     apiserver
         .arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
@@ -390,6 +435,12 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
         // no ServiceAccount controller creates "default" accounts for Pods.
         .arg("--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection")
         .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg(format!("--audit-policy-file={}", audit_policy.display()))
+        .arg(format!(
+            "--audit-log-path={}",
+            dir.join("audit.log").display()
+        ))
+        .arg("--audit-log-mode=blocking")
         .arg("--v=1");
     let mut apiserver = spawn(apiserver, &api_log)?;
 

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod control_plane;
 pub mod fake_driver;
 pub mod peers;

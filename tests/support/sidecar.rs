@@ -39,7 +39,7 @@ impl Sidecar {
         let child = tokio::process::Command::new(binary())
             .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
             .args(args)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,csi_pv_controller=debug")
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log"))
             .stderr(file)

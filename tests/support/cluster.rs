@@ -1,0 +1,284 @@
+//! A sidecar beside a fake driver, running with only deploy/ RBAC, plus the API helpers the
+//! provisioning tests share.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use super::control_plane::{ControlPlane, control_plane};
+use super::fake_driver::{DriverConfig, FakeDriver};
+use super::sidecar::{Sidecar, apply_deploy_rbac};
+
+/// One test's world: its namespace, its own driver name (so parallel tests never act on each
+/// other's claims), the fake driver and the sidecar.
+pub struct World {
+    pub plane: &'static ControlPlane,
+    pub dir: tempfile::TempDir,
+    pub client: kube::Client,
+    pub namespace: String,
+    pub driver_name: String,
+    pub driver: FakeDriver,
+    pub sidecar: Sidecar,
+    pub kubeconfig: PathBuf,
+    pub args: Vec<String>,
+    /// The ServiceAccount's username, as the audit log shows it.
+    pub user: String,
+}
+
+impl World {
+    /// `name` is a DNS label; it names the namespace, the driver and the RBAC objects.
+    pub async fn start(name: &str, config: DriverConfig, extra_args: &[&str]) -> World {
+        let plane = control_plane();
+        let client = plane.client().await;
+        let account = apply_deploy_rbac(plane, name, name).await;
+        let token = plane.service_account_token(name, &account).await;
+        let kubeconfig = plane.token_kubeconfig(name, &token);
+        let dir = tempfile::tempdir().unwrap();
+        let driver_name = format!("{name}.csi.test");
+        let driver = FakeDriver::start(
+            &dir.path().join("csi.sock"),
+            DriverConfig {
+                name: driver_name.clone(),
+                ..config
+            },
+        )
+        .await
+        .unwrap();
+        let mut args = vec![
+            format!("--csi-address={}", driver.endpoint()),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--retry-interval-start=200ms".to_string(),
+            "--retry-interval-max=2s".to_string(),
+        ];
+        args.extend(extra_args.iter().map(|a| a.to_string()));
+        let mut sidecar = Sidecar::start(dir.path(), &args);
+        assert!(
+            sidecar.wait_ready(Duration::from_secs(60)).await,
+            "sidecar not ready:\n{}",
+            sidecar.log_text()
+        );
+        World {
+            plane,
+            dir,
+            client,
+            namespace: name.to_string(),
+            driver_name,
+            driver,
+            sidecar,
+            kubeconfig,
+            args,
+            user: format!("system:serviceaccount:{name}:{account}"),
+        }
+    }
+
+    /// kill -9, then start again with the same flags (not waiting for readiness).
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.sidecar.child.start_kill();
+        self.sidecar = Sidecar::start(self.dir.path(), &self.args);
+    }
+
+    pub fn claims(&self) -> Api<PersistentVolumeClaim> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn volumes(&self) -> Api<PersistentVolume> {
+        Api::all(self.client.clone())
+    }
+
+    /// A StorageClass of this world's driver; `extra` is merged over the defaults.
+    pub async fn create_class(&self, name: &str, extra: Value) -> StorageClass {
+        let mut class = json!({
+            "metadata": {"name": format!("{}-{name}", self.namespace)},
+            "provisioner": self.driver_name,
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate",
+        });
+        merge(&mut class, extra);
+        let class: StorageClass = serde_json::from_value(class).unwrap();
+        Api::<StorageClass>::all(self.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap()
+    }
+
+    /// A claim of `class` (the world's class name) asking for `size`; `extra` merges over it.
+    pub async fn create_claim(
+        &self,
+        name: &str,
+        class: &str,
+        size: &str,
+        extra: Value,
+    ) -> PersistentVolumeClaim {
+        let mut claim = json!({
+            "metadata": {"name": name},
+            "spec": {
+                "storageClassName": format!("{}-{class}", self.namespace),
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": size}},
+            }
+        });
+        merge(&mut claim, extra);
+        let claim: PersistentVolumeClaim = serde_json::from_value(claim).unwrap();
+        self.claims()
+            .create(&PostParams::default(), &claim)
+            .await
+            .unwrap()
+    }
+
+    pub async fn claim(&self, name: &str) -> Option<PersistentVolumeClaim> {
+        self.claims().get_opt(name).await.unwrap()
+    }
+
+    pub async fn phase(&self, name: &str) -> Option<String> {
+        self.claim(name).await.and_then(|c| c.status?.phase)
+    }
+
+    /// Waits until claim `name` is Bound and returns it with its PV.
+    pub async fn bound(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> (PersistentVolumeClaim, PersistentVolume) {
+        let found = eventually(limit, || async {
+            let claim = self.claim(name).await?;
+            if claim.status.as_ref()?.phase.as_deref() != Some("Bound") {
+                return None;
+            }
+            let volume = claim.spec.as_ref()?.volume_name.clone()?;
+            let pv = self.volumes().get_opt(&volume).await.ok()??;
+            Some((claim, pv))
+        })
+        .await;
+        match found {
+            Some(found) => found,
+            None => panic!(
+                "claim {name} not Bound within {limit:?}; events: {:?}\nsidecar log:\n{}",
+                self.events(name).await,
+                self.sidecar.log_text()
+            ),
+        }
+    }
+
+    /// (type, reason, note) of the events about object `name` in this namespace.
+    pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = api.list(&ListParams::default()).await.unwrap();
+        list.items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits for an event about `name` with `reason` whose note contains `text`.
+    pub async fn event(&self, name: &str, reason: &str, text: &str, limit: Duration) -> String {
+        let found = eventually(limit, || async {
+            self.events(name)
+                .await
+                .into_iter()
+                .find(|(_, r, n)| r == reason && n.contains(text))
+                .map(|(_, _, n)| n)
+        })
+        .await;
+        match found {
+            Some(note) => note,
+            None => panic!(
+                "no {reason} event containing {text:?} for {name}; events: {:?}\nsidecar log:\n{}",
+                self.events(name).await,
+                self.sidecar.log_text()
+            ),
+        }
+    }
+
+    /// PVs of this world's driver.
+    pub async fn driver_volumes_in_api(&self) -> Vec<PersistentVolume> {
+        self.volumes()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|pv| {
+                pv.spec
+                    .as_ref()
+                    .and_then(|s| s.csi.as_ref())
+                    .map(|c| c.driver.as_str())
+                    == Some(self.driver_name.as_str())
+            })
+            .collect()
+    }
+
+    /// Audited writes made by the sidecar that concern claim `claim` (its events, the claim
+    /// itself) or PV `volume`.
+    pub fn writes_for(&self, claim: &str, volume: &str) -> Vec<String> {
+        self.plane
+            .audited_writes()
+            .into_iter()
+            .filter(|w| w.user == self.user)
+            .filter(|w| {
+                (w.resource == "persistentvolumeclaims"
+                    && w.namespace == self.namespace
+                    && w.name == claim)
+                    || (w.resource == "persistentvolumes" && w.name == volume)
+                    || (w.resource == "events"
+                        && w.namespace == self.namespace
+                        && w.name.starts_with(&format!("{claim}.")))
+            })
+            .map(|w| {
+                format!(
+                    "{} {}/{} {} -> {}",
+                    w.verb, w.resource, w.subresource, w.name, w.code
+                )
+            })
+            .collect()
+    }
+}
+
+/// Polls `check` every 200 ms until it gives Some, or `limit` passes.
+pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// JSON merge (objects merge, anything else replaces).
+pub fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+pub fn annotations(claim: &PersistentVolumeClaim) -> BTreeMap<String, String> {
+    claim.metadata.annotations.clone().unwrap_or_default()
+}
