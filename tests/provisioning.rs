@@ -198,7 +198,7 @@ async fn provisions_binds_in_one_pass_and_deletes() {
         .await
         .unwrap();
     wait_gone(&world, "data", &name).await;
-    assert_eq!(delete_calls(&world), [driver_volume.id.clone()]);
+    assert_eq!(delete_calls(&world), vec![driver_volume.id.clone()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

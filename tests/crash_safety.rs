@@ -1,0 +1,157 @@
+//! kill -9 of the sidecar at random instants during a burst of claims: in the end every claim
+//! has exactly one volume, and after the claims are deleted the driver holds none.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::future::join_all;
+use kube::api::DeleteParams;
+use serde_json::json;
+use support::cluster::{World, eventually};
+use support::fake_driver::{DriverConfig, Fault};
+
+const CLAIMS: usize = 50;
+const KILLS: usize = 4;
+
+/// A small deterministic generator, seeded from the clock and printed so a failure can be replayed.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
+    let seed = std::env::var("CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos() as u64
+        });
+    println!("CRASH_SEED={seed}");
+    let mut random = Lcg(seed);
+    let mut world = World::start(
+        "crash-burst",
+        DriverConfig::default(),
+        &["--kube-api-qps=50", "--kube-api-burst=100"],
+    )
+    .await;
+    world.create_class("burst", json!({})).await;
+    // A slower backend, so that kills land while CreateVolume and DeleteVolume are in flight.
+    for _ in 0..CLAIMS * 2 {
+        world
+            .driver
+            .inject("CreateVolume", Fault::Delay(Duration::from_millis(150)));
+        world
+            .driver
+            .inject("DeleteVolume", Fault::Delay(Duration::from_millis(150)));
+    }
+
+    let names: Vec<String> = (0..CLAIMS).map(|i| format!("burst-{i:02}")).collect();
+    join_all(
+        names
+            .iter()
+            .map(|n| world.create_claim(n, "burst", "1Gi", json!({}))),
+    )
+    .await;
+    for _ in 0..KILLS {
+        tokio::time::sleep(Duration::from_millis(200 + random.below(1500))).await;
+        world.kill_and_restart();
+    }
+
+    let all_bound = eventually(Duration::from_secs(180), || async {
+        let claims = world.claims().list(&Default::default()).await.ok()?;
+        let bound = claims
+            .items
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .count();
+        (bound == CLAIMS).then_some(claims.items)
+    })
+    .await;
+    let claims =
+        all_bound.unwrap_or_else(|| panic!("not all bound:\n{}", world.sidecar.log_text()));
+
+    let pvs = world.driver_volumes_in_api().await;
+    let volumes = world.driver.volumes();
+    println!(
+        "after {KILLS} kills: {} claims bound, {} PVs, {} driver volumes, {} CreateVolume calls",
+        claims.len(),
+        pvs.len(),
+        volumes.len(),
+        world.driver.calls_of("CreateVolume").len()
+    );
+    assert_eq!(volumes.len(), CLAIMS, "one driver volume per claim");
+    assert_eq!(pvs.len(), CLAIMS, "one PV per claim");
+    let expected: BTreeSet<String> = claims
+        .iter()
+        .map(|c| format!("pvc-{}", c.metadata.uid.as_deref().unwrap()))
+        .collect();
+    let bound_to: BTreeSet<String> = claims
+        .iter()
+        .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
+        .collect();
+    let driver_names: BTreeSet<String> = volumes.iter().map(|v| v.name.clone()).collect();
+    let handles: BTreeSet<String> = volumes.iter().map(|v| v.id.clone()).collect();
+    let pv_handles: BTreeSet<String> = pvs
+        .iter()
+        .filter_map(|pv| Some(pv.spec.as_ref()?.csi.as_ref()?.volume_handle.clone()))
+        .collect();
+    assert_eq!(bound_to, expected);
+    assert_eq!(driver_names, expected);
+    assert_eq!(pv_handles, handles, "every PV records a live volume");
+    for claim in &claims {
+        assert!(
+            claim
+                .metadata
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .is_empty(),
+            "intent left on {:?}",
+            claim.metadata.name
+        );
+    }
+
+    // Delete everything, with one more kill on the way.
+    join_all(
+        names
+            .iter()
+            .map(|n| async { world.claims().delete(n, &DeleteParams::default()).await }),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200 + random.below(1000))).await;
+    world.kill_and_restart();
+    let empty = eventually(Duration::from_secs(180), || async {
+        let pvs = world.driver_volumes_in_api().await;
+        (pvs.is_empty() && world.driver.volumes().is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        empty.is_some(),
+        "left behind: {} PVs, {} driver volumes\n{}",
+        world.driver_volumes_in_api().await.len(),
+        world.driver.volumes().len(),
+        world.sidecar.log_text()
+    );
+    assert!(
+        world
+            .claims()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
