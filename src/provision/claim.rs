@@ -265,3 +265,330 @@ pub fn served_statically<'a>(
             && s.volume_mode.as_deref().unwrap_or("Filesystem") == mode
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    const DRIVER: &str = "d.csi";
+    const UID: &str = "11111111-2222-3333-4444-555555555555";
+
+    fn settings() -> Settings {
+        Settings {
+            driver: DRIVER.into(),
+            volume_name_prefix: "pvc".into(),
+            volume_name_uuid_length: None,
+            default_fs_type: None,
+            extra_create_metadata: false,
+            controller_publish_readonly: false,
+            identity: "id".into(),
+        }
+    }
+
+    fn class(provisioner: &str, extra: Value) -> StorageClass {
+        let mut v = json!({"metadata": {"name": "gold"}, "provisioner": provisioner});
+        crate::provision::plan::tests::merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn claim(extra: Value) -> PersistentVolumeClaim {
+        let mut v = json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "1"},
+            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        });
+        crate::provision::plan::tests::merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn pv(driver: &str, claim_uid: &str) -> PersistentVolume {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("pvc-{UID}")},
+            "spec": {"csi": {"driver": driver, "volumeHandle": "h"},
+                     "claimRef": {"name": "c", "namespace": "ns", "uid": claim_uid}}
+        }))
+        .unwrap()
+    }
+
+    const INTENT: &str = FINALIZER_PROVISIONING;
+
+    /// (case, claim patch, class, PV named after the claim, served statically, expected action)
+    type Row<'a> = (
+        &'static str,
+        Value,
+        Option<&'a StorageClass>,
+        Option<&'a PersistentVolume>,
+        bool,
+        &'static str,
+    );
+
+    #[test]
+    fn decision_table() {
+        let s = settings();
+        let ours = class(DRIVER, json!({}));
+        let theirs = class("other.csi", json!({}));
+        let wffc = class(DRIVER, json!({"volumeBindingMode": "WaitForFirstConsumer"}));
+        let bad = class(
+            DRIVER,
+            json!({"parameters": {"csi.storage.k8s.io/nope": "x"}}),
+        );
+        let our_pv = pv(DRIVER, UID);
+        let their_pv = pv("other.csi", UID);
+        let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        let with_intent = json!({"metadata": {"finalizers": [INTENT]}});
+        let gone_deleting = json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let intent_deleting = json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        let node = json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n1"}}});
+        let annotated = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let annotated_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let elsewhere =
+            json!({"metadata": {"finalizers": [INTENT]}, "spec": {"volumeName": "static-1"}});
+        let populated =
+            json!({"spec": {"dataSourceRef": {"apiGroup": "x.io", "kind": "Thing", "name": "t"}}});
+
+        let table: Vec<Row<'_>> = vec![
+            (
+                "other driver's class",
+                json!({}),
+                Some(&theirs),
+                None,
+                false,
+                "none",
+            ),
+            (
+                "other driver's class, even with an intent",
+                with_intent.clone(),
+                Some(&theirs),
+                None,
+                false,
+                "none",
+            ),
+            (
+                "new claim of ours",
+                json!({}),
+                Some(&ours),
+                None,
+                false,
+                "record-intent",
+            ),
+            (
+                "a static PV serves it",
+                json!({}),
+                Some(&ours),
+                None,
+                true,
+                "none",
+            ),
+            (
+                "deleting before any intent",
+                deleting.clone(),
+                Some(&ours),
+                None,
+                false,
+                "none",
+            ),
+            (
+                "pre-bound by the user",
+                json!({"spec": {"volumeName": "pv-x"}}),
+                Some(&ours),
+                None,
+                false,
+                "none",
+            ),
+            (
+                "WFFC without a node",
+                json!({}),
+                Some(&wffc),
+                None,
+                false,
+                "wait-for-consumer",
+            ),
+            (
+                "WFFC with a node",
+                node.clone(),
+                Some(&wffc),
+                None,
+                false,
+                "record-intent",
+            ),
+            ("bad class", json!({}), Some(&bad), None, false, "reject"),
+            (
+                "populator source",
+                populated,
+                Some(&ours),
+                None,
+                false,
+                "populator",
+            ),
+            (
+                "class gone, no annotation",
+                json!({}),
+                None,
+                None,
+                false,
+                "none",
+            ),
+            (
+                "class gone, annotated ours",
+                annotated,
+                None,
+                None,
+                false,
+                "reject",
+            ),
+            (
+                "intent, no PV",
+                with_intent.clone(),
+                Some(&ours),
+                None,
+                false,
+                "provision",
+            ),
+            (
+                "intent, PV recorded",
+                with_intent.clone(),
+                Some(&ours),
+                Some(&our_pv),
+                false,
+                "bind",
+            ),
+            (
+                "intent, PV of another driver with our name",
+                with_intent.clone(),
+                Some(&ours),
+                Some(&their_pv),
+                false,
+                "provision",
+            ),
+            (
+                "no intent, PV recorded (crash before binding)",
+                json!({}),
+                Some(&ours),
+                Some(&our_pv),
+                false,
+                "bind",
+            ),
+            (
+                "intent, deleting, no PV",
+                intent_deleting.clone(),
+                Some(&ours),
+                None,
+                false,
+                "abandon",
+            ),
+            (
+                "intent, deleting, PV recorded",
+                intent_deleting,
+                Some(&ours),
+                Some(&our_pv),
+                false,
+                "drop-intent",
+            ),
+            (
+                "intent, bound elsewhere",
+                elsewhere,
+                Some(&ours),
+                None,
+                false,
+                "abandon",
+            ),
+            (
+                "intent, class gone",
+                annotated_intent,
+                None,
+                None,
+                false,
+                "reject",
+            ),
+            (
+                "intent, deleting, class gone",
+                gone_deleting,
+                None,
+                None,
+                false,
+                "cannot-abandon",
+            ),
+            (
+                "intent, class now bad",
+                with_intent,
+                Some(&bad),
+                None,
+                false,
+                "reject",
+            ),
+        ];
+        for (case, patch, class, volume, statically, want) in table {
+            let c = claim(patch);
+            let ctx = ClaimContext {
+                settings: &s,
+                features: Features::default(),
+                class,
+                volume,
+                served_statically: statically,
+                clone_source: CloneSource::default(),
+            };
+            assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_claim_is_bound_only_with_both_halves() {
+        assert!(!claim_bound(&claim(json!({}))));
+        assert!(!claim_bound(&claim(
+            json!({"metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}}})
+        )));
+        assert!(claim_bound(&claim(json!({
+            "metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}},
+            "status": {"phase": "Bound"}
+        }))));
+    }
+
+    #[test]
+    fn static_volumes_that_fit() {
+        let c = claim(json!({}));
+        let volume = |extra: Value| -> PersistentVolume {
+            let mut v = json!({
+                "metadata": {"name": "static"},
+                "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                         "capacity": {"storage": "2Gi"}},
+                "status": {"phase": "Available"}
+            });
+            crate::provision::plan::tests::merge(&mut v, extra);
+            serde_json::from_value(v).unwrap()
+        };
+        let table = [
+            ("fits", json!({}), true),
+            (
+                "too small",
+                json!({"spec": {"capacity": {"storage": "512Mi"}}}),
+                false,
+            ),
+            (
+                "other class",
+                json!({"spec": {"storageClassName": "silver"}}),
+                false,
+            ),
+            (
+                "missing mode",
+                json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
+                false,
+            ),
+            ("block", json!({"spec": {"volumeMode": "Block"}}), false),
+            (
+                "claimed by another",
+                json!({"spec": {"claimRef": {"name": "x", "namespace": "ns", "uid": "u"}}}),
+                false,
+            ),
+            (
+                "pre-bound to this claim",
+                json!({"spec": {"claimRef": {"name": "c", "namespace": "ns"}}}),
+                true,
+            ),
+            ("released", json!({"status": {"phase": "Released"}}), false),
+        ];
+        for (case, patch, want) in table {
+            assert_eq!(served_statically(&c, [&volume(patch)]), want, "{case}");
+        }
+    }
+}

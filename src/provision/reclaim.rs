@@ -125,3 +125,159 @@ pub fn claim_holds(volume: &PersistentVolume, claim: Option<&PersistentVolumeCla
         Some(v) => Some(v) == volume.metadata.name.as_deref(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provision::plan::tests::merge;
+    use serde_json::{Value, json};
+
+    fn pv(extra: Value) -> PersistentVolume {
+        let mut v = json!({
+            "metadata": {"name": "pv-1", "finalizers": [FINALIZER_VOLUME],
+                         "annotations": {ANN_PROVISIONED_BY: "d.csi"}},
+            "spec": {"csi": {"driver": "d.csi", "volumeHandle": "h"},
+                     "persistentVolumeReclaimPolicy": "Delete",
+                     "claimRef": {"name": "c", "namespace": "ns", "uid": "u-1"}},
+            "status": {"phase": "Bound"}
+        });
+        merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn claim(uid: &str, volume: Option<&str>) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": uid},
+            "spec": {"volumeName": volume}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn decision_table() {
+        use VolumeAction::*;
+        let bound = claim("u-1", Some("pv-1"));
+        let unbound = claim("u-1", Option::None);
+        let elsewhere = claim("u-1", Some("pv-2"));
+        let replaced = claim("u-2", Some("pv-1"));
+        let table: Vec<(&str, Value, Option<&PersistentVolumeClaim>, VolumeAction)> = vec![
+            ("bound and in order", json!({}), Some(&bound), None),
+            (
+                "another driver's",
+                json!({"spec": {"csi": {"driver": "x.csi"}}}),
+                Option::None,
+                None,
+            ),
+            (
+                "phase lags the claim",
+                json!({"status": {"phase": "Pending"}}),
+                Some(&bound),
+                MarkBound,
+            ),
+            (
+                "Delete without finalizer",
+                json!({"metadata": {"finalizers": null}}),
+                Some(&bound),
+                AddFinalizer,
+            ),
+            (
+                "Retain with our finalizer",
+                json!({"spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
+                Some(&bound),
+                RemoveFinalizer,
+            ),
+            ("claim not bound yet", json!({}), Some(&unbound), None),
+            (
+                "claim missing from the cache",
+                json!({}),
+                Option::None,
+                ConfirmReleased,
+            ),
+            (
+                "claim replaced by a new UID",
+                json!({}),
+                Some(&replaced),
+                ConfirmReleased,
+            ),
+            (
+                "claim bound elsewhere, provisioned, Delete",
+                json!({}),
+                Some(&elsewhere),
+                ConfirmReleased,
+            ),
+            (
+                "claim bound elsewhere, static",
+                json!({"metadata": {"annotations": null}}),
+                Some(&elsewhere),
+                None,
+            ),
+            (
+                "Released, Delete",
+                json!({"status": {"phase": "Released"}}),
+                Option::None,
+                Delete,
+            ),
+            (
+                "Failed, Delete",
+                json!({"status": {"phase": "Failed"}}),
+                Option::None,
+                Delete,
+            ),
+            (
+                "Released, Retain, finalizer",
+                json!({"status": {"phase": "Released"}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
+                Option::None,
+                RemoveFinalizer,
+            ),
+            (
+                "Released, Retain, clean",
+                json!({"status": {"phase": "Released"}, "metadata": {"finalizers": null}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
+                Option::None,
+                None,
+            ),
+            (
+                "unclaimed",
+                json!({"spec": {"claimRef": null}}),
+                Option::None,
+                None,
+            ),
+            (
+                "pre-bound by name",
+                json!({"spec": {"claimRef": {"uid": null}}}),
+                Option::None,
+                None,
+            ),
+            (
+                "deleting, finalizer gone",
+                json!({"metadata": {"finalizers": null, "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+                Option::None,
+                None,
+            ),
+            (
+                "deleted while bound (KEP-2644 waits)",
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+                Some(&bound),
+                None,
+            ),
+        ];
+        for (case, patch, c, want) in table {
+            assert_eq!(decide(&pv(patch), c, "d.csi"), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn what_holds_a_volume() {
+        let v = pv(json!({}));
+        assert!(!claim_holds(&v, Option::None), "gone");
+        assert!(claim_holds(&v, Some(&claim("u-1", Some("pv-1")))));
+        assert!(
+            claim_holds(&v, Some(&claim("u-1", Option::None))),
+            "binding not finished"
+        );
+        assert!(!claim_holds(&v, Some(&claim("u-1", Some("pv-2")))));
+        assert!(
+            !claim_holds(&v, Some(&claim("u-2", Some("pv-1")))),
+            "another claim of that name"
+        );
+    }
+}

@@ -98,3 +98,128 @@ fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
         }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provision::plan::{CloneSource, Features, build};
+    use serde_json::json;
+
+    fn plan(clone: bool) -> Plan {
+        let class =
+            serde_json::from_value(json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"}))
+                .unwrap();
+        let mut claim = json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
+            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        });
+        let source_claim = serde_json::from_value(json!({
+            "metadata": {"name": "src", "namespace": "ns", "uid": "s"},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Bound"}
+        }))
+        .unwrap();
+        let source_pv = serde_json::from_value(json!({
+            "metadata": {"name": "pv-src"},
+            "spec": {"csi": {"driver": "d.csi", "volumeHandle": "h"}, "claimRef": {"uid": "s"}}
+        }))
+        .unwrap();
+        if clone {
+            claim["spec"]["dataSource"] = json!({"kind": "PersistentVolumeClaim", "name": "src"});
+        }
+        build(
+            &serde_json::from_value(claim).unwrap(),
+            &class,
+            &crate::provision::plan::tests::settings(),
+            Features {
+                clone: true,
+                ..Features::default()
+            },
+            CloneSource {
+                claim: Some(&source_claim),
+                volume: Some(&source_pv),
+            },
+        )
+        .unwrap()
+    }
+
+    fn answer(bytes: i64) -> csi::Volume {
+        csi::Volume {
+            capacity_bytes: bytes,
+            volume_id: "vol-1".into(),
+            volume_context: [("k".to_string(), "v".to_string())].into(),
+            content_source: None,
+            accessible_topology: vec![
+                csi::Topology {
+                    segments: [
+                        ("zone".to_string(), "a".to_string()),
+                        ("rack".to_string(), "1".to_string()),
+                    ]
+                    .into(),
+                },
+                csi::Topology {
+                    segments: [("zone".to_string(), "b".to_string())].into(),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_answer_completes_the_pv() {
+        let pv = record(&plan(false), &answer(3 << 30), "ident").unwrap();
+        let spec = pv.spec.unwrap();
+        assert_eq!(
+            spec.capacity.unwrap()["storage"].0,
+            "3Gi",
+            "the driver's size, not the request"
+        );
+        let csi = spec.csi.unwrap();
+        assert_eq!(csi.volume_handle, "vol-1");
+        let attributes = csi.volume_attributes.unwrap();
+        assert_eq!(attributes["k"], "v");
+        assert_eq!(attributes[ATTR_PROVISIONER_IDENTITY], "ident");
+        let terms = spec
+            .node_affinity
+            .unwrap()
+            .required
+            .unwrap()
+            .node_selector_terms;
+        assert_eq!(terms.len(), 2, "one term per accessible segment");
+        let first: Vec<(String, Vec<String>)> = terms[0]
+            .match_expressions
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.key, r.values.unwrap()))
+            .collect();
+        assert_eq!(
+            first,
+            [
+                ("rack".into(), vec!["1".into()]),
+                ("zone".into(), vec!["a".into()])
+            ]
+        );
+    }
+
+    #[test]
+    fn size_zero_means_the_request_and_smaller_is_refused() {
+        let pv = record(&plan(false), &answer(0), "i").unwrap();
+        assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "1Gi");
+        assert_eq!(
+            record(&plan(false), &answer(1), "i").unwrap_err(),
+            AnswerError::TooSmall {
+                volume_id: "vol-1".into(),
+                got: 1,
+                requested: 1 << 30
+            }
+        );
+    }
+
+    #[test]
+    fn a_clone_without_its_source_is_refused() {
+        assert_eq!(
+            record(&plan(true), &answer(1 << 30), "i").unwrap_err(),
+            AnswerError::NoContentSource("vol-1".into())
+        );
+    }
+}
