@@ -552,3 +552,99 @@ async fn clones_and_populators() {
         .await;
     assert_eq!(create_calls(&world).len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topology_comes_from_the_selected_node_and_the_class() {
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::storage::v1::CSINode;
+    use support::fake_driver::TOPOLOGY_KEY;
+
+    let world = World::start(
+        "prov-topo",
+        DriverConfig {
+            topology: true,
+            ..DriverConfig::default()
+        },
+        &[],
+    )
+    .await;
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "topo-node-a", "labels": {TOPOLOGY_KEY: "zone-a"}}
+    }))
+    .unwrap();
+    kube::Api::<Node>::all(world.client.clone())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+    let csi_node: CSINode = serde_json::from_value(json!({
+        "metadata": {"name": "topo-node-a"},
+        "spec": {"drivers": [{"name": world.driver_name, "nodeID": "topo-node-a",
+                              "topologyKeys": [TOPOLOGY_KEY]}]}
+    }))
+    .unwrap();
+    kube::Api::<CSINode>::all(world.client.clone())
+        .create(&PostParams::default(), &csi_node)
+        .await
+        .unwrap();
+    world
+        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
+        .await;
+    world
+        .create_class(
+            "zone-b",
+            json!({"volumeBindingMode": "WaitForFirstConsumer",
+                   "allowedTopologies": [{"matchLabelExpressions": [{"key": TOPOLOGY_KEY, "values": ["zone-b"]}]}]}),
+        )
+        .await;
+    let on = |node: &str| json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}});
+    world
+        .create_claim("placed", "late", "1Gi", on("topo-node-a"))
+        .await;
+    world
+        .create_claim("unregistered", "late", "1Gi", on("nowhere"))
+        .await;
+    world
+        .create_claim("excluded", "zone-b", "1Gi", on("topo-node-a"))
+        .await;
+
+    let (_, pv) = world.bound("placed", BIND_LIMIT).await;
+    let request = &create_calls(&world)[0];
+    let requirement = request.accessibility_requirements.clone().unwrap();
+    assert_eq!(requirement.requisite[0].segments[TOPOLOGY_KEY], "zone-a");
+    assert_eq!(requirement.preferred, requirement.requisite);
+    let term = &pv
+        .spec
+        .unwrap()
+        .node_affinity
+        .unwrap()
+        .required
+        .unwrap()
+        .node_selector_terms[0];
+    let expression = &term.match_expressions.as_ref().unwrap()[0];
+    assert_eq!(
+        (expression.key.as_str(), expression.values.clone().unwrap()),
+        (TOPOLOGY_KEY, vec!["zone-a".to_string()])
+    );
+
+    world
+        .event(
+            "unregistered",
+            "ProvisioningFailed",
+            "has no CSINode entry for driver",
+            BIND_LIMIT,
+        )
+        .await;
+    world
+        .event(
+            "excluded",
+            "ProvisioningFailed",
+            "outside the StorageClass's allowedTopologies",
+            BIND_LIMIT,
+        )
+        .await;
+    assert_eq!(
+        create_calls(&world).len(),
+        1,
+        "nothing created for unsatisfiable topology"
+    );
+}

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -15,6 +16,7 @@ use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
 use crate::provision::claim::{self, ClaimAction, ClaimContext};
 use crate::provision::plan::{self, CloneSource, Plan};
+use crate::provision::topology::{self, SelectedNode, TopologyError};
 use crate::provision::volume;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
@@ -258,6 +260,10 @@ impl Controller {
         };
         let mut request = plan.request.clone();
         request.secrets = secrets.clone();
+        request.accessibility_requirements = match self.topology(claim, plan).await? {
+            Ok(requirement) => requirement,
+            Err(e) => return Ok(self.provision_failed(key, claim, e.to_string()).await),
+        };
         let answer = match self.csi.create_volume(request).await {
             Ok(answer) => answer,
             Err(e) => {
@@ -310,6 +316,43 @@ impl Controller {
                 format!("Successfully provisioned volume {volume}"),
             )
             .await;
+    }
+
+    /// Accessibility requirements, when the driver wants them: from the selected node's Node
+    /// and CSINode (read live), and the class's allowedTopologies.
+    async fn topology(
+        &self,
+        claim: &PersistentVolumeClaim,
+        plan: &Plan,
+    ) -> Result<Result<Option<csi::TopologyRequirement>, TopologyError>, SyncError> {
+        if !self.features.topology {
+            return Ok(Ok(None));
+        }
+        let Some(name) = claim::selected_node(claim) else {
+            return Ok(topology::requirement(
+                &plan.class,
+                &self.settings.driver,
+                None,
+            ));
+        };
+        let node = Api::<Node>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(|e| SyncError::api("read the selected node", e))?;
+        let csi_node = Api::<CSINode>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(|e| SyncError::api("read the selected node's CSINode", e))?;
+        let selected = SelectedNode {
+            name,
+            node: node.as_ref(),
+            csi_node: csi_node.as_ref(),
+        };
+        Ok(topology::requirement(
+            &plan.class,
+            &self.settings.driver,
+            Some(selected),
+        ))
     }
 
     /// The contents of the class's provisioner secret, or a message for the user. Never logged.
@@ -486,6 +529,8 @@ impl Controller {
         };
         let mut request = plan.request.clone();
         request.secrets = secrets.clone();
+        // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
+        request.accessibility_requirements = self.topology(claim, plan).await?.unwrap_or(None);
         let deleting = claim.metadata.deletion_timestamp.is_some();
         match self.csi.create_volume(request).await {
             Ok(answer) => {

@@ -131,6 +131,7 @@ impl Controller {
                 .controller
                 .has(ControllerCapability::CreateDeleteSnapshot),
             modify: driver.controller.has(ControllerCapability::ModifyVolume),
+            topology: driver.plugin.accessibility_constraints,
         };
         Arc::new(Controller {
             events: events::Events::new(client.clone(), &settings.driver),

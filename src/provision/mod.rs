@@ -8,4 +8,5 @@ pub mod plan;
 pub mod reclaim;
 pub mod request;
 pub mod secrets;
+pub mod topology;
 pub mod volume;

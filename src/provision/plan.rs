@@ -40,6 +40,8 @@ pub struct Features {
     pub clone: bool,
     pub snapshot: bool,
     pub modify: bool,
+    /// VOLUME_ACCESSIBILITY_CONSTRAINTS: CreateVolume carries topology requirements.
+    pub topology: bool,
 }
 
 /// A claim the plan clones from, as found in the stores.
@@ -59,6 +61,8 @@ pub struct Plan {
     /// The PV to record, complete but for what the driver's answer fills in.
     pub volume: PersistentVolume,
     pub requested_bytes: i64,
+    /// The class the plan was made from (its allowedTopologies decide the requirements).
+    pub class: StorageClass,
     /// The class asks to retain volumes: a volume made for a claim that went away is recorded in
     /// a PV (which ends Released) rather than deleted.
     pub retain: bool,
@@ -314,6 +318,7 @@ pub fn build(
         request,
         provisioner_secret,
         volume,
+        class: class.clone(),
         retain: reclaim == "Retain",
     })
 }
