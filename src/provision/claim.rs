@@ -135,6 +135,14 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         };
     }
     let abandoned = deleting || bound_to.is_some_and(|b| b != volume_name);
+    // The scheduler took its node choice back: wait for the next one rather than create a
+    // volume with no placement.
+    let delayed = ctx
+        .class
+        .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+    if !abandoned && delayed && selected_node(claim).is_none() {
+        return ClaimAction::WaitForConsumer;
+    }
     let built = ctx
         .class
         .ok_or_else(|| missing_class(claim))
