@@ -11,7 +11,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::error::is_status;
-use super::{ClaimKey, Controller, Outcome, SyncError};
+use super::{ClaimKey, Controller, Outcome, SyncError, set_finalizers, without};
 use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
 use crate::provision::claim::{self, ClaimAction, ClaimContext};
@@ -44,12 +44,7 @@ impl Controller {
                     if self.backing_off(key, &claim) {
                         return Ok(Outcome::Waiting);
                     }
-                    let delay = self.back_off(key, &claim);
-                    warn!(claim = %key, error = %e, retry_in = ?delay, "cannot provision");
-                    self.events
-                        .warning(&reference(&claim), EVENT_PROVISIONING_FAILED, e.to_string())
-                        .await;
-                    return Ok(Outcome::Waiting);
+                    return Ok(self.provision_failed(key, &claim, e.to_string()).await);
                 }
                 ClaimAction::RecordIntent => {
                     claim = self.record_intent(&claim).await?;
@@ -69,16 +64,11 @@ impl Controller {
                     if self.backing_off(key, &claim) {
                         return Ok(Outcome::Waiting);
                     }
-                    self.back_off(key, &claim);
                     let note = format!(
                         "the claim no longer needs volume {}, but cannot check whether the driver made it: {e}. Fix that, or remove finalizer {FINALIZER_PROVISIONING} from the claim once the volume is known not to exist in the driver",
                         self.volume_name(&claim)
                     );
-                    warn!(claim = %key, "{note}");
-                    self.events
-                        .warning(&reference(&claim), EVENT_PROVISIONING_CLEANUP_FAILED, note)
-                        .await;
-                    return Ok(Outcome::Waiting);
+                    return Ok(self.cleanup_failed(key, &claim, note).await);
                 }
                 ClaimAction::Bind { volume } => {
                     let Some(pv) = self.live_volume_if_missing(&volume).await? else {
@@ -171,10 +161,6 @@ impl Controller {
         Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
     }
 
-    fn volumes_api(&self) -> Api<PersistentVolume> {
-        Api::all(self.client.clone())
-    }
-
     /// The claim as the API has it now; None if it is gone or was replaced by another UID.
     async fn live_claim(
         &self,
@@ -196,7 +182,7 @@ impl Controller {
         if let Some(pv) = self.volume_in_store(name) {
             return Ok(Some((*pv).clone()));
         }
-        self.volumes_api()
+        self.pvs()
             .get_opt(name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))
@@ -299,11 +285,21 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         note: String,
     ) -> Outcome {
+        self.failed(key, claim, EVENT_PROVISIONING_FAILED, note)
+            .await
+    }
+
+    /// A step that cannot go on now: back off, log, and tell the user in a Warning event.
+    async fn failed(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        reason: &str,
+        note: String,
+    ) -> Outcome {
         let delay = self.back_off(key, claim);
         warn!(claim = %key, retry_in = ?delay, "{note}");
-        self.events
-            .warning(&reference(claim), EVENT_PROVISIONING_FAILED, note)
-            .await;
+        self.events.warning(&reference(claim), reason, note).await;
         Outcome::Waiting
     }
 
@@ -389,7 +385,7 @@ impl Controller {
         pv: &PersistentVolume,
         claim: &PersistentVolumeClaim,
     ) -> Result<PersistentVolume, SyncError> {
-        let api = self.volumes_api();
+        let api = self.pvs();
         match api.create(&PostParams::default(), pv).await {
             Ok(created) => Ok(created),
             Err(e) if is_status(&e, 409) => {
@@ -427,7 +423,7 @@ impl Controller {
     ) -> Result<(), SyncError> {
         let name = pv.name_any();
         if pv.status.as_ref().and_then(|s| s.phase.as_deref()) != Some(PHASE_BOUND) {
-            self.volumes_api()
+            self.pvs()
                 .patch_status(
                     &name,
                     &PatchParams::default(),
@@ -453,11 +449,7 @@ impl Controller {
         }
         let intent = has_intent(&claim);
         if bound_to != Some(name.as_str()) || !annotations.is_empty() || intent {
-            let finalizers: Vec<&String> = claim
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER_PROVISIONING)
-                .collect();
+            let finalizers = without(&claim, FINALIZER_PROVISIONING);
             claim = self
                 .claims_api(&claim)
                 .patch(
@@ -510,7 +502,7 @@ impl Controller {
         }
         // The PV may exist though the store has not shown it yet.
         if let Some(pv) = self
-            .volumes_api()
+            .pvs()
             .get_opt(&plan.volume_name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?
@@ -577,12 +569,8 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         note: String,
     ) -> Outcome {
-        let delay = self.back_off(key, claim);
-        warn!(claim = %key, retry_in = ?delay, "{note}");
-        self.events
-            .warning(&reference(claim), EVENT_PROVISIONING_CLEANUP_FAILED, note)
-            .await;
-        Outcome::Waiting
+        self.failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note)
+            .await
     }
 
     /// DeleteVolume; a volume the driver does not know is already deleted.
@@ -605,29 +593,12 @@ impl Controller {
         if !has_intent(claim) {
             return Ok(());
         }
-        let finalizers: Vec<&String> = claim
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER_PROVISIONING)
-            .collect();
-        match self
-            .claims_api(claim)
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({
-                    "metadata": {
-                        "resourceVersion": claim.resource_version(),
-                        "finalizers": finalizers,
-                    }
-                })),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(SyncError::api("remove the provisioning finalizer", e)),
-        }
+        set_finalizers(
+            &self.claims_api(claim),
+            claim,
+            without(claim, FINALIZER_PROVISIONING),
+        )
+        .await
     }
 
     /// A populator source: said once per claim, then left alone.

@@ -295,6 +295,49 @@ impl Controller {
     }
 }
 
+/// The object's finalizers without `finalizer`.
+fn without<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
+    object
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect()
+}
+
+/// Replaces the finalizers of `object`, preconditioned on the version it was read at. An object
+/// already gone is fine: finalizers are only ever removed from something on its way out.
+async fn set_finalizers<K>(
+    api: &kube::Api<K>,
+    object: &K,
+    finalizers: Vec<String>,
+) -> Result<(), SyncError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": object.resource_version(),
+            "finalizers": finalizers,
+        }
+    });
+    match api
+        .patch(
+            &object.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if error::is_status(&e, 404) => Ok(()),
+        Err(e) => Err(SyncError::api(
+            format!("update the finalizers of {}", object.name_any()),
+            e,
+        )),
+    }
+}
+
 /// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.
 pub fn provisioner_identity(driver: &str) -> String {
     let now = std::time::SystemTime::now()

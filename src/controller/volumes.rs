@@ -9,7 +9,7 @@ use tracing::{debug, info, warn};
 
 use super::claims::reference;
 use super::error::is_status;
-use super::{Controller, Outcome, SyncError};
+use super::{Controller, Outcome, SyncError, set_finalizers, without};
 use crate::csi::Operation;
 use crate::names::*;
 use crate::provision::reclaim::{self, VolumeAction};
@@ -34,11 +34,11 @@ impl Controller {
             VolumeAction::AddFinalizer => {
                 let mut finalizers = pv.finalizers().to_vec();
                 finalizers.push(FINALIZER_VOLUME.to_string());
-                self.set_finalizers(&pv, finalizers).await?;
+                set_finalizers(&self.pvs(), &*pv, finalizers).await?;
                 Ok(Outcome::Done)
             }
             VolumeAction::RemoveFinalizer => {
-                self.set_finalizers(&pv, without_ours(&pv)).await?;
+                set_finalizers(&self.pvs(), &*pv, without(&*pv, FINALIZER_VOLUME)).await?;
                 Ok(Outcome::Done)
             }
             VolumeAction::ConfirmReleased => self.release(&pv).await,
@@ -46,7 +46,7 @@ impl Controller {
         }
     }
 
-    fn pvs(&self) -> Api<PersistentVolume> {
+    pub(super) fn pvs(&self) -> Api<PersistentVolume> {
         Api::all(self.client.clone())
     }
 
@@ -126,8 +126,12 @@ impl Controller {
         if let Some(remaining) = remaining
             && remaining.finalizers().iter().any(|f| f == FINALIZER_VOLUME)
         {
-            self.set_finalizers(&remaining, without_ours(&remaining))
-                .await?;
+            set_finalizers(
+                &self.pvs(),
+                &remaining,
+                without(&remaining, FINALIZER_VOLUME),
+            )
+            .await?;
         }
         Ok(Outcome::Done)
     }
@@ -174,45 +178,9 @@ impl Controller {
             .await
             .map_err(|e| SyncError::api(format!("mark the PersistentVolume {phase}"), e))
     }
-
-    async fn set_finalizers(
-        &self,
-        pv: &PersistentVolume,
-        finalizers: Vec<String>,
-    ) -> Result<(), SyncError> {
-        match self
-            .pvs()
-            .patch(
-                &pv.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({
-                    "metadata": {
-                        "resourceVersion": pv.resource_version(),
-                        "finalizers": finalizers,
-                    }
-                })),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(SyncError::api(
-                "update the PersistentVolume's finalizers",
-                e,
-            )),
-        }
-    }
 }
 
 fn claim_ref(pv: &PersistentVolume) -> Option<(String, String)> {
     let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
     Some((r.namespace.clone()?, r.name.clone()?))
-}
-
-fn without_ours(pv: &PersistentVolume) -> Vec<String> {
-    pv.finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER_VOLUME)
-        .cloned()
-        .collect()
 }
