@@ -14,7 +14,7 @@ use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, set_finalizers, without};
 use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
-use crate::provision::claim::{self, ClaimAction, ClaimContext};
+use crate::provision::claim::{self, ClaimAction, ClaimContext, has_intent};
 use crate::provision::plan::{self, CloneSource, Plan};
 use crate::provision::topology::{self, SelectedNode, TopologyError};
 use crate::provision::volume;
@@ -394,11 +394,7 @@ impl Controller {
                     .get(&name)
                     .await
                     .map_err(|e| SyncError::api("read the existing PersistentVolume", e))?;
-                let owner = existing
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.claim_ref.as_ref()?.uid.clone());
-                if owner == claim.metadata.uid {
+                if volume::claim_ref_uid(&existing) == claim.metadata.uid.as_deref() {
                     Ok(existing)
                 } else {
                     let note = format!(
@@ -506,11 +502,7 @@ impl Controller {
             .get_opt(&plan.volume_name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?
-            && pv
-                .spec
-                .as_ref()
-                .and_then(|s| s.claim_ref.as_ref()?.uid.clone())
-                == claim.metadata.uid
+            && volume::claim_ref_uid(&pv) == claim.metadata.uid.as_deref()
         {
             self.drop_intent(claim).await?;
             return Ok(Outcome::Done);
@@ -620,13 +612,6 @@ impl Controller {
                 .await;
         }
     }
-}
-
-fn has_intent(claim: &PersistentVolumeClaim) -> bool {
-    claim
-        .finalizers()
-        .iter()
-        .any(|f| f == FINALIZER_PROVISIONING)
 }
 
 pub(super) fn reference<K: Resource<DynamicType = ()>>(

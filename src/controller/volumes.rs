@@ -72,13 +72,15 @@ impl Controller {
         }
         let released = self.set_phase(pv, PHASE_RELEASED).await?;
         info!(volume = %pv.name_any(), "released: its claim is gone");
+        // The patch answered with the live PV, and the claim was just read: no need to read again.
         match reclaim::decide(&released, None, &self.settings.driver) {
-            VolumeAction::Delete => self.reclaim(&released).await,
+            VolumeAction::Delete => self.delete_released(&released).await,
             _ => Ok(Outcome::Again),
         }
     }
 
-    /// DeleteVolume, then the PV, then our finalizer. Judged on the live PV and live claim.
+    /// Reclaims a PV the cache says is Released with policy Delete, after confirming that on the
+    /// live PV and the live claim.
     async fn reclaim(&self, cached: &PersistentVolume) -> Result<Outcome, SyncError> {
         let name = cached.name_any();
         let Some(pv) = self
@@ -96,17 +98,23 @@ impl Controller {
             warn!(volume = %name, "marked Released, but its claim still holds it; not deleting");
             return Ok(Outcome::Done);
         }
+        self.delete_released(&pv).await
+    }
+
+    /// DeleteVolume, then the PV, then our finalizer, for a live PV whose claim is confirmed gone.
+    async fn delete_released(&self, pv: &PersistentVolume) -> Result<Outcome, SyncError> {
+        let name = pv.name_any();
         let handle = pv
             .spec
             .as_ref()
             .and_then(|s| s.csi.as_ref())
             .map(|c| c.volume_handle.clone())
             .unwrap_or_default();
-        let secrets = self.deletion_secrets(&pv).await;
+        let secrets = self.deletion_secrets(pv).await;
         if let Err(e) = self.delete_backend(&handle, secrets).await {
             let note = format!("failed to delete volume {handle}: {e}");
             self.events
-                .warning(&reference(&pv), EVENT_VOLUME_FAILED_DELETE, note)
+                .warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note)
                 .await;
             return Err(SyncError::csi(Operation::Delete, e));
         }

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::plan::{self, CloneSource, Features, Plan, PlanError, Settings};
+use super::volume::claim_ref_uid;
 use crate::names::*;
 
 /// What the stores say about a claim's surroundings.
@@ -73,13 +74,18 @@ impl ClaimAction {
     }
 }
 
-/// Decides the next step for `claim`.
-pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
-    let has_intent = claim
+/// The claim carries our provisioning intent: a volume for it may exist in the driver.
+pub fn has_intent(claim: &PersistentVolumeClaim) -> bool {
+    claim
         .metadata
         .finalizers
         .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_PROVISIONING));
+        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_PROVISIONING))
+}
+
+/// Decides the next step for `claim`.
+pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
+    let has_intent = has_intent(claim);
     let deleting = claim.metadata.deletion_timestamp.is_some();
     let volume_name = plan::volume_name_for(claim, ctx.settings);
     let bound_to = claim
@@ -100,11 +106,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
                 .map(|c| c.driver.as_str())
                 == Some(ctx.settings.driver.as_str())
             && pv.metadata.deletion_timestamp.is_none()
-            && pv
-                .spec
-                .as_ref()
-                .and_then(|s| s.claim_ref.as_ref()?.uid.as_deref())
-                == Some(claim_uid)
+            && claim_ref_uid(pv) == Some(claim_uid)
     });
 
     if !has_intent {

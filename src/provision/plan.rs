@@ -389,11 +389,7 @@ fn clone_source(
             csi_source.driver, settings.driver
         )));
     }
-    let claim_ref_uid = volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.claim_ref.as_ref()?.uid.clone());
-    if claim_ref_uid != source_claim.metadata.uid {
+    if super::volume::claim_ref_uid(volume) != source_claim.metadata.uid.as_deref() {
         return Err(fail("its PersistentVolume is bound to another claim"));
     }
     Ok(csi::VolumeContentSource {

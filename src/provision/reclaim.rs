@@ -113,10 +113,7 @@ pub fn claim_holds(volume: &PersistentVolume, claim: Option<&PersistentVolumeCla
     let Some(claim) = claim else {
         return false;
     };
-    let ref_uid = volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.claim_ref.as_ref()?.uid.as_deref());
+    let ref_uid = super::volume::claim_ref_uid(volume);
     if ref_uid.is_none() || claim.metadata.uid.as_deref() != ref_uid {
         return false;
     }
