@@ -79,9 +79,28 @@ pub struct Config {
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub controller_publish_readonly: bool,
 
-    /// How often every object is looked at again, even without a change.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    /// How often every object is looked at again, even without a change (as the PV
+    /// controller's --pvclaimbinder-sync-period).
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub resync_period: Duration,
+
+    /// Bind every claim and PV in the cluster, not only this driver's: for clusters that run
+    /// kube-controller-manager with its PV binder switched off.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub bind_all: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// One-shot commands instead of running the controller.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Print what the binder would do with a claim, and why each PV was or was not chosen.
+    Explain {
+        /// <namespace>/<claim>
+        claim: String,
+    },
 }
 
 /// A flag value that parses but makes no sense.

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tracing::{error, info};
 
 use csi_pv_controller::cluster::{self, Stores};
-use csi_pv_controller::config::Config;
+use csi_pv_controller::config::{Command, Config};
 use csi_pv_controller::controller::{self, Controller, Options, Queues};
 use csi_pv_controller::csi::CsiClient;
 use csi_pv_controller::http;
@@ -29,7 +29,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config)) {
+    let work = async {
+        match &config.command {
+            Some(Command::Explain { claim }) => explain(&config, claim).await,
+            None => run(config.clone()).await,
+        }
+    };
+    match runtime.block_on(work) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line, with the cause chain, and no backtrace.
@@ -119,7 +125,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
         controller_publish_readonly: config.controller_publish_readonly,
         identity: controller::provisioner_identity(&driver.name),
     };
-    let controller = Controller::new(client, csi.clone(), stores, &driver, settings, queues);
+    let controller = Controller::new(
+        client,
+        csi.clone(),
+        stores,
+        &driver,
+        settings,
+        queues,
+        config.bind_all,
+    );
     let running = tokio::spawn(controller.run(
         Options {
             workers: config.worker_threads,
@@ -138,6 +152,58 @@ async fn run(config: Config) -> anyhow::Result<()> {
         server.await.context("HTTP server task failed")??;
     }
     info!("stopped");
+    Ok(())
+}
+
+/// `explain <namespace>/<claim>`: one look at the cluster, the binder's decision, printed.
+async fn explain(config: &Config, target: &str) -> anyhow::Result<()> {
+    use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use kube::api::{Api, ListParams};
+
+    let (namespace, name) = target
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
+        .context("expected <namespace>/<claim>")?;
+    let client = cluster::client::build(
+        config.kubeconfig.as_deref(),
+        config.kube_api_qps,
+        config.kube_api_burst,
+    )
+    .await?;
+    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .with_context(|| format!("cannot read claim {target}"))?;
+    let classes = Api::<StorageClass>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .context("cannot list StorageClasses")?
+        .items;
+    let mut volumes = VolumeIndex::default();
+    for pv in Api::<PersistentVolume>::all(client)
+        .list(&ListParams::default())
+        .await
+        .context("cannot list PersistentVolumes")?
+        .items
+    {
+        volumes.upsert(pv);
+    }
+    let class_name = matching::claim_class(&claim);
+    let class = classes
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(class_name));
+    let default = matching::default_class(classes.iter()).and_then(|c| c.metadata.name.clone());
+    let view = ClaimView {
+        class,
+        default_class: default.as_deref(),
+        volumes: &volumes,
+    };
+    print!(
+        "{}",
+        csi_pv_controller::binder::explain::explain(&claim, &view)
+    );
     Ok(())
 }
 

@@ -34,6 +34,7 @@ pub const EVENT_PROVISIONING: &str = "Provisioning";
 pub const EVENT_PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
 pub const EVENT_PROVISIONING_FAILED: &str = "ProvisioningFailed";
 pub const EVENT_VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
+pub const EVENT_EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
 /// Ours: the claim is gone, and the volume made for it could not be cleaned up yet.
 pub const EVENT_PROVISIONING_CLEANUP_FAILED: &str = "ProvisioningCleanupFailed";
 

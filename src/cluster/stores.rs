@@ -26,7 +26,9 @@ pub struct Stores {
 #[derive(Debug, Clone, Copy)]
 pub enum Change<'a> {
     Claim(&'a PersistentVolumeClaim),
+    ClaimGone(&'a PersistentVolumeClaim),
     Volume(&'a PersistentVolume),
+    VolumeGone(&'a PersistentVolume),
     Class(&'a StorageClass),
 }
 
@@ -44,17 +46,30 @@ impl Stores {
         let (claims, claims_run) = reflect(
             Api::<PersistentVolumeClaim>::all(client.clone()),
             on_change.clone(),
-            |o| Change::Claim(o),
+            |o, gone| {
+                if gone {
+                    Change::ClaimGone(o)
+                } else {
+                    Change::Claim(o)
+                }
+            },
         );
         let (volumes, volumes_run) = reflect(
             Api::<PersistentVolume>::all(client.clone()),
             on_change.clone(),
-            |o| Change::Volume(o),
+            |o, gone| {
+                if gone {
+                    Change::VolumeGone(o)
+                } else {
+                    Change::Volume(o)
+                }
+            },
         );
-        let (classes, classes_run) =
-            reflect(Api::<StorageClass>::all(client.clone()), on_change, |o| {
-                Change::Class(o)
-            });
+        let (classes, classes_run) = reflect(
+            Api::<StorageClass>::all(client.clone()),
+            on_change,
+            |o, _| Change::Class(o),
+        );
         let run = async move {
             tokio::join!(claims_run, volumes_run, classes_run);
         };
@@ -80,7 +95,7 @@ impl Stores {
 fn reflect<K>(
     api: Api<K>,
     on_change: OnChange,
-    wrap: for<'a> fn(&'a K) -> Change<'a>,
+    wrap: for<'a> fn(&'a K, bool) -> Change<'a>,
 ) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
@@ -95,11 +110,10 @@ where
         .reflect(writer)
         .for_each(move |event| {
             match event {
-                Ok(
-                    watcher::Event::Apply(o)
-                    | watcher::Event::InitApply(o)
-                    | watcher::Event::Delete(o),
-                ) => on_change(wrap(&o)),
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    on_change(wrap(&o, false))
+                }
+                Ok(watcher::Event::Delete(o)) => on_change(wrap(&o, true)),
                 Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }

@@ -23,12 +23,13 @@ use crate::provision::volume;
 const STEPS_PER_PASS: usize = 4;
 
 impl Controller {
-    pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
-        let Some(cached) = self.stores.claims.get(key) else {
-            self.clear_backoff(key);
-            return Ok(Outcome::Done);
-        };
-        let mut claim = (*cached).clone();
+    /// Dynamic provisioning of a claim the binder found no PV for, or that carries our intent.
+    pub(super) async fn sync_provisioning(
+        &self,
+        key: &ClaimKey,
+        claim: PersistentVolumeClaim,
+    ) -> Result<Outcome, SyncError> {
+        let mut claim = claim;
         // Whether `claim` comes from the API just now rather than from the cache.
         let mut fresh = false;
         for _ in 0..STEPS_PER_PASS {
@@ -99,20 +100,6 @@ impl Controller {
             .classes
             .get(&kube::runtime::reflector::ObjectRef::new(class_name));
         let volume = self.volume_in_store(&self.volume_name(claim));
-        let ours = class
-            .as_ref()
-            .is_some_and(|c| c.provisioner == self.settings.driver);
-        let unbound = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .is_none_or(str::is_empty);
-        // Only scanned for a claim that could be provisioned now.
-        let served_statically = ours
-            && unbound
-            && volume.is_none()
-            && !has_intent(claim)
-            && claim::served_statically(claim, self.stores.volumes.state().iter().map(|v| &**v));
         let (source_claim, source_volume) = self.clone_source(claim);
         claim::decide(
             claim,
@@ -121,7 +108,6 @@ impl Controller {
                 features: self.features,
                 class: class.as_deref(),
                 volume: volume.as_deref(),
-                served_statically,
                 clone_source: CloneSource {
                     claim: source_claim.as_deref(),
                     volume: source_volume.as_deref(),
@@ -157,7 +143,7 @@ impl Controller {
         (source_claim, source_volume)
     }
 
-    fn claims_api(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
+    pub(super) fn claims_api(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
         Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
     }
 
@@ -273,6 +259,7 @@ impl Controller {
             }
         };
         let pv = self.save_volume(&pv, claim).await?;
+        self.remember(&pv);
         self.bind(claim, &pv).await?;
         self.clear_backoff(key);
         self.succeeded(claim, &plan.volume_name).await;
@@ -380,7 +367,7 @@ impl Controller {
     }
 
     /// Creates the PV; one that exists already for this claim (an earlier attempt) is taken as is.
-    async fn save_volume(
+    pub(super) async fn save_volume(
         &self,
         pv: &PersistentVolume,
         claim: &PersistentVolumeClaim,
@@ -408,81 +395,6 @@ impl Controller {
             }
             Err(e) => Err(SyncError::api("create the PersistentVolume", e)),
         }
-    }
-
-    /// The binding, in the binder's order: PV phase, claim spec, claim status. Each step is
-    /// skipped when already done, and preconditioned on the version it was decided from.
-    pub(super) async fn bind(
-        &self,
-        claim: &PersistentVolumeClaim,
-        pv: &PersistentVolume,
-    ) -> Result<(), SyncError> {
-        let name = pv.name_any();
-        if pv.status.as_ref().and_then(|s| s.phase.as_deref()) != Some(PHASE_BOUND) {
-            self.pvs()
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({
-                        "metadata": {"resourceVersion": pv.resource_version()},
-                        "status": {"phase": PHASE_BOUND, "message": null},
-                    })),
-                )
-                .await
-                .map_err(|e| SyncError::api("mark the PersistentVolume Bound", e))?;
-        }
-
-        let bound_to = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref());
-        let mut claim = claim.clone();
-        let mut annotations = serde_json::Map::new();
-        if bound_to != Some(name.as_str())
-            && !claim.annotations().contains_key(ANN_BOUND_BY_CONTROLLER)
-        {
-            annotations.insert(ANN_BOUND_BY_CONTROLLER.into(), json!("yes"));
-        }
-        if !claim.annotations().contains_key(ANN_BIND_COMPLETED) {
-            annotations.insert(ANN_BIND_COMPLETED.into(), json!("yes"));
-        }
-        let intent = has_intent(&claim);
-        if bound_to != Some(name.as_str()) || !annotations.is_empty() || intent {
-            let finalizers = without(&claim, FINALIZER_PROVISIONING);
-            claim = self
-                .claims_api(&claim)
-                .patch(
-                    &claim.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({
-                        "metadata": {
-                            "resourceVersion": claim.resource_version(),
-                            "annotations": annotations,
-                            "finalizers": finalizers,
-                        },
-                        "spec": {"volumeName": name},
-                    })),
-                )
-                .await
-                .map_err(|e| SyncError::api("bind the claim to its PersistentVolume", e))?;
-        }
-
-        if claim.status.as_ref().and_then(|s| s.phase.as_deref()) != Some(PHASE_BOUND) {
-            let spec = pv.spec.clone().unwrap_or_default();
-            self.claims_api(&claim)
-                .patch_status(
-                    &claim.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({
-                        "metadata": {"resourceVersion": claim.resource_version()},
-                        "status": {
-                            "phase": PHASE_BOUND,
-                            "accessModes": spec.access_modes,
-                            "capacity": spec.capacity,
-                        },
-                    })),
-                )
-                .await
-                .map_err(|e| SyncError::api("mark the claim Bound", e))?;
-        }
-        Ok(())
     }
 
     /// The claim no longer wants its volume: CreateVolume (idempotent) tells whether the volume

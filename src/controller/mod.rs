@@ -1,13 +1,14 @@
 //! The acting half: watch changes feed keyed queues; workers decide with the pure `provision`
 //! functions and carry the actions out against the driver and the API.
 
+mod binding;
 mod claims;
 mod error;
 mod events;
 mod volumes;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -17,6 +18,7 @@ use tracing::{debug, warn};
 
 pub use error::{SyncError, SyncErrorClass};
 
+use crate::binder::{Scope, VolumeIndex};
 use crate::cluster::Stores;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, CsiClient, DriverInfo};
@@ -49,6 +51,11 @@ pub struct Controller {
     client: Client,
     csi: CsiClient,
     stores: Stores,
+    /// The last known version of every PV, ours included, indexed for matching.
+    index: Arc<RwLock<VolumeIndex>>,
+    /// PV names the store did not have at the last resync (dropped from the index at the next).
+    unseen: Mutex<std::collections::HashSet<String>>,
+    scope: Scope,
     settings: Settings,
     features: Features,
     events: events::Events,
@@ -62,13 +69,21 @@ pub struct Controller {
     announced: Mutex<std::collections::HashSet<String>>,
 }
 
-/// The queues, to be fed by the watches before the controller exists.
+/// The queues and the PV index, to be fed by the watches before the controller exists.
 #[derive(Clone)]
 pub struct Queues {
     pub claims: WorkQueue<ClaimKey>,
     pub volumes: WorkQueue<String>,
-    /// Changed StorageClasses: their pending claims are looked at again.
+    /// Class names whose unbound claims are looked at again: the class changed, or a PV of that
+    /// class became Available.
     pub classes: WorkQueue<String>,
+    pub index: Arc<RwLock<VolumeIndex>>,
+}
+
+/// A PV that a pending claim could bind now.
+fn available(pv: &PersistentVolume) -> bool {
+    pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
+        && pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available")
 }
 
 impl Queues {
@@ -77,7 +92,12 @@ impl Queues {
             claims: WorkQueue::new(backoff),
             volumes: WorkQueue::new(backoff),
             classes: WorkQueue::new(backoff),
+            index: Arc::default(),
         }
+    }
+
+    fn index(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What the watches call on every change: the object's key, and the keys of the objects
@@ -87,7 +107,7 @@ impl Queues {
     pub fn on_change(&self, prefix: String, uuid_length: Option<usize>) -> OnChange {
         let queues = self.clone();
         Arc::new(move |change| match change {
-            Change::Claim(c) => {
+            Change::Claim(c) | Change::ClaimGone(c) => {
                 queues.claims.add(ObjectRef::from_obj(c));
                 if let Some(v) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) {
                     queues.volumes.add(v);
@@ -100,7 +120,19 @@ impl Queues {
                     ));
                 }
             }
-            Change::Volume(v) => {
+            Change::Volume(v) | Change::VolumeGone(v) => {
+                let opened = match change {
+                    Change::VolumeGone(_) => {
+                        queues.index().remove(&v.name_any());
+                        false
+                    }
+                    _ => queues.index().upsert(v.clone()) && available(v),
+                };
+                if opened {
+                    queues
+                        .classes
+                        .add(crate::binder::matching::volume_class(v).to_string());
+                }
                 queues.volumes.add(v.name_any());
                 if let Some(r) = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref())
                     && let (Some(ns), Some(name)) = (&r.namespace, &r.name)
@@ -121,6 +153,7 @@ impl Controller {
         driver: &DriverInfo,
         settings: Settings,
         queues: Queues,
+        bind_all: bool,
     ) -> Arc<Self> {
         let features = Features {
             single_node_multi_writer: driver
@@ -135,6 +168,12 @@ impl Controller {
         };
         Arc::new(Controller {
             events: events::Events::new(client.clone(), &settings.driver),
+            scope: Scope {
+                driver: settings.driver.clone(),
+                all: bind_all,
+            },
+            index: queues.index,
+            unseen: Mutex::default(),
             client,
             csi,
             stores,
@@ -184,14 +223,47 @@ impl Controller {
         }
     }
 
-    /// Queues every claim and volume (resync; class changes).
+    /// Queues every claim and volume (resync), after bringing the index up to the store: a
+    /// PV the store has not had for two resyncs in a row was deleted while the watch was down.
     pub fn enqueue_all(&self) {
+        let volumes = self.stores.volumes.state();
+        {
+            let mut index = self.index_mut();
+            let present: std::collections::HashSet<String> =
+                volumes.iter().map(|v| v.name_any()).collect();
+            let mut unseen = self.unseen.lock().unwrap_or_else(|p| p.into_inner());
+            let missing: std::collections::HashSet<String> = index
+                .names()
+                .into_iter()
+                .filter(|n| !present.contains(n))
+                .collect();
+            for gone in missing.intersection(&unseen) {
+                index.remove(gone);
+            }
+            *unseen = missing;
+            for v in &volumes {
+                index.upsert((**v).clone());
+            }
+        }
         for c in self.stores.claims.state() {
             self.claims.add(ObjectRef::from_obj(&*c));
         }
-        for v in self.stores.volumes.state() {
+        for v in volumes {
             self.volumes.add(v.name_any());
         }
+    }
+
+    fn index_mut(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
+        self.index.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn index(&self) -> std::sync::RwLockReadGuard<'_, VolumeIndex> {
+        self.index.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
+    fn remember(&self, pv: &PersistentVolume) {
+        self.index_mut().upsert(pv.clone());
     }
 
     async fn claim_worker(&self) {
@@ -211,7 +283,7 @@ impl Controller {
                     .as_ref()
                     .and_then(|s| s.volume_name.as_deref())
                     .is_none();
-                if unbound && plan::class_name(&c) == Some(class.as_str()) {
+                if unbound && crate::binder::matching::claim_class(&c) == class {
                     self.claims.add(ObjectRef::from_obj(&*c));
                 }
             }
@@ -286,8 +358,9 @@ impl Controller {
         self.claims.forget(key);
     }
 
+    /// The newest PV we know of by that name: the index holds our own writes too.
     fn volume_in_store(&self, name: &str) -> Option<Arc<PersistentVolume>> {
-        self.stores.volumes.get(&ObjectRef::new(name))
+        self.index().get(name)
     }
 
     fn volume_name(&self, claim: &PersistentVolumeClaim) -> String {

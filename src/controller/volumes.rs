@@ -10,40 +10,113 @@ use tracing::{debug, info, warn};
 use super::claims::reference;
 use super::error::is_status;
 use super::{Controller, Outcome, SyncError, set_finalizers, without};
+use crate::binder::{
+    self,
+    claim::Notice,
+    volume::{ClaimLookup, Reclaim, VolumeStep},
+};
 use crate::csi::Operation;
 use crate::names::*;
-use crate::provision::reclaim::{self, VolumeAction};
 
 impl Controller {
     pub(super) async fn sync_volume(&self, name: &str) -> Result<Outcome, SyncError> {
         let Some(pv) = self.volume_in_store(name) else {
             return Ok(Outcome::Done);
         };
-        let claim = claim_ref(&pv)
+        if !self.scope.has_volume(&pv) {
+            return Ok(Outcome::Done);
+        }
+        let stored = claim_ref(&pv)
             .and_then(|(ns, n)| self.stores.claims.get(&ObjectRef::new(&n).within(&ns)));
-        let action = reclaim::decide(&pv, claim.as_deref(), &self.settings.driver);
-        if action != VolumeAction::None {
-            debug!(volume = %name, ?action, "decided");
+        let mut live: Option<Option<PersistentVolumeClaim>> = None;
+        loop {
+            let lookup = match &live {
+                None => ClaimLookup::Store(stored.as_deref()),
+                Some(c) => ClaimLookup::Live(c.as_ref()),
+            };
+            let step = binder::volume::decide(&pv, lookup, &self.settings.driver);
+            if step != VolumeStep::None {
+                debug!(volume = %name, step = step.name(), live = live.is_some(), "decided");
+            }
+            return match step {
+                VolumeStep::None | VolumeStep::Reclaim(Reclaim::Keep | Reclaim::External) => {
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::Phase(phase) => {
+                    self.set_phase(&pv, phase, None).await?;
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::CheckClaim if live.is_none() => {
+                    live = Some(self.live_claim_of(&pv).await?);
+                    continue;
+                }
+                VolumeStep::CheckClaim => Ok(Outcome::Done),
+                VolumeStep::Release => self.release(&pv).await,
+                VolumeStep::Reclaim(Reclaim::Delete) => self.reclaim(&pv).await,
+                VolumeStep::Reclaim(Reclaim::Fail(notice)) => {
+                    self.fail_volume(&pv, &notice).await?;
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::QueueClaim => {
+                    if let Some((ns, n)) = claim_ref(&pv) {
+                        self.claims.add(ObjectRef::new(&n).within(&ns));
+                    }
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::ModeMismatch => {
+                    let claim = live.flatten().or_else(|| stored.as_deref().cloned());
+                    if let Some(claim) = claim {
+                        let (on_pv, on_claim) =
+                            binder::volume::mode_mismatch_notices(&pv, &claim.name_any());
+                        self.notify(&reference(&*pv), &on_pv).await;
+                        self.notify(&reference(&claim), &on_claim).await;
+                    }
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::Unbind => {
+                    self.unbind(&pv).await?;
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::AddFinalizer => {
+                    let mut finalizers = pv.finalizers().to_vec();
+                    finalizers.push(FINALIZER_VOLUME.to_string());
+                    set_finalizers(&self.pvs(), &*pv, finalizers).await?;
+                    Ok(Outcome::Done)
+                }
+                VolumeStep::RemoveFinalizer => {
+                    set_finalizers(&self.pvs(), &*pv, without(&*pv, FINALIZER_VOLUME)).await?;
+                    Ok(Outcome::Done)
+                }
+            };
         }
-        match action {
-            VolumeAction::None => Ok(Outcome::Done),
-            VolumeAction::MarkBound => {
-                self.set_phase(&pv, PHASE_BOUND).await?;
-                Ok(Outcome::Done)
-            }
-            VolumeAction::AddFinalizer => {
-                let mut finalizers = pv.finalizers().to_vec();
-                finalizers.push(FINALIZER_VOLUME.to_string());
-                set_finalizers(&self.pvs(), &*pv, finalizers).await?;
-                Ok(Outcome::Done)
-            }
-            VolumeAction::RemoveFinalizer => {
-                set_finalizers(&self.pvs(), &*pv, without(&*pv, FINALIZER_VOLUME)).await?;
-                Ok(Outcome::Done)
-            }
-            VolumeAction::ConfirmReleased => self.release(&pv).await,
-            VolumeAction::Delete => self.reclaim(&pv).await,
+    }
+
+    /// unbindVolume: the claimRef (or its UID) goes, then the phase is Available.
+    async fn unbind(&self, pv: &PersistentVolume) -> Result<(), SyncError> {
+        let mut pv = pv.clone();
+        if let Some(patch) = binder::bind::unbind(&pv) {
+            pv = self
+                .pvs()
+                .patch(
+                    &pv.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(|e| SyncError::api("unbind the PersistentVolume", e))?;
+            self.remember(&pv);
         }
+        info!(volume = %pv.name_any(), "unbound: its claim is bound to another volume");
+        self.set_phase(&pv, "Available", None).await?;
+        Ok(())
+    }
+
+    /// Failed with the reason in status.message, and the event.
+    async fn fail_volume(&self, pv: &PersistentVolume, notice: &Notice) -> Result<(), SyncError> {
+        let failed = self.set_phase(pv, "Failed", Some(&notice.message)).await?;
+        warn!(volume = %pv.name_any(), "{}", notice.message);
+        self.notify(&reference(&failed), notice).await;
+        Ok(())
     }
 
     pub(super) fn pvs(&self) -> Api<PersistentVolume> {
@@ -67,15 +140,19 @@ impl Controller {
     /// Marks the PV Released once the live API confirms its claim gone, then reclaims it.
     async fn release(&self, pv: &PersistentVolume) -> Result<Outcome, SyncError> {
         let claim = self.live_claim_of(pv).await?;
-        if reclaim::claim_holds(pv, claim.as_ref()) {
-            return Ok(Outcome::Done); // the cache was behind
+        if binder::volume::claim_holds(pv, claim.as_ref()) {
+            return Ok(Outcome::Again); // the cache was behind
         }
-        let released = self.set_phase(pv, PHASE_RELEASED).await?;
+        let released = self.set_phase(pv, PHASE_RELEASED, None).await?;
         info!(volume = %pv.name_any(), "released: its claim is gone");
         // The patch answered with the live PV, and the claim was just read: no need to read again.
-        match reclaim::decide(&released, None, &self.settings.driver) {
-            VolumeAction::Delete => self.delete_released(&released).await,
-            _ => Ok(Outcome::Again),
+        match binder::volume::reclaim(&released, &self.settings.driver) {
+            Reclaim::Delete => self.delete_released(&released).await,
+            Reclaim::Fail(notice) => {
+                self.fail_volume(&released, &notice).await?;
+                Ok(Outcome::Done)
+            }
+            Reclaim::Keep | Reclaim::External => Ok(Outcome::Done),
         }
     }
 
@@ -91,10 +168,15 @@ impl Controller {
         else {
             return Ok(Outcome::Done);
         };
-        if reclaim::decide(&pv, None, &self.settings.driver) != VolumeAction::Delete {
+        let settled = matches!(
+            pv.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some(PHASE_RELEASED | "Failed")
+        );
+        if !settled || binder::volume::reclaim(&pv, &self.settings.driver) != Reclaim::Delete {
+            self.remember(&pv);
             return Ok(Outcome::Again);
         }
-        if reclaim::claim_holds(&pv, self.live_claim_of(&pv).await?.as_ref()) {
+        if binder::volume::claim_holds(&pv, self.live_claim_of(&pv).await?.as_ref()) {
             warn!(volume = %name, "marked Released, but its claim still holds it; not deleting");
             return Ok(Outcome::Done);
         }
@@ -144,23 +226,26 @@ impl Controller {
         Ok(Outcome::Done)
     }
 
-    /// The provisioner secret recorded on the PV for deletion. As upstream: a secret that
-    /// cannot be read is logged, and deletion goes on without it.
+    /// The secret for DeleteVolume. As upstream: a secret that cannot be read is logged, and
+    /// deletion goes on without it.
     async fn deletion_secrets(
         &self,
         pv: &PersistentVolume,
     ) -> std::collections::HashMap<String, String> {
-        let annotations = pv.annotations();
-        let (Some(name), Some(namespace)) = (
-            annotations.get(ANN_DELETION_SECRET_NAME),
-            annotations.get(ANN_DELETION_SECRET_NAMESPACE),
-        ) else {
-            return Default::default();
+        let class = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+            .and_then(|c| self.stores.classes.get(&ObjectRef::new(c)));
+        let secret = match crate::provision::volume::deletion_secret(pv, class.as_deref()) {
+            Ok(Some(secret)) => secret,
+            Ok(None) => return Default::default(),
+            Err(note) => {
+                warn!(volume = %pv.name_any(), "{note}; deleting without secrets");
+                return Default::default();
+            }
         };
-        if name.is_empty() && namespace.is_empty() {
-            return Default::default();
-        }
-        match self.read_secret(namespace, name).await {
+        match self.read_secret(&secret.namespace, &secret.name).await {
             Ok(secrets) => secrets,
             Err(note) => {
                 warn!(volume = %pv.name_any(), "{note}; deleting without secrets");
@@ -169,22 +254,27 @@ impl Controller {
         }
     }
 
+    /// updateVolumePhase: the phase, and the message (cleared when None).
     async fn set_phase(
         &self,
         pv: &PersistentVolume,
         phase: &str,
+        message: Option<&str>,
     ) -> Result<PersistentVolume, SyncError> {
-        self.pvs()
+        let updated = self
+            .pvs()
             .patch_status(
                 &pv.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(json!({
                     "metadata": {"resourceVersion": pv.resource_version()},
-                    "status": {"phase": phase, "message": null},
+                    "status": {"phase": phase, "message": message},
                 })),
             )
             .await
-            .map_err(|e| SyncError::api(format!("mark the PersistentVolume {phase}"), e))
+            .map_err(|e| SyncError::api(format!("mark the PersistentVolume {phase}"), e))?;
+        self.remember(&updated);
+        Ok(updated)
     }
 }
 

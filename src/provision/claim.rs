@@ -26,8 +26,6 @@ pub struct ClaimContext<'a> {
     pub class: Option<&'a StorageClass>,
     /// The PV whose name is this claim's volume name, if it exists.
     pub volume: Option<&'a PersistentVolume>,
-    /// An existing PV can serve the claim; the binder binds it, nothing is provisioned.
-    pub served_statically: bool,
     pub clone_source: CloneSource<'a>,
 }
 
@@ -179,9 +177,6 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             ClaimAction::None
         };
     };
-    if ctx.served_statically {
-        return ClaimAction::None;
-    }
     if class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
         && selected_node(claim).is_none()
     {
@@ -223,57 +218,6 @@ pub fn selected_node(claim: &PersistentVolumeClaim) -> Option<&str> {
 pub fn claim_bound(claim: &PersistentVolumeClaim) -> bool {
     annotation(claim, ANN_BIND_COMPLETED).is_some()
         && claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(PHASE_BOUND)
-}
-
-/// An Available (unclaimed, or pre-bound to this claim) PV of the claim's class that fits it:
-/// the binder will bind it, so provisioning must not race it. A simplified FindMatchingVolume
-/// (class, size, access modes, volume mode); the binder does the exact match.
-pub fn served_statically<'a>(
-    claim: &PersistentVolumeClaim,
-    volumes: impl IntoIterator<Item = &'a PersistentVolume>,
-) -> bool {
-    let Some(class) = plan::class_name(claim) else {
-        return false;
-    };
-    let spec = claim.spec.clone().unwrap_or_default();
-    let Some(request) = spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.requests.as_ref()?.get("storage"))
-        .and_then(|q| crate::cluster::quantity::parse_bytes(&q.0).ok())
-    else {
-        return false;
-    };
-    let modes = spec.access_modes.unwrap_or_default();
-    let mode = spec.volume_mode.unwrap_or_else(|| "Filesystem".into());
-    let uid = claim.metadata.uid.as_deref();
-    volumes.into_iter().any(|pv| {
-        let Some(s) = pv.spec.as_ref() else {
-            return false;
-        };
-        let free = match s.claim_ref.as_ref() {
-            None => true,
-            Some(r) => {
-                r.name == claim.metadata.name
-                    && r.namespace == claim.metadata.namespace
-                    && (r.uid.as_deref().unwrap_or_default().is_empty() || r.uid.as_deref() == uid)
-            }
-        };
-        let phase = pv.status.as_ref().and_then(|st| st.phase.as_deref());
-        let size = s
-            .capacity
-            .as_ref()
-            .and_then(|c| c.get("storage"))
-            .and_then(|q| crate::cluster::quantity::parse_bytes(&q.0).ok())
-            .unwrap_or(0);
-        let pv_modes = s.access_modes.clone().unwrap_or_default();
-        free && pv.metadata.deletion_timestamp.is_none()
-            && matches!(phase, None | Some("Available") | Some("Pending"))
-            && s.storage_class_name.as_deref().unwrap_or_default() == class
-            && size >= request
-            && modes.iter().all(|m| pv_modes.contains(m))
-            && s.volume_mode.as_deref().unwrap_or("Filesystem") == mode
-    })
 }
 
 #[cfg(test)]
@@ -323,13 +267,12 @@ mod tests {
 
     const INTENT: &str = FINALIZER_PROVISIONING;
 
-    /// (case, claim patch, class, PV named after the claim, served statically, expected action)
+    /// (case, claim patch, class, PV named after the claim, expected action)
     type Row<'a> = (
         &'static str,
         Value,
         Option<&'a StorageClass>,
         Option<&'a PersistentVolume>,
-        bool,
         &'static str,
     );
 
@@ -363,7 +306,6 @@ mod tests {
                 json!({}),
                 Some(&theirs),
                 None,
-                false,
                 "none",
             ),
             (
@@ -371,7 +313,6 @@ mod tests {
                 with_intent.clone(),
                 Some(&theirs),
                 None,
-                false,
                 "none",
             ),
             (
@@ -379,23 +320,13 @@ mod tests {
                 json!({}),
                 Some(&ours),
                 None,
-                false,
                 "record-intent",
-            ),
-            (
-                "a static PV serves it",
-                json!({}),
-                Some(&ours),
-                None,
-                true,
-                "none",
             ),
             (
                 "deleting before any intent",
                 deleting.clone(),
                 Some(&ours),
                 None,
-                false,
                 "none",
             ),
             (
@@ -403,7 +334,6 @@ mod tests {
                 json!({"spec": {"volumeName": "pv-x"}}),
                 Some(&ours),
                 None,
-                false,
                 "none",
             ),
             (
@@ -411,7 +341,6 @@ mod tests {
                 json!({}),
                 Some(&wffc),
                 None,
-                false,
                 "wait-for-consumer",
             ),
             (
@@ -419,32 +348,22 @@ mod tests {
                 node.clone(),
                 Some(&wffc),
                 None,
-                false,
                 "record-intent",
             ),
-            ("bad class", json!({}), Some(&bad), None, false, "reject"),
+            ("bad class", json!({}), Some(&bad), None, "reject"),
             (
                 "populator source",
                 populated,
                 Some(&ours),
                 None,
-                false,
                 "populator",
             ),
-            (
-                "class gone, no annotation",
-                json!({}),
-                None,
-                None,
-                false,
-                "none",
-            ),
+            ("class gone, no annotation", json!({}), None, None, "none"),
             (
                 "class gone, annotated ours",
                 annotated,
                 None,
                 None,
-                false,
                 "reject",
             ),
             (
@@ -452,7 +371,6 @@ mod tests {
                 with_intent.clone(),
                 Some(&ours),
                 None,
-                false,
                 "provision",
             ),
             (
@@ -460,7 +378,6 @@ mod tests {
                 with_intent.clone(),
                 Some(&ours),
                 Some(&our_pv),
-                false,
                 "bind",
             ),
             (
@@ -468,7 +385,6 @@ mod tests {
                 with_intent.clone(),
                 Some(&ours),
                 Some(&their_pv),
-                false,
                 "provision",
             ),
             (
@@ -476,7 +392,6 @@ mod tests {
                 json!({}),
                 Some(&ours),
                 Some(&our_pv),
-                false,
                 "bind",
             ),
             (
@@ -484,7 +399,6 @@ mod tests {
                 intent_deleting.clone(),
                 Some(&ours),
                 None,
-                false,
                 "abandon",
             ),
             (
@@ -492,7 +406,6 @@ mod tests {
                 intent_deleting,
                 Some(&ours),
                 Some(&our_pv),
-                false,
                 "drop-intent",
             ),
             (
@@ -500,23 +413,14 @@ mod tests {
                 elsewhere,
                 Some(&ours),
                 None,
-                false,
                 "abandon",
             ),
-            (
-                "intent, class gone",
-                annotated_intent,
-                None,
-                None,
-                false,
-                "reject",
-            ),
+            ("intent, class gone", annotated_intent, None, None, "reject"),
             (
                 "intent, deleting, class gone",
                 gone_deleting,
                 None,
                 None,
-                false,
                 "cannot-abandon",
             ),
             (
@@ -524,18 +428,16 @@ mod tests {
                 with_intent,
                 Some(&bad),
                 None,
-                false,
                 "reject",
             ),
         ];
-        for (case, patch, class, volume, statically, want) in table {
+        for (case, patch, class, volume, want) in table {
             let c = claim(patch);
             let ctx = ClaimContext {
                 settings: &s,
                 features: Features::default(),
                 class,
                 volume,
-                served_statically: statically,
                 clone_source: CloneSource::default(),
             };
             assert_eq!(decide(&c, &ctx).name(), want, "{case}");
@@ -552,53 +454,5 @@ mod tests {
             "metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}},
             "status": {"phase": "Bound"}
         }))));
-    }
-
-    #[test]
-    fn static_volumes_that_fit() {
-        let c = claim(json!({}));
-        let volume = |extra: Value| -> PersistentVolume {
-            let mut v = json!({
-                "metadata": {"name": "static"},
-                "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
-                         "capacity": {"storage": "2Gi"}},
-                "status": {"phase": "Available"}
-            });
-            crate::provision::plan::tests::merge(&mut v, extra);
-            serde_json::from_value(v).unwrap()
-        };
-        let table = [
-            ("fits", json!({}), true),
-            (
-                "too small",
-                json!({"spec": {"capacity": {"storage": "512Mi"}}}),
-                false,
-            ),
-            (
-                "other class",
-                json!({"spec": {"storageClassName": "silver"}}),
-                false,
-            ),
-            (
-                "missing mode",
-                json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
-                false,
-            ),
-            ("block", json!({"spec": {"volumeMode": "Block"}}), false),
-            (
-                "claimed by another",
-                json!({"spec": {"claimRef": {"name": "x", "namespace": "ns", "uid": "u"}}}),
-                false,
-            ),
-            (
-                "pre-bound to this claim",
-                json!({"spec": {"claimRef": {"name": "c", "namespace": "ns"}}}),
-                true,
-            ),
-            ("released", json!({"status": {"phase": "Released"}}), false),
-        ];
-        for (case, patch, want) in table {
-            assert_eq!(served_statically(&c, [&volume(patch)]), want, "{case}");
-        }
     }
 }

@@ -5,7 +5,6 @@
 pub mod claim;
 pub mod parameters;
 pub mod plan;
-pub mod reclaim;
 pub mod request;
 pub mod secrets;
 pub mod topology;

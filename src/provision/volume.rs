@@ -75,6 +75,51 @@ pub fn record(
 }
 
 /// One term per accessible segment (terms are ORed), each key `In [value]`.
+/// The secret DeleteVolume needs for `pv`: the one recorded on the PV at provisioning, or, for
+/// PVs without that record, the class's provisioner secret resolved for the PV's claim (as
+/// upstream does). None: no secret. Err: the class names one that cannot be resolved.
+pub fn deletion_secret(
+    pv: &PersistentVolume,
+    class: Option<&k8s_openapi::api::storage::v1::StorageClass>,
+) -> Result<Option<super::secrets::SecretRef>, String> {
+    use crate::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
+    let annotations = pv.metadata.annotations.clone().unwrap_or_default();
+    if let (Some(name), Some(namespace)) = (
+        annotations.get(ANN_DELETION_SECRET_NAME),
+        annotations.get(ANN_DELETION_SECRET_NAMESPACE),
+    ) {
+        return Ok((!name.is_empty() || !namespace.is_empty()).then(|| {
+            super::secrets::SecretRef {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            }
+        }));
+    }
+    let (Some(class), Some(claim_ref)) =
+        (class, pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()))
+    else {
+        return Ok(None);
+    };
+    let parameters = super::parameters::parse(&class.parameters.clone().unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let Some(template) = parameters
+        .secrets
+        .get(&super::parameters::SecretKind::Provisioner)
+    else {
+        return Ok(None);
+    };
+    let no_annotations = BTreeMap::new();
+    let input = super::secrets::TemplateInput {
+        pv_name: pv.metadata.name.as_deref().unwrap_or_default(),
+        pvc_name: claim_ref.name.as_deref().unwrap_or_default(),
+        pvc_namespace: claim_ref.namespace.as_deref().unwrap_or_default(),
+        pvc_annotations: &no_annotations,
+    };
+    super::secrets::resolve(template, &input)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
     let terms: Vec<NodeSelectorTerm> = topology
         .iter()
@@ -226,5 +271,38 @@ mod tests {
             record(&plan(true), &answer(1 << 30), "i").unwrap_err(),
             AnswerError::NoContentSource("vol-1".into())
         );
+    }
+
+    #[test]
+    fn deletion_secret_from_the_pv_record_else_from_the_class() {
+        use crate::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
+        let pv = |annotations: serde_json::Value| -> PersistentVolume {
+            serde_json::from_value(json!({
+                "metadata": {"name": "pvc-1", "annotations": annotations},
+                "spec": {"claimRef": {"name": "data", "namespace": "team"}}
+            }))
+            .unwrap()
+        };
+        let class: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "gold"}, "provisioner": "d",
+            "parameters": {
+                "csi.storage.k8s.io/provisioner-secret-name": "${pvc.name}-key",
+                "csi.storage.k8s.io/provisioner-secret-namespace": "${pvc.namespace}",
+            }
+        }))
+        .unwrap();
+        let recorded =
+            pv(json!({ANN_DELETION_SECRET_NAME: "s", ANN_DELETION_SECRET_NAMESPACE: "ns"}));
+        let got = deletion_secret(&recorded, Some(&class)).unwrap().unwrap();
+        assert_eq!((got.name.as_str(), got.namespace.as_str()), ("s", "ns"));
+        let none = pv(json!({ANN_DELETION_SECRET_NAME: "", ANN_DELETION_SECRET_NAMESPACE: ""}));
+        assert_eq!(deletion_secret(&none, Some(&class)), Ok(None));
+        let old = pv(json!({}));
+        let got = deletion_secret(&old, Some(&class)).unwrap().unwrap();
+        assert_eq!(
+            (got.name.as_str(), got.namespace.as_str()),
+            ("data-key", "team")
+        );
+        assert_eq!(deletion_secret(&old, None), Ok(None));
     }
 }

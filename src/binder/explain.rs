@@ -1,0 +1,107 @@
+//! `csi-pv-controller explain <namespace>/<claim>`: what the binder would do with a claim, and
+//! why each PV was or was not chosen, from the same decision code the controller runs.
+
+use std::fmt::Write;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+use super::claim::{self, ClaimStep, ClaimView};
+use super::matching::{ClaimFacts, Verdict, delay_binding, modes_key};
+
+/// The report, as text for a terminal.
+pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
+    let mut out = String::new();
+    let key = format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    );
+    let phase = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    let _ = writeln!(out, "claim {key}: phase {phase}");
+    let step = claim::decide(claim, view);
+    let _ = writeln!(out, "decision: {}", describe(&step, view));
+
+    let facts = match ClaimFacts::of(claim) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = writeln!(out, "cannot match: {e}");
+            return out;
+        }
+    };
+    let modes: Vec<String> = facts.modes.iter().cloned().collect();
+    let class_mode = view
+        .class
+        .and_then(|c| c.volume_binding_mode.clone())
+        .unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "asks for: {} bytes, access modes [{}], volumeMode {}, class {:?} (binding mode {}), volumeAttributesClass {:?}",
+        facts.request,
+        modes_key(&modes),
+        facts.volume_mode,
+        facts.class,
+        class_mode,
+        facts.attributes_class
+    );
+    let delay = delay_binding(claim, view.class).unwrap_or(false);
+    let groups = view.volumes.groups(&facts);
+    let _ = writeln!(
+        out,
+        "access-mode groups searched, in order: {}",
+        if groups.is_empty() {
+            "none (no PV has these modes)".to_string()
+        } else {
+            groups
+                .iter()
+                .map(|g| format!("[{g}]"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    );
+    let chosen = view.volumes.best_match(&facts, delay);
+    let chosen_name = chosen.as_ref().and_then(|pv| pv.metadata.name.clone());
+    let verdicts = view.volumes.verdicts(&facts, delay);
+    let _ = writeln!(out, "persistent volumes ({}):", verdicts.len());
+    for (pv, verdict) in verdicts {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        let line = match verdict {
+            _ if Some(&name) == chosen_name.as_ref() => "chosen".to_string(),
+            Verdict::PreBound => "pre-bound to this claim, but another PV was chosen first".into(),
+            Verdict::Candidate => {
+                "fits, but the chosen PV is smaller or in an earlier access-mode group".into()
+            }
+            Verdict::Rejected(r) => format!("rejected: {r}"),
+        };
+        let _ = writeln!(out, "  {name}: {line}");
+    }
+    out
+}
+
+fn describe(step: &ClaimStep, view: &ClaimView<'_>) -> String {
+    let _ = view;
+    match step {
+        ClaimStep::None => "nothing to do".into(),
+        ClaimStep::Bind(pv) => format!(
+            "bind to PersistentVolume {}",
+            pv.metadata.name.as_deref().unwrap_or_default()
+        ),
+        ClaimStep::Pending(Some(n)) => format!("stay Pending: {} ({})", n.message, n.reason),
+        ClaimStep::Pending(None) => {
+            "stay Pending: the PersistentVolume it names does not exist (yet)".into()
+        }
+        ClaimStep::Lost(n) => format!("Lost: {} ({})", n.message, n.reason),
+        ClaimStep::AssignDefaultClass(c) => {
+            format!("give it the default StorageClass {c:?}, then look again")
+        }
+        ClaimStep::Provision { provisioner } => {
+            format!("no PersistentVolume matches: provision a new one through {provisioner:?}")
+        }
+        ClaimStep::CannotProvision(n) => format!("stay Pending: {}", n.message),
+        ClaimStep::Refuse(n, e) => format!("refuse: {} ({e})", n.message),
+        ClaimStep::Fail(e) => format!("cannot decide: {e}"),
+    }
+}

@@ -1,0 +1,590 @@
+//! Which PV a claim binds to: the PV controller's FindMatchingVolume, over an index so that a
+//! claim looks at a handful of PVs instead of all of them.
+//!
+//! Upstream walks the access-mode groups that hold every mode the claim asks for, fewest modes
+//! first, and in each group returns a PV pre-bound to the claim if one fits, else the smallest
+//! Available PV that fits. The index keeps, per (access modes, class), the Available unclaimed
+//! PVs sorted by size, and per claim name the PVs whose claimRef names it; the same `verdict`
+//! that `explain` prints decides on each PV the index hands out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::core::{Selector, SelectorExt};
+
+use crate::cluster::quantity::parse_bytes;
+use crate::names::*;
+
+/// The access modes in upstream's fixed order; a PV's index key lists its modes in this order.
+const MODE_ORDER: [&str; 4] = [
+    "ReadWriteOnce",
+    "ReadOnlyMany",
+    "ReadWriteMany",
+    "ReadWriteOncePod",
+];
+
+/// Why a claim cannot be matched at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    #[error("error creating internal label selector for claim: {claim}: {reason}")]
+    Selector { claim: String, reason: String },
+    #[error("cannot read the storage request of claim {claim}: {reason}")]
+    Request { claim: String, reason: String },
+    #[error("VolumeBindingMode not set for StorageClass {0:?}")]
+    BindingModeUnset(String),
+}
+
+/// The facts about a claim that matching reads, worked out once.
+#[derive(Debug, Clone)]
+pub struct ClaimFacts {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub request: u64,
+    pub class: String,
+    pub volume_mode: String,
+    pub attributes_class: String,
+    pub modes: BTreeSet<String>,
+    selector: Option<Selector>,
+}
+
+impl ClaimFacts {
+    pub fn of(claim: &PersistentVolumeClaim) -> Result<ClaimFacts, MatchError> {
+        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let spec = claim.spec.clone().unwrap_or_default();
+        let request = match spec
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref()?.get("storage"))
+        {
+            Some(q) => parse_bytes(&q.0).map_err(|e| MatchError::Request {
+                claim: format!("{namespace}/{name}"),
+                reason: e.to_string(),
+            })?,
+            None => 0,
+        };
+        let selector = match spec.selector {
+            Some(s) => Some(Selector::try_from(s).map_err(|e| MatchError::Selector {
+                claim: format!("{namespace}/{name}"),
+                reason: e.to_string(),
+            })?),
+            None => None,
+        };
+        Ok(ClaimFacts {
+            uid: claim.metadata.uid.clone().unwrap_or_default(),
+            request,
+            class: claim_class(claim).to_string(),
+            volume_mode: spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
+            attributes_class: spec.volume_attributes_class_name.unwrap_or_default(),
+            modes: spec.access_modes.unwrap_or_default().into_iter().collect(),
+            selector,
+            namespace,
+            name,
+        })
+    }
+}
+
+/// The claim's class as upstream reads it: the beta annotation first, then the field; "" if none.
+pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
+        .map(String::as_str)
+        .or_else(|| claim.spec.as_ref()?.storage_class_name.as_deref())
+        .unwrap_or("")
+}
+
+/// The PV's class: the beta annotation first, then the field; "" if none.
+pub fn volume_class(pv: &PersistentVolume) -> &str {
+    pv.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
+        .map(String::as_str)
+        .or_else(|| pv.spec.as_ref()?.storage_class_name.as_deref())
+        .unwrap_or("")
+}
+
+/// The claim names no class at all (neither annotation nor field), so a default may be given.
+pub fn claim_has_no_class(claim: &PersistentVolumeClaim) -> bool {
+    let annotated = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANN_BETA_STORAGE_CLASS));
+    !annotated
+        && claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_ref())
+            .is_none()
+}
+
+/// The PV's storage capacity in bytes; 0 when absent or unreadable.
+pub fn volume_bytes(pv: &PersistentVolume) -> u64 {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref()?.get("storage"))
+        .and_then(|q| parse_bytes(&q.0).ok())
+        .unwrap_or(0)
+}
+
+/// A PV's access modes as upstream's index key: deduplicated, in fixed order, comma-joined.
+pub fn modes_key(modes: &[String]) -> String {
+    MODE_ORDER
+        .iter()
+        .filter(|m| modes.iter().any(|x| x == *m))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn key_modes(key: &str) -> BTreeSet<&str> {
+    key.split(',').filter(|m| !m.is_empty()).collect()
+}
+
+fn phase(pv: &PersistentVolume) -> &str {
+    pv.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+/// The claimRef names this claim, with its UID or none (IsVolumeBoundToClaim).
+pub fn bound_to_claim(pv: &PersistentVolume, namespace: &str, name: &str, uid: &str) -> bool {
+    let Some(r) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
+        return false;
+    };
+    r.name.as_deref() == Some(name)
+        && r.namespace.as_deref() == Some(namespace)
+        && r.uid.as_deref().is_none_or(|u| u.is_empty() || u == uid)
+}
+
+/// What matching thinks of one PV for one claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Pre-bound to the claim and fits: chosen before any other PV of its group.
+    PreBound,
+    /// Available and fits: the smallest such PV of the first group wins.
+    Candidate,
+    Rejected(Rejection),
+}
+
+/// Why a PV cannot serve a claim, in the words `explain` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    ClaimedByOther(String),
+    TooSmall {
+        have: u64,
+        want: u64,
+    },
+    VolumeMode {
+        have: String,
+        want: String,
+    },
+    AttributesClass {
+        have: String,
+        want: String,
+    },
+    Deleting,
+    /// WaitForFirstConsumer: only the scheduler binds unbound PVs.
+    DelayBinding,
+    Phase(String),
+    Selector,
+    Class {
+        have: String,
+        want: String,
+    },
+    AccessModes {
+        have: String,
+        want: String,
+    },
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::ClaimedByOther(c) => write!(f, "already claimed by {c}"),
+            Rejection::TooSmall { have, want } => {
+                write!(f, "too small: {have} bytes, the claim asks for {want}")
+            }
+            Rejection::VolumeMode { have, want } => {
+                write!(f, "volumeMode {have}, the claim asks for {want}")
+            }
+            Rejection::AttributesClass { have, want } => write!(
+                f,
+                "volumeAttributesClassName {have:?}, the claim asks for {want:?}"
+            ),
+            Rejection::Deleting => write!(f, "being deleted"),
+            Rejection::DelayBinding => write!(
+                f,
+                "the claim's class is WaitForFirstConsumer: the scheduler picks a PV together with a node"
+            ),
+            Rejection::Phase(p) => write!(f, "phase is {p:?}, not Available"),
+            Rejection::Selector => write!(f, "labels do not match the claim's selector"),
+            Rejection::Class { have, want } => {
+                write!(f, "storage class {have:?}, the claim asks for {want:?}")
+            }
+            Rejection::AccessModes { have, want } => write!(
+                f,
+                "access modes [{have}] do not include all of the claim's [{want}]"
+            ),
+        }
+    }
+}
+
+/// FindMatchingVolume's checks on one PV, in upstream's order, plus the access-mode check that
+/// upstream makes through the index.
+pub fn verdict(claim: &ClaimFacts, pv: &PersistentVolume, delay_binding: bool) -> Verdict {
+    use Rejection::*;
+    let spec = pv.spec.clone().unwrap_or_default();
+    let reject = Verdict::Rejected;
+    let pv_modes = spec.access_modes.clone().unwrap_or_default();
+    if !claim.modes.iter().all(|m| pv_modes.contains(m)) {
+        return reject(AccessModes {
+            have: modes_key(&pv_modes),
+            want: claim.modes.iter().cloned().collect::<Vec<_>>().join(","),
+        });
+    }
+    let prebound = bound_to_claim(pv, &claim.namespace, &claim.name, &claim.uid);
+    if let Some(r) = spec.claim_ref.as_ref()
+        && !prebound
+    {
+        let (ns, n) = (r.namespace.clone(), r.name.clone());
+        return reject(ClaimedByOther(format!(
+            "{}/{}",
+            ns.unwrap_or_default(),
+            n.unwrap_or_default()
+        )));
+    }
+    let have = volume_bytes(pv);
+    if have < claim.request {
+        return reject(TooSmall {
+            have,
+            want: claim.request,
+        });
+    }
+    let mode = spec.volume_mode.unwrap_or_else(|| "Filesystem".into());
+    if mode != claim.volume_mode {
+        return reject(VolumeMode {
+            have: mode,
+            want: claim.volume_mode.clone(),
+        });
+    }
+    let vac = spec.volume_attributes_class_name.unwrap_or_default();
+    if vac != claim.attributes_class {
+        return reject(AttributesClass {
+            have: vac,
+            want: claim.attributes_class.clone(),
+        });
+    }
+    if pv.metadata.deletion_timestamp.is_some() {
+        return reject(Deleting);
+    }
+    if prebound {
+        return Verdict::PreBound;
+    }
+    if delay_binding {
+        return reject(DelayBinding);
+    }
+    if phase(pv) != "Available" {
+        return reject(Phase(phase(pv).to_string()));
+    }
+    if let Some(selector) = &claim.selector {
+        let labels = pv.metadata.labels.clone().unwrap_or_default();
+        if !selector.matches(&labels) {
+            return reject(Selector);
+        }
+    }
+    if volume_class(pv) != claim.class {
+        return reject(Class {
+            have: volume_class(pv).to_string(),
+            want: claim.class.clone(),
+        });
+    }
+    Verdict::Candidate
+}
+
+/// checkVolumeSatisfyClaim: may a claim that names an unclaimed PV in `spec.volumeName` bind
+/// it? The error text goes into upstream's VolumeMismatch event. The selector is not checked.
+pub fn check_volume_satisfies_claim(
+    pv: &PersistentVolume,
+    claim: &PersistentVolumeClaim,
+) -> Result<(), String> {
+    let name = pv.metadata.name.clone().unwrap_or_default();
+    if pv.metadata.deletion_timestamp.is_some() {
+        return Err(format!("the volume is marked for deletion {name:?}"));
+    }
+    let request = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
+        .and_then(|q| parse_bytes(&q.0).ok())
+        .unwrap_or(0);
+    if volume_bytes(pv) < request {
+        return Err("requested PV is too small".into());
+    }
+    if volume_class(pv) != claim_class(claim) {
+        return Err("storageClassName does not match".into());
+    }
+    let spec = pv.spec.clone().unwrap_or_default();
+    let claim_spec = claim.spec.clone().unwrap_or_default();
+    if spec.volume_attributes_class_name.unwrap_or_default()
+        != claim_spec
+            .volume_attributes_class_name
+            .clone()
+            .unwrap_or_default()
+    {
+        return Err("volumeAttributesClassName does not match".into());
+    }
+    if spec.volume_mode.as_deref().unwrap_or("Filesystem")
+        != claim_spec.volume_mode.as_deref().unwrap_or("Filesystem")
+    {
+        return Err("incompatible volumeMode".into());
+    }
+    let pv_modes = spec.access_modes.unwrap_or_default();
+    if !claim_spec
+        .access_modes
+        .unwrap_or_default()
+        .iter()
+        .all(|m| pv_modes.contains(m))
+    {
+        return Err("incompatible accessMode".into());
+    }
+    Ok(())
+}
+
+/// IsDelayBindingMode: the claim's class waits for the first consumer. No class, or a class
+/// that does not exist, does not delay.
+pub fn delay_binding(
+    claim: &PersistentVolumeClaim,
+    class: Option<&StorageClass>,
+) -> Result<bool, MatchError> {
+    if claim_class(claim).is_empty() {
+        return Ok(false);
+    }
+    let Some(class) = class else {
+        return Ok(false);
+    };
+    match class.volume_binding_mode.as_deref() {
+        None => Err(MatchError::BindingModeUnset(
+            class.metadata.name.clone().unwrap_or_default(),
+        )),
+        Some(mode) => Ok(mode == "WaitForFirstConsumer"),
+    }
+}
+
+/// The default StorageClass: annotated default, newest first, then by name.
+pub fn default_class<'a>(
+    classes: impl IntoIterator<Item = &'a StorageClass>,
+) -> Option<&'a StorageClass> {
+    let is_default = |c: &StorageClass| {
+        let a = c.metadata.annotations.as_ref();
+        a.and_then(|a| a.get("storageclass.kubernetes.io/is-default-class"))
+            .or_else(|| a.and_then(|a| a.get("storageclass.beta.kubernetes.io/is-default-class")))
+            .is_some_and(|v| v == "true")
+    };
+    classes
+        .into_iter()
+        .filter(|c| is_default(c))
+        .min_by(|a, b| {
+            let created = |c: &StorageClass| c.metadata.creation_timestamp.clone().map(|t| t.0);
+            created(b)
+                .cmp(&created(a))
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        })
+}
+
+/// The last known version of every PV, indexed for matching. Fed by the watch and by the
+/// results of our own writes; an older resourceVersion never replaces a newer one.
+#[derive(Debug, Default)]
+pub struct VolumeIndex {
+    volumes: HashMap<String, Arc<PersistentVolume>>,
+    /// Every access-mode key present, with how many PVs have it.
+    keys: BTreeMap<String, usize>,
+    /// Available PVs without claimRef, by (access-mode key, class), sorted by (bytes, name).
+    available: HashMap<(String, String), BTreeSet<(u64, String)>>,
+    /// PVs by the claim their claimRef names: (namespace, name) → PV names.
+    claimed: HashMap<(String, String), BTreeSet<String>>,
+}
+
+fn resource_version(pv: &PersistentVolume) -> Option<u64> {
+    pv.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
+    let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
+    Some((r.namespace.clone()?, r.name.clone()?))
+}
+
+fn pv_modes_key(pv: &PersistentVolume) -> String {
+    modes_key(
+        pv.spec
+            .as_ref()
+            .and_then(|s| s.access_modes.as_deref())
+            .unwrap_or_default(),
+    )
+}
+
+impl VolumeIndex {
+    pub fn len(&self) -> usize {
+        self.volumes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.volumes.is_empty()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.volumes.get(name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.volumes.keys().cloned().collect()
+    }
+
+    /// Stores `pv` unless a newer version is known; true if stored.
+    pub fn upsert(&mut self, pv: PersistentVolume) -> bool {
+        let Some(name) = pv.metadata.name.clone() else {
+            return false;
+        };
+        if let Some(old) = self.volumes.get(&name) {
+            if let (Some(o), Some(n)) = (resource_version(old), resource_version(&pv))
+                && o > n
+            {
+                return false;
+            }
+            let old = old.clone();
+            self.unlink(&old);
+        }
+        let pv = Arc::new(pv);
+        self.link(&pv);
+        self.volumes.insert(name, pv);
+        true
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        if let Some(old) = self.volumes.remove(name) {
+            self.unlink(&old);
+        }
+    }
+
+    fn available_key(pv: &PersistentVolume) -> Option<(String, String)> {
+        let unclaimed = pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none());
+        (unclaimed && phase(pv) == "Available" && pv.metadata.deletion_timestamp.is_none())
+            .then(|| (pv_modes_key(pv), volume_class(pv).to_string()))
+    }
+
+    fn link(&mut self, pv: &PersistentVolume) {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        *self.keys.entry(pv_modes_key(pv)).or_default() += 1;
+        if let Some(key) = Self::available_key(pv) {
+            self.available
+                .entry(key)
+                .or_default()
+                .insert((volume_bytes(pv), name.clone()));
+        }
+        if let Some(claim) = claim_ref_key(pv) {
+            self.claimed.entry(claim).or_default().insert(name);
+        }
+    }
+
+    fn unlink(&mut self, pv: &PersistentVolume) {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        let key = pv_modes_key(pv);
+        if let Some(n) = self.keys.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.keys.remove(&key);
+            }
+        }
+        if let Some(key) = Self::available_key(pv)
+            && let Some(set) = self.available.get_mut(&key)
+        {
+            set.remove(&(volume_bytes(pv), name.clone()));
+            if set.is_empty() {
+                self.available.remove(&key);
+            }
+        }
+        if let Some(claim) = claim_ref_key(pv)
+            && let Some(set) = self.claimed.get_mut(&claim)
+        {
+            set.remove(&name);
+            if set.is_empty() {
+                self.claimed.remove(&claim);
+            }
+        }
+    }
+
+    /// The access-mode groups to search for `claim`, in upstream's order: those holding every
+    /// mode the claim asks for, fewest modes first.
+    pub fn groups(&self, claim: &ClaimFacts) -> Vec<String> {
+        let mut groups: Vec<&String> = self
+            .keys
+            .keys()
+            .filter(|k| {
+                let modes = key_modes(k);
+                claim.modes.iter().all(|m| modes.contains(m.as_str()))
+            })
+            .collect();
+        groups.sort_by_key(|k| (key_modes(k).len(), (*k).clone()));
+        groups.into_iter().cloned().collect()
+    }
+
+    /// findBestMatchForClaim.
+    pub fn best_match(
+        &self,
+        claim: &ClaimFacts,
+        delay_binding: bool,
+    ) -> Option<Arc<PersistentVolume>> {
+        let prebound = self
+            .claimed
+            .get(&(claim.namespace.clone(), claim.name.clone()));
+        for group in self.groups(claim) {
+            for name in prebound.into_iter().flatten() {
+                let Some(pv) = self.volumes.get(name) else {
+                    continue;
+                };
+                if pv_modes_key(pv) == group
+                    && verdict(claim, pv, delay_binding) == Verdict::PreBound
+                {
+                    return Some(pv.clone());
+                }
+            }
+            if delay_binding {
+                continue;
+            }
+            let Some(sorted) = self.available.get(&(group.clone(), claim.class.clone())) else {
+                continue;
+            };
+            for (_, name) in sorted.range((claim.request, String::new())..) {
+                if let Some(pv) = self.volumes.get(name)
+                    && verdict(claim, pv, false) == Verdict::Candidate
+                {
+                    return Some(pv.clone());
+                }
+            }
+        }
+        None
+    }
+
+    /// Every PV with its verdict for `claim`, for `explain`.
+    pub fn verdicts(
+        &self,
+        claim: &ClaimFacts,
+        delay_binding: bool,
+    ) -> Vec<(Arc<PersistentVolume>, Verdict)> {
+        let mut all: Vec<_> = self
+            .volumes
+            .values()
+            .map(|pv| (pv.clone(), verdict(claim, pv, delay_binding)))
+            .collect();
+        all.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
+        all
+    }
+}

@@ -1,0 +1,251 @@
+//! What the binder does with a PV: syncVolume row by row (reference/binder.md §3.7), reclaim
+//! (§3.8), and the upkeep of the deletion finalizer on this driver's PVs.
+//!
+//! The store's claim is a hint. Where upstream double-checks a missing claim against the API
+//! (kubernetes#83177, #105131), the decision asks for the live claim and is made again with it.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+
+use super::claim::Notice;
+use crate::names::*;
+
+/// Where the claim named by the PV's claimRef was looked up.
+#[derive(Debug, Clone, Copy)]
+pub enum ClaimLookup<'a> {
+    /// The watch cache: a missing claim or another UID must be confirmed live.
+    Store(Option<&'a PersistentVolumeClaim>),
+    /// The API, just now.
+    Live(Option<&'a PersistentVolumeClaim>),
+}
+
+/// How a PV that is no longer wanted is reclaimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reclaim {
+    /// Retain: nothing; the PV stays Released until an admin reuses or deletes it.
+    Keep,
+    /// Delete, and the PV is this driver's: DeleteVolume, then the PV.
+    Delete,
+    /// Delete, but someone else deletes it (another provisioner, or an in-tree plugin).
+    External,
+    /// Recycle, or an unknown policy: the PV goes Failed with this event.
+    Fail(Notice),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeStep {
+    None,
+    /// Set the phase (message cleared), when it differs.
+    Phase(&'static str),
+    /// The store does not show the claim (or shows another UID): read it live and decide again.
+    CheckClaim,
+    /// The claim is gone: mark Released, then reclaim.
+    Release,
+    /// Already Released or Failed: reclaim.
+    Reclaim(Reclaim),
+    /// The claim has not written its side yet: look at the claim now.
+    QueueClaim,
+    /// The PV and the claim that names it disagree on volumeMode.
+    ModeMismatch,
+    /// The claim is bound to another PV: take this PV's claimRef back and make it Available.
+    Unbind,
+    /// Our deletion finalizer is missing on a bound PV with policy Delete.
+    AddFinalizer,
+    /// Our deletion finalizer is on a PV whose policy is not Delete.
+    RemoveFinalizer,
+}
+
+impl VolumeStep {
+    pub fn name(&self) -> &'static str {
+        match self {
+            VolumeStep::None => "none",
+            VolumeStep::Phase(_) => "phase",
+            VolumeStep::CheckClaim => "check-claim",
+            VolumeStep::Release => "release",
+            VolumeStep::Reclaim(_) => "reclaim",
+            VolumeStep::QueueClaim => "queue-claim",
+            VolumeStep::ModeMismatch => "mode-mismatch",
+            VolumeStep::Unbind => "unbind",
+            VolumeStep::AddFinalizer => "add-finalizer",
+            VolumeStep::RemoveFinalizer => "remove-finalizer",
+        }
+    }
+}
+
+fn phase(pv: &PersistentVolume) -> &str {
+    pv.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn annotation<'a>(pv: &'a PersistentVolume, key: &str) -> Option<&'a str> {
+    pv.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn policy(pv: &PersistentVolume) -> &str {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+        .unwrap_or("Retain")
+}
+
+/// The PV is a CSI volume of `driver`.
+pub fn is_drivers(pv: &PersistentVolume, driver: &str) -> bool {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.csi.as_ref())
+        .is_some_and(|c| c.driver == driver)
+}
+
+fn has_finalizer(pv: &PersistentVolume) -> bool {
+    pv.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_VOLUME))
+}
+
+fn set_phase(pv: &PersistentVolume, wanted: &'static str) -> VolumeStep {
+    if phase(pv) == wanted {
+        VolumeStep::None
+    } else {
+        VolumeStep::Phase(wanted)
+    }
+}
+
+/// reclaimVolume for a PV whose claim is gone.
+pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
+    if annotation(pv, "pv.kubernetes.io/migrated-to").is_some_and(|m| !m.is_empty()) {
+        return Reclaim::External;
+    }
+    match policy(pv) {
+        "Retain" => Reclaim::Keep,
+        "Delete" if is_drivers(pv, driver) => Reclaim::Delete,
+        "Delete" => Reclaim::External,
+        "Recycle" => Reclaim::Fail(Notice {
+            warning: true,
+            reason: "VolumeFailedRecycle",
+            message: "No recycler plugin found for the volume!".into(),
+        }),
+        _ => Reclaim::Fail(Notice {
+            warning: true,
+            reason: "VolumeUnknownReclaimPolicy",
+            message: "Volume has unrecognized PersistentVolumeReclaimPolicy".into(),
+        }),
+    }
+}
+
+/// Released or Failed already: reclaim; otherwise release first.
+fn release_or_reclaim(pv: &PersistentVolume, driver: &str) -> VolumeStep {
+    match phase(pv) {
+        PHASE_RELEASED | "Failed" => match reclaim(pv, driver) {
+            // A Failed PV stays Failed: the event was given when it failed.
+            Reclaim::Fail(_) if phase(pv) == "Failed" => VolumeStep::None,
+            Reclaim::Keep | Reclaim::External => VolumeStep::None,
+            r => VolumeStep::Reclaim(r),
+        },
+        _ => VolumeStep::Release,
+    }
+}
+
+/// syncVolume for `pv`; `driver` is ours (its PVs get the finalizer upkeep and CSI deletion).
+pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> VolumeStep {
+    let ours = is_drivers(pv, driver);
+    if ours && has_finalizer(pv) && policy(pv) != "Delete" {
+        return VolumeStep::RemoveFinalizer;
+    }
+    let Some(claim_ref) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
+        return set_phase(pv, "Available"); // row 1
+    };
+    let Some(ref_uid) = claim_ref.uid.as_deref().filter(|u| !u.is_empty()) else {
+        return set_phase(pv, "Available"); // row 2: pre-bound by name only
+    };
+    let settled = matches!(phase(pv), PHASE_RELEASED | "Failed");
+    let claim = match claim {
+        // Rows 3 and 4: confirm in the API before believing the claim is gone.
+        ClaimLookup::Store(c) => match c {
+            Some(c) if c.metadata.uid.as_deref() == Some(ref_uid) => Some(c),
+            None if settled => None,
+            _ => return VolumeStep::CheckClaim,
+        },
+        ClaimLookup::Live(c) => c.filter(|c| c.metadata.uid.as_deref() == Some(ref_uid)),
+    };
+    let Some(claim) = claim else {
+        return release_or_reclaim(pv, driver); // row 5
+    };
+    let name = pv.metadata.name.as_deref().unwrap_or_default();
+    let claim_spec = claim.spec.clone().unwrap_or_default();
+    match claim_spec.volume_name.as_deref().unwrap_or("") {
+        // Row 6: the claim's side is not written yet.
+        "" => {
+            let pv_mode = pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.volume_mode.as_deref())
+                .unwrap_or("Filesystem");
+            if pv_mode != claim_spec.volume_mode.as_deref().unwrap_or("Filesystem") {
+                VolumeStep::ModeMismatch
+            } else {
+                VolumeStep::QueueClaim
+            }
+        }
+        // Row 7.
+        v if v == name => match set_phase(pv, PHASE_BOUND) {
+            VolumeStep::None
+                if ours
+                    && policy(pv) == "Delete"
+                    && !has_finalizer(pv)
+                    && pv.metadata.deletion_timestamp.is_none() =>
+            {
+                VolumeStep::AddFinalizer
+            }
+            step => step,
+        },
+        // Row 8: a provisioned PV with Delete whose claim took another PV.
+        _ if annotation(pv, ANN_PROVISIONED_BY).is_some() && policy(pv) == "Delete" => {
+            release_or_reclaim(pv, driver)
+        }
+        // Rows 9 and 10.
+        _ => VolumeStep::Unbind,
+    }
+}
+
+/// The mode-mismatch events of row 6: one on the PV, one on the claim.
+pub fn mode_mismatch_notices(pv: &PersistentVolume, claim_name: &str) -> (Notice, Notice) {
+    let pv_name = pv.metadata.name.clone().unwrap_or_default();
+    (
+        Notice {
+            warning: true,
+            reason: "VolumeMismatch",
+            message: format!(
+                "Cannot bind PersistentVolume to requested PersistentVolumeClaim {claim_name:?} due to incompatible volumeMode."
+            ),
+        },
+        Notice {
+            warning: true,
+            reason: "VolumeMismatch",
+            message: format!(
+                "Cannot bind PersistentVolume {pv_name:?} to requested PersistentVolumeClaim due to incompatible volumeMode."
+            ),
+        },
+    )
+}
+
+/// Whether the live claim `claim` (None: not found) still holds `volume`. Only a claim with the
+/// referenced UID that is bound to this volume, or not bound at all yet, holds it.
+pub fn claim_holds(volume: &PersistentVolume, claim: Option<&PersistentVolumeClaim>) -> bool {
+    let Some(claim) = claim else {
+        return false;
+    };
+    let ref_uid = crate::provision::volume::claim_ref_uid(volume);
+    if ref_uid.is_none() || claim.metadata.uid.as_deref() != ref_uid {
+        return false;
+    }
+    match claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) {
+        None | Some("") => true,
+        Some(v) => Some(v) == volume.metadata.name.as_deref(),
+    }
+}

@@ -1,0 +1,295 @@
+//! The binder's half of a claim pass: carry out the step `binder::claim` decides, and the bind
+//! itself (four writes, each skipped when done), shared with provisioning.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+use tracing::{debug, info, warn};
+
+use super::claims::reference;
+use super::{ClaimKey, Controller, Outcome, SyncError};
+use crate::binder::bind;
+use crate::binder::claim::{ClaimStep, ClaimView, Notice};
+use crate::binder::matching::{claim_class, claim_has_no_class, default_class};
+use crate::names::*;
+use crate::provision::claim::has_intent;
+
+impl Controller {
+    pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
+        let Some(cached) = self.stores.claims.get(key) else {
+            self.clear_backoff(key);
+            return Ok(Outcome::Done);
+        };
+        let claim = (*cached).clone();
+        let class = self.class_of(&claim);
+        let named = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .filter(|v| !v.is_empty())
+            .and_then(|v| self.volume_in_store(v));
+        if !self
+            .scope
+            .has_claim(&claim, class.as_deref(), named.as_deref())
+        {
+            return Ok(Outcome::Done);
+        }
+        if has_intent(&claim) {
+            return self.sync_provisioning(key, claim).await;
+        }
+        let default = if claim_has_no_class(&claim) {
+            let classes = self.stores.classes.state();
+            default_class(classes.iter().map(|c| &**c)).and_then(|c| c.metadata.name.clone())
+        } else {
+            None
+        };
+        let step = {
+            let volumes = self.index();
+            crate::binder::claim::decide(
+                &claim,
+                &ClaimView {
+                    class: class.as_deref(),
+                    default_class: default.as_deref(),
+                    volumes: &volumes,
+                },
+            )
+        };
+        debug!(claim = %key, step = step.name(), "binder decided");
+        match step {
+            ClaimStep::None => Ok(Outcome::Done),
+            ClaimStep::Bind(pv) => {
+                self.bind(&claim, &pv).await?;
+                Ok(Outcome::Done)
+            }
+            ClaimStep::Pending(notice) => {
+                self.set_claim_unbound(&claim, PHASE_PENDING).await?;
+                if let Some(n) = notice {
+                    self.notify(&reference(&claim), &n).await;
+                }
+                Ok(Outcome::Done)
+            }
+            ClaimStep::Lost(notice) => self.lose(&claim, notice).await,
+            ClaimStep::AssignDefaultClass(name) => {
+                self.claims_api(&claim)
+                    .patch(
+                        &claim.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(bind::default_class(&claim, &name)),
+                    )
+                    .await
+                    .map_err(|e| SyncError::api("give the claim the default StorageClass", e))?;
+                info!(claim = %key, class = %name, "assigned the default StorageClass");
+                // The watch brings the changed claim back.
+                Ok(Outcome::Done)
+            }
+            ClaimStep::Provision { provisioner } if provisioner == self.settings.driver => {
+                self.sync_provisioning(key, claim).await
+            }
+            ClaimStep::Provision { provisioner } => {
+                self.external_provisioning(&claim, &provisioner).await?;
+                Ok(Outcome::Done)
+            }
+            ClaimStep::CannotProvision(notice) => {
+                warn!(claim = %key, "{}", notice.message);
+                self.notify(&reference(&claim), &notice).await;
+                Ok(Outcome::Done)
+            }
+            ClaimStep::Refuse(notice, error) => {
+                self.notify(&reference(&claim), &notice).await;
+                Err(SyncError::Inconsistent(error))
+            }
+            ClaimStep::Fail(error) => {
+                // Upstream only logs this; the user needs to see it to fix the claim or class.
+                let notice = Notice {
+                    warning: true,
+                    reason: "FailedBinding",
+                    message: error.clone(),
+                };
+                self.notify(&reference(&claim), &notice).await;
+                Err(SyncError::Input(error))
+            }
+        }
+    }
+
+    pub(super) fn class_of(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Option<std::sync::Arc<StorageClass>> {
+        let name = claim_class(claim);
+        if name.is_empty() {
+            return None;
+        }
+        self.stores.classes.get(&ObjectRef::new(name))
+    }
+
+    pub(super) async fn notify(
+        &self,
+        object: &k8s_openapi::api::core::v1::ObjectReference,
+        notice: &Notice,
+    ) {
+        let note = notice.message.clone();
+        if notice.warning {
+            self.events.warning(object, notice.reason, note).await;
+        } else {
+            self.events.normal(object, notice.reason, note).await;
+        }
+    }
+
+    /// updateClaimStatus with no volume; skipped when the claim says so already.
+    async fn set_claim_unbound(
+        &self,
+        claim: &PersistentVolumeClaim,
+        phase: &str,
+    ) -> Result<(), SyncError> {
+        if let Some(patch) = bind::claim_status_unbound(claim, phase) {
+            self.patch_claim_status(claim, patch, phase).await?;
+        }
+        Ok(())
+    }
+
+    async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        phase: &str,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        self.claims_api(claim)
+            .patch_status(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(format!("mark the claim {phase}"), e))
+    }
+
+    /// Lost is terminal and said once. A PV that only the index lacks is read live first: a
+    /// lagging cache must never cost a user their claim.
+    async fn lose(
+        &self,
+        claim: &PersistentVolumeClaim,
+        notice: Notice,
+    ) -> Result<Outcome, SyncError> {
+        if claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
+            return Ok(Outcome::Done);
+        }
+        if let Some(name) = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .filter(|v| !v.is_empty())
+            && self.volume_in_store(name).is_none()
+            && let Some(pv) = self
+                .pvs()
+                .get_opt(name)
+                .await
+                .map_err(|e| SyncError::api("read the claim's PersistentVolume", e))?
+        {
+            self.remember(&pv);
+            return Ok(Outcome::Again);
+        }
+        let updated = self
+            .patch_claim_status(
+                claim,
+                bind::claim_status_unbound(claim, "Lost").unwrap_or_default(),
+                "Lost",
+            )
+            .await?;
+        warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "{}", notice.message);
+        self.notify(&reference(&updated), &notice).await;
+        Ok(Outcome::Done)
+    }
+
+    /// A claim whose class another provisioner serves (with `--bind-all`): say who is expected
+    /// to provision it, as the binder does.
+    async fn external_provisioning(
+        &self,
+        claim: &PersistentVolumeClaim,
+        provisioner: &str,
+    ) -> Result<(), SyncError> {
+        let mut claim = claim.clone();
+        if claim
+            .annotations()
+            .get(ANN_STORAGE_PROVISIONER)
+            .map(String::as_str)
+            != Some(provisioner)
+        {
+            claim = self
+                .claims_api(&claim)
+                .patch(
+                    &claim.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {
+                        "resourceVersion": claim.resource_version(),
+                        "annotations": {
+                            ANN_STORAGE_PROVISIONER: provisioner,
+                            ANN_BETA_STORAGE_PROVISIONER: provisioner,
+                        },
+                    }})),
+                )
+                .await
+                .map_err(|e| SyncError::api("save the claim's provisioner", e))?;
+        }
+        let notice = Notice {
+            warning: false,
+            reason: EVENT_EXTERNAL_PROVISIONING,
+            message: format!(
+                "Waiting for a volume to be created either by the external provisioner '{provisioner}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered."
+            ),
+        };
+        self.notify(&reference(&claim), &notice).await;
+        Ok(())
+    }
+
+    /// The binding, in upstream's order: PV spec, PV status, claim spec, claim status. Each
+    /// write is skipped when already done and preconditioned on the version it was built from.
+    pub(super) async fn bind(
+        &self,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+    ) -> Result<(), SyncError> {
+        let mut pv = pv.clone();
+        let name = pv.name_any();
+        if let Some(patch) = bind::volume_spec(&pv, claim) {
+            pv = self
+                .pvs()
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| SyncError::api("bind the PersistentVolume to the claim", e))?;
+            self.remember(&pv);
+        }
+        if let Some(patch) = bind::volume_phase(&pv, PHASE_BOUND) {
+            pv = self
+                .pvs()
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| SyncError::api("mark the PersistentVolume Bound", e))?;
+            self.remember(&pv);
+        }
+        let mut claim = claim.clone();
+        let mut wrote = false;
+        if let Some(patch) = bind::claim_spec(&claim, &pv) {
+            claim = self
+                .claims_api(&claim)
+                .patch(
+                    &claim.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(|e| SyncError::api("bind the claim to its PersistentVolume", e))?;
+            wrote = true;
+        }
+        if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
+            self.patch_claim_status(&claim, patch, PHASE_BOUND).await?;
+            wrote = true;
+        }
+        if wrote {
+            info!(claim = %format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any()), volume = %name, "bound");
+        }
+        Ok(())
+    }
+}
