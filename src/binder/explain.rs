@@ -74,7 +74,7 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
             Verdict::Candidate => {
                 "fits, but the chosen PV is smaller or in an earlier access-mode group".into()
             }
-            Verdict::Rejected(r) => format!("rejected: {r}"),
+            Verdict::Rejected(r) => format!("rejected: {}", r.describe(&facts, &pv)),
         };
         let _ = writeln!(out, "  {name}: {line}");
     }

@@ -175,64 +175,63 @@ pub enum Verdict {
     Rejected(Rejection),
 }
 
-/// Why a PV cannot serve a claim, in the words `explain` prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a PV cannot serve a claim; `describe` puts it in the words `explain` prints. Cheap to
+/// make: matching makes one for every PV it passes over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rejection {
-    ClaimedByOther(String),
-    TooSmall {
-        have: u64,
-        want: u64,
-    },
-    VolumeMode {
-        have: String,
-        want: String,
-    },
-    AttributesClass {
-        have: String,
-        want: String,
-    },
+    ClaimedByOther,
+    TooSmall,
+    VolumeMode,
+    AttributesClass,
     Deleting,
     /// WaitForFirstConsumer: only the scheduler binds unbound PVs.
     DelayBinding,
-    Phase(String),
+    Phase,
     Selector,
-    Class {
-        have: String,
-        want: String,
-    },
-    AccessModes {
-        have: String,
-        want: String,
-    },
+    Class,
+    AccessModes,
 }
 
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Rejection {
+    pub fn describe(self, claim: &ClaimFacts, pv: &PersistentVolume) -> String {
+        let spec = pv.spec.clone().unwrap_or_default();
         match self {
-            Rejection::ClaimedByOther(c) => write!(f, "already claimed by {c}"),
-            Rejection::TooSmall { have, want } => {
-                write!(f, "too small: {have} bytes, the claim asks for {want}")
+            Rejection::ClaimedByOther => {
+                let r = spec.claim_ref.unwrap_or_default();
+                format!(
+                    "already claimed by {}/{}",
+                    r.namespace.unwrap_or_default(),
+                    r.name.unwrap_or_default()
+                )
             }
-            Rejection::VolumeMode { have, want } => {
-                write!(f, "volumeMode {have}, the claim asks for {want}")
-            }
-            Rejection::AttributesClass { have, want } => write!(
-                f,
-                "volumeAttributesClassName {have:?}, the claim asks for {want:?}"
+            Rejection::TooSmall => format!(
+                "too small: {} bytes, the claim asks for {}",
+                volume_bytes(pv),
+                claim.request
             ),
-            Rejection::Deleting => write!(f, "being deleted"),
-            Rejection::DelayBinding => write!(
-                f,
-                "the claim's class is WaitForFirstConsumer: the scheduler picks a PV together with a node"
+            Rejection::VolumeMode => format!(
+                "volumeMode {}, the claim asks for {}",
+                spec.volume_mode.as_deref().unwrap_or("Filesystem"),
+                claim.volume_mode
             ),
-            Rejection::Phase(p) => write!(f, "phase is {p:?}, not Available"),
-            Rejection::Selector => write!(f, "labels do not match the claim's selector"),
-            Rejection::Class { have, want } => {
-                write!(f, "storage class {have:?}, the claim asks for {want:?}")
-            }
-            Rejection::AccessModes { have, want } => write!(
-                f,
-                "access modes [{have}] do not include all of the claim's [{want}]"
+            Rejection::AttributesClass => format!(
+                "volumeAttributesClassName {:?}, the claim asks for {:?}",
+                spec.volume_attributes_class_name.unwrap_or_default(),
+                claim.attributes_class
+            ),
+            Rejection::Deleting => "being deleted".into(),
+            Rejection::DelayBinding => "the claim's class is WaitForFirstConsumer: the scheduler picks a PV together with a node".into(),
+            Rejection::Phase => format!("phase is {:?}, not Available", phase(pv)),
+            Rejection::Selector => "labels do not match the claim's selector".into(),
+            Rejection::Class => format!(
+                "storage class {:?}, the claim asks for {:?}",
+                volume_class(pv),
+                claim.class
+            ),
+            Rejection::AccessModes => format!(
+                "access modes [{}] do not include all of the claim's [{}]",
+                modes_key(spec.access_modes.as_deref().unwrap_or_default()),
+                claim.modes.iter().cloned().collect::<Vec<_>>().join(",")
             ),
         }
     }
@@ -242,46 +241,26 @@ impl std::fmt::Display for Rejection {
 /// upstream makes through the index.
 pub fn verdict(claim: &ClaimFacts, pv: &PersistentVolume, delay_binding: bool) -> Verdict {
     use Rejection::*;
-    let spec = pv.spec.clone().unwrap_or_default();
     let reject = Verdict::Rejected;
-    let pv_modes = spec.access_modes.clone().unwrap_or_default();
+    let Some(spec) = pv.spec.as_ref() else {
+        return reject(TooSmall);
+    };
+    let pv_modes = spec.access_modes.as_deref().unwrap_or_default();
     if !claim.modes.iter().all(|m| pv_modes.contains(m)) {
-        return reject(AccessModes {
-            have: modes_key(&pv_modes),
-            want: claim.modes.iter().cloned().collect::<Vec<_>>().join(","),
-        });
+        return reject(AccessModes);
     }
     let prebound = bound_to_claim(pv, &claim.namespace, &claim.name, &claim.uid);
-    if let Some(r) = spec.claim_ref.as_ref()
-        && !prebound
-    {
-        let (ns, n) = (r.namespace.clone(), r.name.clone());
-        return reject(ClaimedByOther(format!(
-            "{}/{}",
-            ns.unwrap_or_default(),
-            n.unwrap_or_default()
-        )));
+    if spec.claim_ref.is_some() && !prebound {
+        return reject(ClaimedByOther);
     }
-    let have = volume_bytes(pv);
-    if have < claim.request {
-        return reject(TooSmall {
-            have,
-            want: claim.request,
-        });
+    if volume_bytes(pv) < claim.request {
+        return reject(TooSmall);
     }
-    let mode = spec.volume_mode.unwrap_or_else(|| "Filesystem".into());
-    if mode != claim.volume_mode {
-        return reject(VolumeMode {
-            have: mode,
-            want: claim.volume_mode.clone(),
-        });
+    if spec.volume_mode.as_deref().unwrap_or("Filesystem") != claim.volume_mode {
+        return reject(VolumeMode);
     }
-    let vac = spec.volume_attributes_class_name.unwrap_or_default();
-    if vac != claim.attributes_class {
-        return reject(AttributesClass {
-            have: vac,
-            want: claim.attributes_class.clone(),
-        });
+    if spec.volume_attributes_class_name.as_deref().unwrap_or("") != claim.attributes_class {
+        return reject(AttributesClass);
     }
     if pv.metadata.deletion_timestamp.is_some() {
         return reject(Deleting);
@@ -293,19 +272,19 @@ pub fn verdict(claim: &ClaimFacts, pv: &PersistentVolume, delay_binding: bool) -
         return reject(DelayBinding);
     }
     if phase(pv) != "Available" {
-        return reject(Phase(phase(pv).to_string()));
+        return reject(Phase);
     }
     if let Some(selector) = &claim.selector {
-        let labels = pv.metadata.labels.clone().unwrap_or_default();
-        if !selector.matches(&labels) {
+        let matched = match pv.metadata.labels.as_ref() {
+            Some(labels) => selector.matches(labels),
+            None => selector.matches(&BTreeMap::new()),
+        };
+        if !matched {
             return reject(Selector);
         }
     }
     if volume_class(pv) != claim.class {
-        return reject(Class {
-            have: volume_class(pv).to_string(),
-            want: claim.class.clone(),
-        });
+        return reject(Class);
     }
     Verdict::Candidate
 }

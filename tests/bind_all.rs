@@ -1,0 +1,149 @@
+//! `--bind-all`: the binder for every claim and PV of the cluster, CSI or not. Its own test
+//! binary, so its own control plane: a bind-all sidecar would act on other tests' claims.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::PostParams;
+use serde_json::json;
+use support::cluster::{World, eventually};
+use support::fake_driver::DriverConfig;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A plain hostPath PV: no CSI driver at all.
+async fn host_path_pv(world: &World, name: &str, class: &str) -> String {
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": class,
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": format!("/tmp/{name}")},
+        }
+    }))
+    .unwrap();
+    world
+        .volumes()
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    let available = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt(name).await.ok()??;
+        (pv.status?.phase.as_deref() == Some("Available")).then_some(())
+    })
+    .await;
+    assert!(available.is_some(), "{}", world.sidecar.log_text());
+    name.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() {
+    let world = World::start("bindall", DriverConfig::default(), &["--bind-all"]).await;
+
+    // A static non-CSI PV and a claim with no class: bound by us, nobody else binds here.
+    let plain = host_path_pv(&world, "plain-host-path", "").await;
+    world
+        .create_claim(
+            "plain",
+            "unused",
+            "1Gi",
+            json!({"spec": {"storageClassName": ""}}),
+        )
+        .await;
+    let (_, pv) = world.bound("plain", LIMIT).await;
+    assert_eq!(pv.metadata.name.as_deref(), Some(plain.as_str()));
+
+    // Eight claims race for three PVs of a class nothing provisions: exactly three bind, each
+    // to its own PV, and the rest stay Pending with an event saying why.
+    world
+        .create_class(
+            "local",
+            json!({"provisioner": "kubernetes.io/no-provisioner"}),
+        )
+        .await;
+    let class = format!("{}-local", world.namespace);
+    let mut volumes = BTreeSet::new();
+    for i in 0..3 {
+        volumes.insert(host_path_pv(&world, &format!("local-{i}"), &class).await);
+    }
+    let names: Vec<String> = (0..8).map(|i| format!("racer-{i}")).collect();
+    let creates = names
+        .iter()
+        .map(|name| world.create_claim(name, "local", "1Gi", json!({})));
+    futures::future::join_all(creates).await;
+    let settled = eventually(LIMIT, || async {
+        let mut bound = Vec::new();
+        for i in 0..8 {
+            let name = format!("racer-{i}");
+            if world.phase(&name).await.as_deref() == Some("Bound") {
+                bound.push(world.claim(&name).await?);
+            }
+        }
+        (bound.len() == 3).then_some(bound)
+    })
+    .await;
+    let bound =
+        settled.unwrap_or_else(|| panic!("not exactly 3 bound\n{}", world.sidecar.log_text()));
+    // Stays so: no second binding appears after a while.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut taken = BTreeSet::new();
+    for claim in &bound {
+        let volume = claim.spec.as_ref().unwrap().volume_name.clone().unwrap();
+        let pv = world.volumes().get(&volume).await.unwrap();
+        assert_eq!(
+            pv.spec.unwrap().claim_ref.unwrap().uid,
+            claim.metadata.uid,
+            "PV {volume} points at its claim"
+        );
+        assert!(taken.insert(volume), "two claims on one PV");
+    }
+    assert_eq!(taken, volumes);
+    let mut pending = Vec::new();
+    for i in 0..8 {
+        let name = format!("racer-{i}");
+        let claim = world.claim(&name).await.unwrap();
+        if claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending") {
+            assert!(claim.spec.unwrap().volume_name.is_none(), "{name}");
+            pending.push(name);
+        }
+    }
+    assert_eq!(pending.len(), 5);
+    world
+        .event(
+            &pending[0],
+            "ProvisioningFailed",
+            "no volume plugin matched name: kubernetes.io/no-provisioner",
+            LIMIT,
+        )
+        .await;
+
+    // Another provisioner's class: the claim is annotated for it and told who provisions it.
+    world
+        .create_class("theirs", json!({"provisioner": "other.example.com"}))
+        .await;
+    world
+        .create_claim("theirs", "theirs", "1Gi", json!({}))
+        .await;
+    world
+        .event(
+            "theirs",
+            "ExternalProvisioning",
+            "Waiting for a volume to be created either by the external provisioner 'other.example.com'",
+            LIMIT,
+        )
+        .await;
+    let claim = world.claim("theirs").await.unwrap();
+    let annotations = claim.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("volume.kubernetes.io/storage-provisioner")
+            .map(String::as_str),
+        Some("other.example.com")
+    );
+    assert!(world.driver.calls_of("CreateVolume").is_empty());
+}

@@ -1,0 +1,357 @@
+//! The binder against the real kube-apiserver, with the sidecar as a separate process under
+//! deploy/ RBAC, in its default scope (this driver's classes and PVs). Static PVs are named
+//! after the test's namespace, so the tests run in parallel.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{DeleteParams, PostParams};
+use serde_json::{Value, json};
+use support::cluster::{World, eventually, merge};
+use support::fake_driver::{Call, DriverConfig};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn annotations(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> std::collections::BTreeMap<String, String> {
+    meta.annotations.clone().unwrap_or_default()
+}
+
+/// A static CSI PV of the world's driver and class "std", Available once the binder sees it.
+async fn static_pv(world: &World, name: &str, size: &str, extra: Value) -> String {
+    let full = format!("{}-{name}", world.namespace);
+    let mut pv = json!({
+        "metadata": {"name": full},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": format!("{}-std", world.namespace),
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": world.driver_name, "volumeHandle": format!("static-{full}")},
+        }
+    });
+    merge(&mut pv, extra);
+    let pv: PersistentVolume = serde_json::from_value(pv).unwrap();
+    world
+        .volumes()
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    // As an admin's PVs are: the binder has seen it and marked it Available (or bound it).
+    let seen = eventually(LIMIT, || async {
+        matches!(
+            pv_phase(world, &full).await.as_deref(),
+            Some("Available" | "Bound")
+        )
+        .then_some(())
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "PV {full} never became Available\n{}",
+        world.sidecar.log_text()
+    );
+    full
+}
+
+async fn pv_phase(world: &World, name: &str) -> Option<String> {
+    world.volumes().get_opt(name).await.ok()??.status?.phase
+}
+
+/// The name of the PV claim `claim` ends bound to.
+async fn bound_volume(world: &World, claim: &str) -> String {
+    let (_, pv) = world.bound(claim, LIMIT).await;
+    pv.metadata.name.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode() {
+    let world = World::start("bind-static", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    world.create_class("silver", json!({})).await;
+    let ns = world.namespace.clone();
+    let tiny = static_pv(&world, "tiny", "100Mi", json!({})).await;
+    let small = static_pv(&world, "small", "2Gi", json!({})).await;
+    let big = static_pv(&world, "big", "10Gi", json!({})).await;
+    let block = static_pv(
+        &world,
+        "block",
+        "1Gi",
+        json!({"spec": {"volumeMode": "Block"}}),
+    )
+    .await;
+    let rox = static_pv(
+        &world,
+        "rox",
+        "1Gi",
+        json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
+    )
+    .await;
+    let silver = static_pv(
+        &world,
+        "silver",
+        "1Gi",
+        json!({"spec": {"storageClassName": format!("{ns}-silver")}}),
+    )
+    .await;
+    let labelled = static_pv(
+        &world,
+        "labelled",
+        "5Gi",
+        json!({"metadata": {"labels": {"tier": "gold"}}}),
+    )
+    .await;
+
+    // Smallest that fits: not tiny (too small), small rather than big or labelled.
+    world.create_claim("fs", "std", "1Gi", json!({})).await;
+    assert_eq!(bound_volume(&world, "fs").await, small);
+    world
+        .create_claim(
+            "blk",
+            "std",
+            "1Gi",
+            json!({"spec": {"volumeMode": "Block"}}),
+        )
+        .await;
+    assert_eq!(bound_volume(&world, "blk").await, block);
+    world
+        .create_claim(
+            "sel",
+            "std",
+            "1Gi",
+            json!({"spec": {"selector": {"matchLabels": {"tier": "gold"}}}}),
+        )
+        .await;
+    assert_eq!(bound_volume(&world, "sel").await, labelled);
+    world
+        .create_claim(
+            "ro",
+            "std",
+            "1Gi",
+            json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
+        )
+        .await;
+    assert_eq!(bound_volume(&world, "ro").await, rox);
+    world.create_claim("sv", "silver", "1Gi", json!({})).await;
+    assert_eq!(bound_volume(&world, "sv").await, silver);
+    // Nothing fits the last one but big.
+    world.create_claim("last", "std", "3Gi", json!({})).await;
+    assert_eq!(bound_volume(&world, "last").await, big);
+    assert_eq!(pv_phase(&world, &tiny).await.as_deref(), Some("Available"));
+
+    // The binder's annotations and statuses, as upstream writes them.
+    let (claim, pv) = world.bound("fs", LIMIT).await;
+    let claim_ann = annotations(&claim.metadata);
+    assert_eq!(
+        claim_ann
+            .get("pv.kubernetes.io/bind-completed")
+            .map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(
+        claim_ann
+            .get("pv.kubernetes.io/bound-by-controller")
+            .map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(
+        annotations(&pv.metadata)
+            .get("pv.kubernetes.io/bound-by-controller")
+            .map(String::as_str),
+        Some("yes")
+    );
+    let status = claim.status.unwrap();
+    assert_eq!(status.capacity.unwrap()["storage"].0, "2Gi");
+    assert_eq!(
+        status.access_modes.unwrap(),
+        vec!["ReadWriteOnce".to_string()]
+    );
+    let claim_ref = pv.spec.unwrap().claim_ref.unwrap();
+    assert_eq!(claim_ref.uid, claim.metadata.uid);
+    assert_eq!(pv.status.unwrap().phase.as_deref(), Some("Bound"));
+    assert!(
+        world.driver.calls_of("CreateVolume").is_empty(),
+        "nothing is provisioned"
+    );
+
+    // explain, from the same decision code, against the live cluster.
+    world
+        .create_claim(
+            "huge",
+            "std",
+            "1Ti",
+            json!({"spec": {"accessModes": ["ReadWriteMany"]}}),
+        )
+        .await;
+    let output = tokio::process::Command::new(support::sidecar::binary())
+        .arg(format!("--kubeconfig={}", world.kubeconfig.display()))
+        .arg("explain")
+        .arg(format!("{ns}/huge"))
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("claim bind-static/huge"), "{text}");
+    assert!(text.contains(&format!("{tiny}: rejected: access modes [ReadWriteOnce] do not include all of the claim's [ReadWriteMany]")), "{text}");
+    assert!(
+        text.contains("access-mode groups searched, in order: none"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prebound_volume_and_prebound_claim() {
+    let world = World::start("bind-pre", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    let ns = world.namespace.clone();
+    // A PV pre-bound by name to claim "wants" wins over a smaller free one.
+    static_pv(&world, "free", "1Gi", json!({})).await;
+    let reserved = static_pv(
+        &world,
+        "reserved",
+        "8Gi",
+        json!({"spec": {"claimRef": {"name": "wants", "namespace": ns}}}),
+    )
+    .await;
+    world.create_claim("wants", "std", "1Gi", json!({})).await;
+    let (claim, pv) = world.bound("wants", LIMIT).await;
+    assert_eq!(pv.metadata.name.as_deref(), Some(reserved.as_str()));
+    assert!(!annotations(&pv.metadata).contains_key("pv.kubernetes.io/bound-by-controller"));
+    assert!(annotations(&claim.metadata).contains_key("pv.kubernetes.io/bound-by-controller"));
+
+    // A claim that names its PV: bind-completed only, and the selector is not checked.
+    let named = static_pv(&world, "named", "1Gi", json!({})).await;
+    world
+        .create_claim(
+            "names",
+            "std",
+            "1Gi",
+            json!({"spec": {"volumeName": named, "selector": {"matchLabels": {"x": "y"}}}}),
+        )
+        .await;
+    let (claim, pv) = world.bound("names", LIMIT).await;
+    assert_eq!(pv.metadata.name.as_deref(), Some(named.as_str()));
+    let ann = annotations(&claim.metadata);
+    assert!(ann.contains_key("pv.kubernetes.io/bind-completed"));
+    assert!(!ann.contains_key("pv.kubernetes.io/bound-by-controller"));
+
+    // A claim naming a PV that is too small: VolumeMismatch, Pending.
+    let small = static_pv(&world, "small", "10Mi", json!({})).await;
+    world
+        .create_claim(
+            "mismatch",
+            "std",
+            "1Gi",
+            json!({"spec": {"volumeName": small}}),
+        )
+        .await;
+    world
+        .event(
+            "mismatch",
+            "VolumeMismatch",
+            "requested PV is too small",
+            LIMIT,
+        )
+        .await;
+    assert_eq!(world.phase("mismatch").await.as_deref(), Some("Pending"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_volume_is_deleted_is_lost() {
+    let world = World::start("bind-lost", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    let pv = static_pv(&world, "only", "1Gi", json!({})).await;
+    world.create_claim("data", "std", "1Gi", json!({})).await;
+    assert_eq!(bound_volume(&world, "data").await, pv);
+    world
+        .volumes()
+        .delete(&pv, &DeleteParams::default())
+        .await
+        .unwrap();
+    world
+        .event(
+            "data",
+            "ClaimLost",
+            "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
+            LIMIT,
+        )
+        .await;
+    assert_eq!(world.phase("data").await.as_deref(), Some("Lost"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_volumes_retain_stays_delete_goes_through_the_driver() {
+    let world = World::start("bind-reclaim", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    let kept = static_pv(&world, "kept", "1Gi", json!({})).await;
+    world.create_claim("keep", "std", "1Gi", json!({})).await;
+    assert_eq!(bound_volume(&world, "keep").await, kept);
+    let doomed = static_pv(
+        &world,
+        "doomed",
+        "5Gi",
+        json!({"spec": {"persistentVolumeReclaimPolicy": "Delete"}}),
+    )
+    .await;
+    world.create_claim("drop", "std", "5Gi", json!({})).await;
+    assert_eq!(bound_volume(&world, "drop").await, doomed);
+    // Bound with Delete: the deletion finalizer is added, as upstream does for static PVs.
+    let has_finalizer = eventually(LIMIT, || async {
+        let pv = world.volumes().get(&doomed).await.ok()?;
+        pv.metadata
+            .finalizers?
+            .iter()
+            .any(|f| f == "external-provisioner.volume.kubernetes.io/finalizer")
+            .then_some(())
+    })
+    .await;
+    assert!(has_finalizer.is_some(), "{}", world.sidecar.log_text());
+
+    world
+        .claims()
+        .delete("keep", &DeleteParams::default())
+        .await
+        .unwrap();
+    world
+        .claims()
+        .delete("drop", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = eventually(LIMIT, || async {
+        world
+            .volumes()
+            .get_opt(&doomed)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(deleted.is_some(), "{}", world.sidecar.log_text());
+    let handles: Vec<String> = world
+        .driver
+        .calls_of("DeleteVolume")
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::DeleteVolume(r) => Some(r.volume_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handles, vec![format!("static-{doomed}")]);
+    let released = eventually(LIMIT, || async {
+        (pv_phase(&world, &kept).await.as_deref() == Some("Released")).then_some(())
+    })
+    .await;
+    assert!(released.is_some(), "{}", world.sidecar.log_text());
+    // Retain: it stays Released, and nothing was asked of the driver for it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(pv_phase(&world, &kept).await.as_deref(), Some("Released"));
+}
