@@ -355,3 +355,54 @@ async fn released_volumes_retain_stays_delete_goes_through_the_driver() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(pv_phase(&world, &kept).await.as_deref(), Some("Released"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_first_consumer_names_the_pods_waiting_to_be_scheduled() {
+    let world = World::start("bind-wffc", DriverConfig::default(), &[]).await;
+    world
+        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
+        .await;
+    // A free PV fits, but WaitForFirstConsumer leaves unbound PVs to the scheduler.
+    static_pv(
+        &world,
+        "free",
+        "1Gi",
+        json!({"spec": {"storageClassName": format!("{}-late", world.namespace)}}),
+    )
+    .await;
+    world.create_claim("data", "late", "1Gi", json!({})).await;
+    world
+        .event(
+            "data",
+            "WaitForFirstConsumer",
+            "waiting for first consumer to be created before binding",
+            LIMIT,
+        )
+        .await;
+    // No scheduler runs here: the pod stays without a node.
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0"},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        }
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+        world.client.clone(),
+        &world.namespace,
+    )
+    .create(&PostParams::default(), &pod)
+    .await
+    .unwrap();
+    world
+        .event(
+            "data",
+            "WaitForPodScheduled",
+            "waiting for pod web-0 to be scheduled",
+            Duration::from_secs(40),
+        )
+        .await;
+    assert_eq!(world.phase("data").await.as_deref(), Some("Pending"));
+    assert!(world.driver.calls_of("CreateVolume").is_empty());
+}

@@ -46,6 +46,9 @@ pub enum ClaimStep {
     Bind(Arc<PersistentVolume>),
     /// Claim status Pending with no volume; the event, if any, is emitted on every pass.
     Pending(Option<Notice>),
+    /// WaitForFirstConsumer and no node chosen: Pending, with an event that names the pods
+    /// waiting to be scheduled, if any (`wait_notice`).
+    WaitForConsumer,
     /// Claim status Lost, with the event, unless it is Lost already.
     Lost(Notice),
     /// Give a claim with no class the default class, and stop there.
@@ -67,6 +70,7 @@ impl ClaimStep {
             ClaimStep::None => "none",
             ClaimStep::Bind(_) => "bind",
             ClaimStep::Pending(_) => "pending",
+            ClaimStep::WaitForConsumer => "wait-for-consumer",
             ClaimStep::Lost(_) => "lost",
             ClaimStep::AssignDefaultClass(_) => "assign-default-class",
             ClaimStep::Provision { .. } => "provision",
@@ -147,10 +151,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
     }
     let selected = annotated(claim, ANN_SELECTED_NODE);
     if delay && !selected {
-        return ClaimStep::Pending(Some(Notice::normal(
-            "WaitForFirstConsumer",
-            "waiting for first consumer to be created before binding",
-        )));
+        return ClaimStep::WaitForConsumer;
     }
     let class = claim_class(claim);
     if class.is_empty() {
@@ -174,6 +175,45 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
             format!("storageclass.storage.k8s.io {class:?} not found"),
         )),
     }
+}
+
+/// The event of a WaitForFirstConsumer claim: the unscheduled pods that use it, if any.
+pub fn wait_notice(unscheduled_pods: &[String]) -> Notice {
+    match unscheduled_pods {
+        [] => Notice::normal(
+            "WaitForFirstConsumer",
+            "waiting for first consumer to be created before binding",
+        ),
+        [one] => Notice::normal(
+            "WaitForPodScheduled",
+            format!("waiting for pod {one} to be scheduled"),
+        ),
+        many => Notice::normal(
+            "WaitForPodScheduled",
+            format!("waiting for pods {} to be scheduled", many.join(",")),
+        ),
+    }
+}
+
+/// The pod uses the claim (directly, or as its generic ephemeral volume), is not finished, and
+/// has no node yet.
+pub fn waits_for_claim(pod: &k8s_openapi::api::core::v1::Pod, claim: &str) -> bool {
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let unscheduled = spec.node_name.as_deref().is_none_or(str::is_empty);
+    let uses = spec.volumes.iter().flatten().any(|v| {
+        v.persistent_volume_claim
+            .as_ref()
+            .is_some_and(|c| c.claim_name == claim)
+            || (v.ephemeral.is_some() && format!("{pod_name}-{}", v.name) == claim)
+    });
+    !finished && unscheduled && uses
 }
 
 /// §3.2 B: a claim that names a PV in spec.volumeName but is not bound yet.

@@ -90,6 +90,9 @@ fn describe(step: &ClaimStep, view: &ClaimView<'_>) -> String {
             pv.metadata.name.as_deref().unwrap_or_default()
         ),
         ClaimStep::Pending(Some(n)) => format!("stay Pending: {} ({})", n.message, n.reason),
+        ClaimStep::WaitForConsumer => {
+            "stay Pending: WaitForFirstConsumer, until the scheduler picks a node for a pod that uses it".into()
+        }
         ClaimStep::Pending(None) => {
             "stay Pending: the PersistentVolume it names does not exist (yet)".into()
         }

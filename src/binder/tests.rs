@@ -503,17 +503,50 @@ fn s3_2a_delay_binding_without_selected_node_waits_for_first_consumer() {
         vec![pv("x", "1Gi", json!({}))],
         Some(&class(Some("WaitForFirstConsumer"))),
     );
-    match s {
-        ClaimStep::Pending(Some(n)) => {
-            assert_eq!(n.reason, "WaitForFirstConsumer");
-            assert_eq!(
-                n.message,
-                "waiting for first consumer to be created before binding"
-            );
-            assert!(!n.warning);
-        }
-        other => panic!("{other:?}"),
-    }
+    assert!(matches!(s, ClaimStep::WaitForConsumer), "{s:?}");
+    let n = super::claim::wait_notice(&[]);
+    assert_eq!(
+        (n.reason, n.message.as_str()),
+        (
+            "WaitForFirstConsumer",
+            "waiting for first consumer to be created before binding"
+        )
+    );
+    assert!(!n.warning);
+}
+
+#[test]
+fn s3_2a_delay_binding_with_unscheduled_pods_waits_for_pod_scheduled() {
+    let n = super::claim::wait_notice(&["web-0".into()]);
+    assert_eq!(
+        (n.reason, n.message.as_str()),
+        (
+            "WaitForPodScheduled",
+            "waiting for pod web-0 to be scheduled"
+        )
+    );
+    let n = super::claim::wait_notice(&["a".into(), "b".into()]);
+    assert_eq!(n.message, "waiting for pods a,b to be scheduled");
+    let pod = |extra: Value| -> k8s_openapi::api::core::v1::Pod {
+        let mut v = json!({"metadata": {"name": "web-0", "namespace": "ns"},
+            "spec": {"containers": [], "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}});
+        merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    };
+    assert!(super::claim::waits_for_claim(&pod(json!({})), "c"));
+    assert!(!super::claim::waits_for_claim(&pod(json!({})), "other"));
+    assert!(!super::claim::waits_for_claim(
+        &pod(json!({"spec": {"nodeName": "n1"}})),
+        "c"
+    ));
+    assert!(!super::claim::waits_for_claim(
+        &pod(json!({"status": {"phase": "Failed"}})),
+        "c"
+    ));
+    let ephemeral = pod(
+        json!({"spec": {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}}),
+    );
+    assert!(super::claim::waits_for_claim(&ephemeral, "web-0-scratch"));
 }
 
 #[test]

@@ -71,6 +71,13 @@ impl Controller {
                 }
                 Ok(Outcome::Done)
             }
+            ClaimStep::WaitForConsumer => {
+                self.set_claim_unbound(&claim, PHASE_PENDING).await?;
+                let pods = self.unscheduled_pods_of(&claim).await;
+                let notice = crate::binder::claim::wait_notice(&pods);
+                self.notify(&reference(&claim), &notice).await;
+                Ok(Outcome::Done)
+            }
             ClaimStep::Lost(notice) => self.lose(&claim, notice).await,
             ClaimStep::AssignDefaultClass(name) => {
                 self.claims_api(&claim)
@@ -110,6 +117,30 @@ impl Controller {
                 };
                 self.notify(&reference(&claim), &notice).await;
                 Err(SyncError::Input(error))
+            }
+        }
+    }
+
+    /// Pods of the claim's namespace not yet on a node that use it. A failed listing is only
+    /// logged: the event then says no pod, as when there is none.
+    async fn unscheduled_pods_of(&self, claim: &PersistentVolumeClaim) -> Vec<String> {
+        let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default());
+        let params = kube::api::ListParams::default().fields("spec.nodeName=");
+        match api.list(&params).await {
+            Ok(list) => {
+                let mut names: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter(|p| crate::binder::claim::waits_for_claim(p, &claim.name_any()))
+                    .filter_map(|p| p.metadata.name.clone())
+                    .collect();
+                names.sort();
+                names
+            }
+            Err(error) => {
+                warn!(claim = %claim.name_any(), %error, "cannot list the pods waiting for the claim");
+                Vec::new()
             }
         }
     }
