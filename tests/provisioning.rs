@@ -626,14 +626,23 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
         (TOPOLOGY_KEY, vec!["zone-a".to_string()])
     );
 
+    // A node that does not exist: the scheduler is asked to choose again.
     world
         .event(
             "unregistered",
             "ProvisioningFailed",
-            "has no CSINode entry for driver",
+            "selected node nowhere or its CSINode does not exist; asking the scheduler",
             BIND_LIMIT,
         )
         .await;
+    let selected = |claim: k8s_openapi::api::core::v1::PersistentVolumeClaim| {
+        claim
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("volume.kubernetes.io/selected-node")
+    };
+    assert!(!selected(world.claim("unregistered").await.unwrap()));
     world
         .event(
             "excluded",
@@ -647,4 +656,35 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
         1,
         "nothing created for unsatisfiable topology"
     );
+
+    // Out of space on the selected node: rescheduled, then provisioned on the next choice.
+    world
+        .driver
+        .fail("CreateVolume", tonic::Code::ResourceExhausted, 1);
+    world
+        .create_claim("full", "late", "1Gi", on("topo-node-a"))
+        .await;
+    world
+        .event(
+            "full",
+            "ProvisioningFailed",
+            "asking the scheduler to choose another",
+            BIND_LIMIT,
+        )
+        .await;
+    let rescheduled = eventually(BIND_LIMIT, || async {
+        (!selected(world.claim("full").await?)).then_some(())
+    })
+    .await;
+    assert!(rescheduled.is_some(), "{}", world.sidecar.log_text());
+    world
+        .claims()
+        .patch(
+            "full",
+            &PatchParams::default(),
+            &Patch::Merge(on("topo-node-a")),
+        )
+        .await
+        .unwrap();
+    world.bound("full", BIND_LIMIT).await;
 }

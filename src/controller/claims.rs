@@ -234,10 +234,27 @@ impl Controller {
         request.secrets = secrets.clone();
         request.accessibility_requirements = match self.topology(claim, plan).await? {
             Ok(requirement) => requirement,
+            Err(e @ TopologyError::NodeGone(_)) => {
+                self.reschedule(claim).await?;
+                return Ok(self.provision_failed(key, claim, e.to_string()).await);
+            }
             Err(e) => return Ok(self.provision_failed(key, claim, e.to_string()).await),
         };
         let answer = match self.csi.create_volume(request).await {
             Ok(answer) => answer,
+            // Out of space where the scheduler put the pod: let it choose another node.
+            Err(e)
+                if e.code() == Some(tonic::Code::ResourceExhausted)
+                    && self.features.topology
+                    && claim::selected_node(claim).is_some() =>
+            {
+                self.reschedule(claim).await?;
+                let note = format!(
+                    "failed to provision volume {} on the selected node, asking the scheduler to choose another: {e}",
+                    plan.volume_name
+                );
+                return Ok(self.provision_failed(key, claim, note).await);
+            }
             Err(e) => {
                 let note = match e.class(Operation::Create) {
                     ErrorClass::Infeasible => format!(
@@ -264,6 +281,24 @@ impl Controller {
         self.clear_backoff(key);
         self.succeeded(claim, &plan.volume_name).await;
         Ok(Outcome::Done)
+    }
+
+    /// Removes `volume.kubernetes.io/selected-node`, so that the scheduler picks a node again.
+    /// The intent stays: with no node the claim waits (nothing was created by this attempt).
+    async fn reschedule(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
+        self.claims_api(claim)
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {
+                    "resourceVersion": claim.resource_version(),
+                    "annotations": {ANN_SELECTED_NODE: null},
+                }})),
+            )
+            .await
+            .map_err(|e| SyncError::api("remove the claim's selected node", e))?;
+        info!(claim = %claim.name_any(), "selected node removed: the scheduler will choose again");
+        Ok(())
     }
 
     async fn provision_failed(
@@ -326,6 +361,9 @@ impl Controller {
             .get_opt(name)
             .await
             .map_err(|e| SyncError::api("read the selected node's CSINode", e))?;
+        if node.is_none() || csi_node.is_none() {
+            return Ok(Err(TopologyError::NodeGone(name.to_string())));
+        }
         let selected = SelectedNode {
             name,
             node: node.as_ref(),

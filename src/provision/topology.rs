@@ -17,6 +17,11 @@ use crate::csi::v1 as csi;
 /// Why no requirement could be worked out; the text tells the user what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
+    /// The Node or its CSINode is gone: the scheduler must choose again (upstream reschedules).
+    #[error(
+        "selected node {0} or its CSINode does not exist; asking the scheduler to choose another node"
+    )]
+    NodeGone(String),
     #[error(
         "selected node {node} has no CSINode entry for driver {driver}; the driver's node plugin is not registered there"
     )]
