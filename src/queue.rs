@@ -122,6 +122,19 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         delay
     }
 
+    /// Queues `key` again after the longest backoff delay: for failures that only a change by
+    /// the user can cure (upstream's slow set). A change to the object queues it sooner.
+    pub fn retry_slowly(&self, key: K) -> Duration {
+        {
+            let mut state = self.state();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            *failures = failures.saturating_add(1);
+        }
+        let delay = self.inner.backoff.max;
+        self.add_after(key, delay);
+        delay
+    }
+
     /// Clears the failure count of `key` (after a success).
     pub fn forget(&self, key: &K) {
         self.state().failures.remove(key);
@@ -241,6 +254,16 @@ mod tests {
         q.done(&"a");
         q.forget(&"a");
         assert_eq!(q.retry("a"), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn infeasible_retries_wait_the_longest_delay() {
+        let q = queue();
+        assert_eq!(q.retry_slowly("a"), Duration::from_secs(300));
+        tokio::time::sleep(Duration::from_secs(299)).await;
+        assert!(q.is_empty());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(q.next().await.unwrap(), "a");
     }
 
     #[tokio::test]

@@ -256,13 +256,17 @@ impl Controller {
                 return Ok(self.provision_failed(key, claim, note).await);
             }
             Err(e) => {
-                let note = match e.class(Operation::Create) {
-                    ErrorClass::Infeasible => format!(
+                let infeasible = e.class(Operation::Create) == ErrorClass::Infeasible;
+                let note = if infeasible {
+                    format!(
                         "Volume provisioning failed with infeasible error. Retries will be delayed. {e}"
-                    ),
-                    _ => format!("failed to provision volume {}: {e}", plan.volume_name),
+                    )
+                } else {
+                    format!("failed to provision volume {}: {e}", plan.volume_name)
                 };
-                return Ok(self.provision_failed(key, claim, note).await);
+                return Ok(self
+                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, infeasible)
+                    .await);
             }
         };
         let pv = match volume::record(plan, &answer, &self.settings.identity) {
@@ -307,7 +311,7 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         note: String,
     ) -> Outcome {
-        self.failed(key, claim, EVENT_PROVISIONING_FAILED, note)
+        self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
             .await
     }
 
@@ -318,8 +322,9 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         reason: &str,
         note: String,
+        slow: bool,
     ) -> Outcome {
-        let delay = self.back_off(key, claim);
+        let delay = self.back_off(key, claim, slow);
         warn!(claim = %key, retry_in = ?delay, "{note}");
         self.events.warning(&reference(claim), reason, note).await;
         Outcome::Waiting
@@ -511,7 +516,7 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         note: String,
     ) -> Outcome {
-        self.failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note)
+        self.failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
             .await
     }
 

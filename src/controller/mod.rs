@@ -341,8 +341,13 @@ impl Controller {
     }
 
     /// Schedules the retry of a failed driver call and holds watch-driven passes off till then.
-    fn back_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> Duration {
-        let delay = self.claims.retry(key.clone());
+    /// `slow`: the failure is infeasible; wait the longest backoff delay at once.
+    fn back_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim, slow: bool) -> Duration {
+        let delay = if slow {
+            self.claims.retry_slowly(key.clone())
+        } else {
+            self.claims.retry(key.clone())
+        };
         self.not_before().insert(
             key.clone(),
             (
