@@ -129,15 +129,10 @@ pub fn volume_name_for(claim: &PersistentVolumeClaim, settings: &Settings) -> St
     )
 }
 
-/// The claim's class name: the beta annotation first, as the binder reads it.
+/// The claim's class name as the binder reads it (beta annotation first); None for no class.
 pub fn class_name(claim: &PersistentVolumeClaim) -> Option<&str> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
-        .map(String::as_str)
-        .or_else(|| claim.spec.as_ref()?.storage_class_name.as_deref())
+    let class = crate::binder::matching::claim_class(claim);
+    (!class.is_empty()).then_some(class)
 }
 
 /// Works out the CreateVolume call and the PV for `claim` of `class`.
