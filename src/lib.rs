@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod csi;
+pub mod expand;
 pub mod http;
 pub mod names;
 pub mod provision;

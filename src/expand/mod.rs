@@ -1,0 +1,380 @@
+//! Volume expansion, decided purely: external-resizer's recovery flow (reference/expansion.md
+//! §3). `target` picks the size to send (§3.3); the patch builders write each transition of
+//! §3.2 as one status patch; `request` builds ControllerExpandVolume; `answer` checks the reply.
+//!
+//! Not wired into the controller yet: the executor, events and integration tests are the rest
+//! of issue 5.
+
+#[cfg(test)]
+mod tests;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use serde_json::{Value, json};
+
+use crate::cluster::quantity::{format_bytes, parse_bytes};
+use crate::csi::v1 as csi;
+use csi::volume_capability::access_mode::Mode;
+use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+
+pub const ANN_PRE_RESIZE_CAPACITY: &str = "volume.alpha.kubernetes.io/pre-resize-capacity";
+pub const ANN_NODE_EXPANSION_NOT_REQUIRED: &str =
+    "volume.kubernetes.io/node-expansion-not-required";
+
+/// `status.allocatedResourceStatuses["storage"]` values.
+pub const CONTROLLER_IN_PROGRESS: &str = "ControllerResizeInProgress";
+pub const CONTROLLER_INFEASIBLE: &str = "ControllerResizeInfeasible";
+pub const NODE_PENDING: &str = "NodeResizePending";
+pub const NODE_IN_PROGRESS: &str = "NodeResizeInProgress";
+pub const NODE_INFEASIBLE: &str = "NodeResizeInfeasible";
+
+/// Condition types of a resize.
+pub const RESIZING: &str = "Resizing";
+pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
+pub const CONTROLLER_RESIZE_ERROR: &str = "ControllerResizeError";
+pub const NODE_RESIZE_ERROR: &str = "NodeResizeError";
+const RESIZE_CONDITIONS: [&str; 4] = [
+    RESIZING,
+    FS_RESIZE_PENDING,
+    CONTROLLER_RESIZE_ERROR,
+    NODE_RESIZE_ERROR,
+];
+
+/// The sizes and state the decision reads, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sizes<'a> {
+    /// spec.resources.requests.storage (S).
+    pub requested: u64,
+    /// status.capacity.storage (C).
+    pub capacity: u64,
+    /// The PV's spec.capacity.storage (P).
+    pub volume: u64,
+    /// status.allocatedResources.storage (A).
+    pub allocated: Option<u64>,
+    /// status.allocatedResourceStatuses.storage (R).
+    pub status: Option<&'a str>,
+    /// A FileSystemResizePending condition is present.
+    pub fs_resize_pending: bool,
+}
+
+fn storage(
+    map: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+) -> Option<u64> {
+    map?.get("storage").and_then(|q| parse_bytes(&q.0).ok())
+}
+
+impl<'a> Sizes<'a> {
+    pub fn of(claim: &'a PersistentVolumeClaim, pv: &PersistentVolume) -> Sizes<'a> {
+        let status = claim.status.as_ref();
+        Sizes {
+            requested: storage(
+                claim
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.resources.as_ref()?.requests.as_ref()),
+            )
+            .unwrap_or(0),
+            capacity: storage(status.and_then(|s| s.capacity.as_ref())).unwrap_or(0),
+            volume: storage(pv.spec.as_ref().and_then(|s| s.capacity.as_ref())).unwrap_or(0),
+            allocated: storage(status.and_then(|s| s.allocated_resources.as_ref())),
+            status: status
+                .and_then(|s| s.allocated_resource_statuses.as_ref()?.get("storage"))
+                .map(String::as_str),
+            fs_resize_pending: status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == FS_RESIZE_PENDING)),
+        }
+    }
+}
+
+/// The claim is Bound to a PV of `driver` whose claimRef names it (namespace and UID).
+pub fn owns(claim: &PersistentVolumeClaim, pv: &PersistentVolume, driver: &str) -> bool {
+    let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let named =
+        claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == pv.metadata.name.as_deref();
+    let spec = pv.spec.as_ref();
+    let ours = spec
+        .and_then(|s| s.csi.as_ref())
+        .is_some_and(|c| c.driver == driver);
+    let refers = spec.and_then(|s| s.claim_ref.as_ref()).is_some_and(|r| {
+        r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid && r.uid.is_some()
+    });
+    bound && named && ours && refers
+}
+
+/// What to do about the claim's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Nothing (no resize wanted, or kubelet owns the next step).
+    None,
+    /// Send ControllerExpandVolume (or, node-only, hand over) for this many bytes. `restart`:
+    /// a new attempt (status and conditions rewritten); otherwise the same attempt again.
+    Expand { bytes: u64, restart: bool },
+}
+
+/// §3.3: the size to send. `final_error`: this process saw the last attempt end with a final
+/// error, so the user's new size is honoured; `controller`: the driver expands in the controller.
+pub fn target(s: &Sizes<'_>, final_error: bool, controller: bool) -> Target {
+    if s.requested <= s.capacity {
+        return Target::None;
+    }
+    let allocated_or_requested = s.allocated.unwrap_or(s.requested);
+    let bytes = if s.volume < s.requested {
+        match s.status {
+            Some(NODE_INFEASIBLE) => allocated_or_requested,
+            Some(NODE_PENDING | NODE_IN_PROGRESS) => {
+                if s.volume >= allocated_or_requested {
+                    return Target::None;
+                }
+                allocated_or_requested
+            }
+            Some(CONTROLLER_IN_PROGRESS) if final_error => s.requested,
+            Some(CONTROLLER_IN_PROGRESS) => allocated_or_requested,
+            _ => s.requested,
+        }
+    } else {
+        match s.status {
+            Some(NODE_PENDING | NODE_IN_PROGRESS) => return Target::None,
+            Some(NODE_INFEASIBLE) if controller && s.allocated.is_some() => allocated_or_requested,
+            Some(NODE_INFEASIBLE) => s.requested,
+            Some(_) => allocated_or_requested,
+            None => match s.allocated {
+                Some(a) => a,
+                None if s.fs_resize_pending => return Target::None,
+                None => s.requested,
+            },
+        }
+    };
+    Target::Expand {
+        bytes,
+        restart: s.allocated != Some(bytes),
+    }
+}
+
+/// The resize conditions after a transition: `set` replaces conditions of its types; the other
+/// resize conditions stay only with `keep_old`; conditions of other kinds always stay.
+fn conditions(
+    claim: &PersistentVolumeClaim,
+    set: &[(&str, &str)],
+    keep_old: bool,
+    now: &str,
+) -> Value {
+    let old = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut out: Vec<Value> = old
+        .iter()
+        .filter(|c| !set.iter().any(|(t, _)| *t == c.type_))
+        .filter(|c| keep_old || !RESIZE_CONDITIONS.contains(&c.type_.as_str()))
+        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+        .collect();
+    for (kind, message) in set {
+        let mut c = json!({"type": kind, "status": "True", "lastTransitionTime": now});
+        if !message.is_empty() {
+            c["message"] = json!(message);
+        }
+        out.push(c);
+    }
+    Value::Array(out)
+}
+
+fn storage_quantity(bytes: u64) -> String {
+    format_bytes(bytes)
+}
+
+/// T1: an attempt at `bytes` starts: Resizing, allocatedResources, and (on a restart)
+/// ControllerResizeInProgress. Preconditioned on the claim's resourceVersion.
+pub fn start(claim: &PersistentVolumeClaim, bytes: u64, restart: bool, now: &str) -> Value {
+    let mut status = json!({
+        "allocatedResources": {"storage": storage_quantity(bytes)},
+        "conditions": conditions(claim, &[(RESIZING, "")], !restart, now),
+    });
+    if restart {
+        status["allocatedResourceStatuses"] = json!({"storage": CONTROLLER_IN_PROGRESS});
+    }
+    json!({
+        "metadata": {
+            "resourceVersion": claim.metadata.resource_version,
+            "annotations": {ANN_NODE_EXPANSION_NOT_REQUIRED: null},
+        },
+        "status": status,
+    })
+}
+
+/// T2a/T3a: the PV's new capacity; the claim's old capacity is kept in an annotation while the
+/// node still has to grow the filesystem.
+pub fn volume_capacity(
+    pv: &PersistentVolume,
+    bytes: u64,
+    node_required: bool,
+    old_capacity: &str,
+) -> Value {
+    let mut patch = json!({"spec": {"capacity": {"storage": storage_quantity(bytes)}}});
+    let annotated = pv
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANN_PRE_RESIZE_CAPACITY));
+    if node_required && !annotated && !old_capacity.is_empty() {
+        patch["metadata"] = json!({"annotations": {ANN_PRE_RESIZE_CAPACITY: old_capacity}});
+    }
+    patch
+}
+
+/// T2b: the node must grow the filesystem: FileSystemResizePending (Resizing kept),
+/// NodeResizePending.
+pub fn node_pending(claim: &PersistentVolumeClaim, now: &str) -> Value {
+    json!({
+        "metadata": {
+            "resourceVersion": claim.metadata.resource_version,
+            "annotations": {ANN_NODE_EXPANSION_NOT_REQUIRED: null},
+        },
+        "status": {
+            "allocatedResourceStatuses": {"storage": NODE_PENDING},
+            "conditions": conditions(
+                claim,
+                &[(FS_RESIZE_PENDING, "Waiting for user to (re-)start a pod to finish file system resize of volume on node.")],
+                true,
+                now,
+            ),
+        },
+    })
+}
+
+/// T3b: done in the controller: capacity, no resize status or conditions, and the annotation
+/// that tells kubelet not to expand on the node.
+pub fn finished(claim: &PersistentVolumeClaim, bytes: u64, now: &str) -> Value {
+    json!({
+        "metadata": {
+            "resourceVersion": claim.metadata.resource_version,
+            "annotations": {ANN_NODE_EXPANSION_NOT_REQUIRED: "true"},
+        },
+        "status": {
+            "capacity": {"storage": storage_quantity(bytes)},
+            "allocatedResourceStatuses": null,
+            "conditions": conditions(claim, &[], false, now),
+        },
+    })
+}
+
+/// T4 (`infeasible`) and T5: ControllerResizeError (Resizing kept), and for T4
+/// ControllerResizeInfeasible. No resourceVersion: a failure is recorded even on a stale copy.
+pub fn failed(claim: &PersistentVolumeClaim, error: &str, infeasible: bool, now: &str) -> Value {
+    let message = format!("failed to expand pvc with {error}");
+    let mut status = json!({
+        "conditions": conditions(claim, &[(CONTROLLER_RESIZE_ERROR, &message)], true, now),
+    });
+    if infeasible {
+        status["allocatedResourceStatuses"] = json!({"storage": CONTROLLER_INFEASIBLE});
+    }
+    json!({"status": status})
+}
+
+/// T13: the claim has caught up with the PV: the pre-resize capacity is no longer needed.
+pub fn drop_pre_resize(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Option<Value> {
+    let annotated = pv
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANN_PRE_RESIZE_CAPACITY));
+    let s = Sizes::of(claim, pv);
+    (annotated && s.capacity >= s.volume)
+        .then(|| json!({"metadata": {"annotations": {ANN_PRE_RESIZE_CAPACITY: null}}}))
+}
+
+/// The CSI access mode for expansion (csi-lib-utils ToCSIAccessMode): one mode for the PV.
+pub fn access_mode(modes: &[String], single_node_multi_writer: bool) -> Result<Mode, String> {
+    let has = |m: &str| modes.iter().any(|x| x == m);
+    if has("ReadWriteOncePod") && modes.len() > 1 {
+        return Err("ReadWriteOncePod may not be combined with other access modes".into());
+    }
+    if has("ReadOnlyMany") && has("ReadWriteOnce") && !has("ReadWriteMany") {
+        return Err("ReadOnlyMany and ReadWriteOnce together have no CSI access mode".into());
+    }
+    Ok(if has("ReadWriteMany") {
+        Mode::MultiNodeMultiWriter
+    } else if has("ReadOnlyMany") {
+        Mode::MultiNodeReaderOnly
+    } else if has("ReadWriteOncePod") {
+        if single_node_multi_writer {
+            Mode::SingleNodeSingleWriter
+        } else {
+            Mode::SingleNodeWriter
+        }
+    } else if has("ReadWriteOnce") {
+        if single_node_multi_writer {
+            Mode::SingleNodeMultiWriter
+        } else {
+            Mode::SingleNodeWriter
+        }
+    } else {
+        return Err("the PersistentVolume has no access modes".into());
+    })
+}
+
+/// ControllerExpandVolume for `pv` at `bytes`; secrets are added by the caller.
+pub fn request(
+    pv: &PersistentVolume,
+    bytes: u64,
+    single_node_multi_writer: bool,
+) -> Result<csi::ControllerExpandVolumeRequest, String> {
+    let spec = pv.spec.clone().unwrap_or_default();
+    let source = spec.csi.clone().unwrap_or_default();
+    if source.volume_handle.is_empty() {
+        return Err("empty volume handle".into());
+    }
+    let mode = access_mode(
+        &spec.access_modes.unwrap_or_default(),
+        single_node_multi_writer,
+    )?;
+    let access_type = if spec.volume_mode.as_deref() == Some("Block") {
+        AccessType::Block(BlockVolume {})
+    } else {
+        AccessType::Mount(MountVolume {
+            fs_type: source.fs_type.unwrap_or_default(),
+            mount_flags: spec.mount_options.unwrap_or_default(),
+            volume_mount_group: String::new(),
+        })
+    };
+    Ok(csi::ControllerExpandVolumeRequest {
+        volume_id: source.volume_handle,
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+            limit_bytes: 0,
+        }),
+        secrets: Default::default(),
+        volume_capability: Some(csi::VolumeCapability {
+            access_type: Some(access_type),
+            access_mode: Some(AccessMode { mode: mode as i32 }),
+        }),
+    })
+}
+
+/// A reply that cannot be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    #[error(
+        "the driver reported {got} bytes after expanding to {asked}; the volume is smaller than requested"
+    )]
+    TooSmall { got: i64, asked: u64 },
+}
+
+/// The PV's new size from the reply. 0 means the driver did not say: the requested size is
+/// recorded (upstream writes 0 and fails forever, external-resizer#226). Less than asked is
+/// refused, as a final error.
+pub fn answer(asked: u64, capacity_bytes: i64) -> Result<u64, AnswerError> {
+    match u64::try_from(capacity_bytes) {
+        Ok(0) => Ok(asked),
+        Ok(got) if got >= asked => Ok(got),
+        _ => Err(AnswerError::TooSmall {
+            got: capacity_bytes,
+            asked,
+        }),
+    }
+}
