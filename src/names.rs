@@ -18,6 +18,12 @@ pub const ANN_DELETION_SECRET_NAMESPACE: &str =
 pub const ANN_MODIFY_SECRET_NAME: &str = "volume.kubernetes.io/controller-modify-secret-name";
 pub const ANN_MODIFY_SECRET_NAMESPACE: &str =
     "volume.kubernetes.io/controller-modify-secret-namespace";
+/// The claim's capacity before a resize the node has not finished; the binder uses it as the
+/// claim's capacity when it binds the PV again.
+pub const ANN_PRE_RESIZE_CAPACITY: &str = "volume.alpha.kubernetes.io/pre-resize-capacity";
+/// On a claim: the controller finished the resize, the node has nothing to do.
+pub const ANN_NODE_EXPANSION_NOT_REQUIRED: &str =
+    "volume.kubernetes.io/node-expansion-not-required";
 /// Key in `spec.csi.volumeAttributes`; informational, as upstream.
 pub const ATTR_PROVISIONER_IDENTITY: &str = "storage.kubernetes.io/csiProvisionerIdentity";
 
@@ -37,6 +43,14 @@ pub const EVENT_VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
 pub const EVENT_EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
 /// Ours: the claim is gone, and the volume made for it could not be cleaned up yet.
 pub const EVENT_PROVISIONING_CLEANUP_FAILED: &str = "ProvisioningCleanupFailed";
+
+/// The value of annotation `key`, if the object has it.
+pub fn annotation<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
 
 // Phases.
 pub const PHASE_BOUND: &str = "Bound";

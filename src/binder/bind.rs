@@ -12,15 +12,6 @@ use super::matching::bound_to_claim;
 use crate::cluster::quantity::parse_bytes;
 use crate::names::*;
 
-fn has_annotation(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    key: &str,
-) -> bool {
-    meta.annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(key))
-}
-
 /// Step 1: the PV's claimRef names the claim with its UID (bound-by-controller when the PV was
 /// not pre-bound to it).
 pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Option<Value> {
@@ -34,7 +25,7 @@ pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Opti
             && r.namespace.as_deref() == Some(ns)
             && r.uid.as_deref() == Some(uid)
     });
-    let mark = !prebound && !has_annotation(&pv.metadata, ANN_BOUND_BY_CONTROLLER);
+    let mark = !prebound && annotation(&pv.metadata, ANN_BOUND_BY_CONTROLLER).is_none();
     if same && !mark {
         return None;
     }
@@ -56,13 +47,14 @@ pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Opti
     Some(patch)
 }
 
-/// Step 2 (and every other phase change): the PV's phase, message cleared.
-pub fn volume_phase(pv: &PersistentVolume, phase: &str) -> Option<Value> {
+/// Step 2, and every other phase change (updateVolumePhase): the phase and the message
+/// (cleared when None). None when the PV has that phase already, whatever its message.
+pub fn volume_phase(pv: &PersistentVolume, phase: &str, message: Option<&str>) -> Option<Value> {
     let current = pv.status.as_ref().and_then(|s| s.phase.as_deref());
     (current != Some(phase)).then(|| {
         json!({
             "metadata": {"resourceVersion": pv.metadata.resource_version},
-            "status": {"phase": phase, "message": null},
+            "status": {"phase": phase, "message": message},
         })
     })
 }
@@ -73,10 +65,10 @@ pub fn claim_spec(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Optio
     let pv_name = pv.metadata.name.as_deref().unwrap_or_default();
     let named = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(pv_name);
     let mut annotations = serde_json::Map::new();
-    if !named && !has_annotation(&claim.metadata, ANN_BOUND_BY_CONTROLLER) {
+    if !named && annotation(&claim.metadata, ANN_BOUND_BY_CONTROLLER).is_none() {
         annotations.insert(ANN_BOUND_BY_CONTROLLER.into(), json!("yes"));
     }
-    if !has_annotation(&claim.metadata, ANN_BIND_COMPLETED) {
+    if annotation(&claim.metadata, ANN_BIND_COMPLETED).is_none() {
         annotations.insert(ANN_BIND_COMPLETED.into(), json!("yes"));
     }
     let finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
@@ -115,12 +107,8 @@ pub fn claim_status_bound(claim: &PersistentVolumeClaim, pv: &PersistentVolume) 
         changes.insert("accessModes".into(), json!(spec.access_modes));
     }
     if phase_changes {
-        let pre_resize = pv
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("volume.alpha.kubernetes.io/pre-resize-capacity"))
-            .filter(|q| parse_bytes(q).is_ok());
+        let pre_resize =
+            annotation(&pv.metadata, ANN_PRE_RESIZE_CAPACITY).filter(|q| parse_bytes(q).is_ok());
         let claim_storage = status.capacity.as_ref().and_then(|c| c.get("storage"));
         let pv_storage = spec.capacity.as_ref().and_then(|c| c.get("storage"));
         if let Some(q) = pre_resize {
@@ -169,7 +157,7 @@ pub fn claim_status_unbound(claim: &PersistentVolumeClaim, phase: &str) -> Optio
 pub fn unbind(pv: &PersistentVolume) -> Option<Value> {
     let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref())?;
     let rv = &pv.metadata.resource_version;
-    if has_annotation(&pv.metadata, ANN_BOUND_BY_CONTROLLER) {
+    if annotation(&pv.metadata, ANN_BOUND_BY_CONTROLLER).is_some() {
         Some(json!({
             "metadata": {"resourceVersion": rv, "annotations": {ANN_BOUND_BY_CONTROLLER: null}},
             "spec": {"claimRef": null},

@@ -91,11 +91,7 @@ pub struct ClaimView<'a> {
 }
 
 fn annotated(claim: &PersistentVolumeClaim, key: &str) -> bool {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(key))
+    annotation(&claim.metadata, key).is_some()
 }
 
 fn volume_name(claim: &PersistentVolumeClaim) -> &str {

@@ -89,35 +89,21 @@ impl ClaimFacts {
 
 /// The claim's class as upstream reads it: the beta annotation first, then the field; "" if none.
 pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
-    claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
-        .map(String::as_str)
+    annotation(&claim.metadata, ANN_BETA_STORAGE_CLASS)
         .or_else(|| claim.spec.as_ref()?.storage_class_name.as_deref())
         .unwrap_or("")
 }
 
 /// The PV's class: the beta annotation first, then the field; "" if none.
 pub fn volume_class(pv: &PersistentVolume) -> &str {
-    pv.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANN_BETA_STORAGE_CLASS))
-        .map(String::as_str)
+    annotation(&pv.metadata, ANN_BETA_STORAGE_CLASS)
         .or_else(|| pv.spec.as_ref()?.storage_class_name.as_deref())
         .unwrap_or("")
 }
 
 /// The claim names no class at all (neither annotation nor field), so a default may be given.
 pub fn claim_has_no_class(claim: &PersistentVolumeClaim) -> bool {
-    let annotated = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(ANN_BETA_STORAGE_CLASS));
-    !annotated
+    annotation(&claim.metadata, ANN_BETA_STORAGE_CLASS).is_none()
         && claim
             .spec
             .as_ref()
@@ -148,7 +134,7 @@ fn key_modes(key: &str) -> BTreeSet<&str> {
     key.split(',').filter(|m| !m.is_empty()).collect()
 }
 
-fn phase(pv: &PersistentVolume) -> &str {
+pub(crate) fn phase(pv: &PersistentVolume) -> &str {
     pv.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -363,10 +349,12 @@ pub fn default_class<'a>(
     classes: impl IntoIterator<Item = &'a StorageClass>,
 ) -> Option<&'a StorageClass> {
     let is_default = |c: &StorageClass| {
-        let a = c.metadata.annotations.as_ref();
-        a.and_then(|a| a.get("storageclass.kubernetes.io/is-default-class"))
-            .or_else(|| a.and_then(|a| a.get("storageclass.beta.kubernetes.io/is-default-class")))
-            .is_some_and(|v| v == "true")
+        annotation(&c.metadata, "storageclass.kubernetes.io/is-default-class").or_else(|| {
+            annotation(
+                &c.metadata,
+                "storageclass.beta.kubernetes.io/is-default-class",
+            )
+        }) == Some("true")
     };
     classes
         .into_iter()
@@ -392,11 +380,19 @@ pub struct VolumeIndex {
     claimed: HashMap<(String, String), BTreeSet<String>>,
 }
 
+/// Available, unclaimed and not being deleted: a PV a claim without a pre-bound PV can get.
+pub fn is_available(pv: &PersistentVolume) -> bool {
+    pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
+        && phase(pv) == "Available"
+        && pv.metadata.deletion_timestamp.is_none()
+}
+
 fn resource_version(pv: &PersistentVolume) -> Option<u64> {
     pv.metadata.resource_version.as_deref()?.parse().ok()
 }
 
-fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
+/// The namespace and name of the claim the PV's claimRef names.
+pub fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
     let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
     Some((r.namespace.clone()?, r.name.clone()?))
 }
@@ -454,9 +450,7 @@ impl VolumeIndex {
     }
 
     fn available_key(pv: &PersistentVolume) -> Option<(String, String)> {
-        let unclaimed = pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none());
-        (unclaimed && phase(pv) == "Available" && pv.metadata.deletion_timestamp.is_none())
-            .then(|| (pv_modes_key(pv), volume_class(pv).to_string()))
+        is_available(pv).then(|| (pv_modes_key(pv), volume_class(pv).to_string()))
     }
 
     fn link(&mut self, pv: &PersistentVolume) {

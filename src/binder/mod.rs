@@ -41,11 +41,11 @@ impl Scope {
         }
         let ours = match class {
             Some(c) => c.provisioner == self.driver,
-            None => claim.metadata.annotations.as_ref().is_some_and(|a| {
-                a.get(ANN_STORAGE_PROVISIONER)
-                    .or_else(|| a.get(ANN_BETA_STORAGE_PROVISIONER))
-                    == Some(&self.driver)
-            }),
+            None => {
+                annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
+                    .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
+                    == Some(self.driver.as_str())
+            }
         };
         ours || named_volume.is_some_and(|pv| volume::is_drivers(pv, &self.driver))
     }

@@ -819,12 +819,13 @@ fn s3_5_bind_volume_phase_skipped_when_bound() {
     assert!(
         bind::volume_phase(
             &pv("v", "1Gi", json!({"status": {"phase": "Bound"}})),
-            PHASE_BOUND
+            PHASE_BOUND,
+            None
         )
         .is_none()
     );
     assert_eq!(
-        bind::volume_phase(&pv("v", "1Gi", json!({})), PHASE_BOUND).unwrap()["status"]["phase"],
+        bind::volume_phase(&pv("v", "1Gi", json!({})), PHASE_BOUND, None).unwrap()["status"]["phase"],
         "Bound"
     );
 }

@@ -7,6 +7,7 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use super::claim::Notice;
+use super::matching::phase;
 use crate::names::*;
 
 /// Where the claim named by the PV's claimRef was looked up.
@@ -71,21 +72,6 @@ impl VolumeStep {
     }
 }
 
-fn phase(pv: &PersistentVolume) -> &str {
-    pv.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-fn annotation<'a>(pv: &'a PersistentVolume, key: &str) -> Option<&'a str> {
-    pv.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
 fn policy(pv: &PersistentVolume) -> &str {
     pv.spec
         .as_ref()
@@ -118,7 +104,7 @@ fn set_phase(pv: &PersistentVolume, wanted: &'static str) -> VolumeStep {
 
 /// reclaimVolume for a PV whose claim is gone.
 pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
-    if annotation(pv, "pv.kubernetes.io/migrated-to").is_some_and(|m| !m.is_empty()) {
+    if annotation(&pv.metadata, "pv.kubernetes.io/migrated-to").is_some_and(|m| !m.is_empty()) {
         return Reclaim::External;
     }
     match policy(pv) {
@@ -205,7 +191,7 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
             step => step,
         },
         // Row 8: a provisioned PV with Delete whose claim took another PV.
-        _ if annotation(pv, ANN_PROVISIONED_BY).is_some() && policy(pv) == "Delete" => {
+        _ if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some() && policy(pv) == "Delete" => {
             release_or_reclaim(pv, driver)
         }
         // Rows 9 and 10.

@@ -212,12 +212,7 @@ impl Controller {
             .as_ref()
             .and_then(|s| s.volume_name.as_deref())
             .filter(|v| !v.is_empty())
-            && self.volume_in_store(name).is_none()
-            && let Some(pv) = self
-                .pvs()
-                .get_opt(name)
-                .await
-                .map_err(|e| SyncError::api("read the claim's PersistentVolume", e))?
+            && let Some(pv) = self.live_volume_if_missing(name).await?
         {
             self.remember(&pv);
             return Ok(Outcome::Again);
@@ -292,14 +287,7 @@ impl Controller {
                 .map_err(|e| SyncError::api("bind the PersistentVolume to the claim", e))?;
             self.remember(&pv);
         }
-        if let Some(patch) = bind::volume_phase(&pv, PHASE_BOUND) {
-            pv = self
-                .pvs()
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map_err(|e| SyncError::api("mark the PersistentVolume Bound", e))?;
-            self.remember(&pv);
-        }
+        let pv = self.set_phase(&pv, PHASE_BOUND, None).await?;
         let mut claim = claim.clone();
         let mut wrote = false;
         if let Some(patch) = bind::claim_spec(&claim, &pv) {

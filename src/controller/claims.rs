@@ -161,7 +161,7 @@ impl Controller {
     }
 
     /// The PV from the store, or from the API when the store has not seen it yet.
-    async fn live_volume_if_missing(
+    pub(super) async fn live_volume_if_missing(
         &self,
         name: &str,
     ) -> Result<Option<PersistentVolume>, SyncError> {

@@ -80,12 +80,6 @@ pub struct Queues {
     pub index: Arc<RwLock<VolumeIndex>>,
 }
 
-/// A PV that a pending claim could bind now.
-fn available(pv: &PersistentVolume) -> bool {
-    pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
-        && pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available")
-}
-
 impl Queues {
     pub fn new(backoff: Backoff) -> Self {
         Queues {
@@ -126,7 +120,9 @@ impl Queues {
                         queues.index().remove(&v.name_any());
                         false
                     }
-                    _ => queues.index().upsert(v.clone()) && available(v),
+                    _ => {
+                        queues.index().upsert(v.clone()) && crate::binder::matching::is_available(v)
+                    }
                 };
                 if opened {
                     queues

@@ -4,12 +4,12 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
-use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::claims::reference;
 use super::error::is_status;
 use super::{Controller, Outcome, SyncError, set_finalizers, without};
+use crate::binder::matching::claim_ref_key;
 use crate::binder::{
     self,
     claim::Notice,
@@ -26,7 +26,7 @@ impl Controller {
         if !self.scope.has_volume(&pv) {
             return Ok(Outcome::Done);
         }
-        let stored = claim_ref(&pv)
+        let stored = claim_ref_key(&pv)
             .and_then(|(ns, n)| self.stores.claims.get(&ObjectRef::new(&n).within(&ns)));
         let mut live: Option<Option<PersistentVolumeClaim>> = None;
         loop {
@@ -58,7 +58,7 @@ impl Controller {
                     Ok(Outcome::Done)
                 }
                 VolumeStep::QueueClaim => {
-                    if let Some((ns, n)) = claim_ref(&pv) {
+                    if let Some((ns, n)) = claim_ref_key(&pv) {
                         self.claims.add(ObjectRef::new(&n).within(&ns));
                     }
                     Ok(Outcome::Done)
@@ -128,7 +128,7 @@ impl Controller {
         &self,
         pv: &PersistentVolume,
     ) -> Result<Option<PersistentVolumeClaim>, SyncError> {
-        let Some((namespace, name)) = claim_ref(pv) else {
+        let Some((namespace, name)) = claim_ref_key(pv) else {
             return Ok(None);
         };
         Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &namespace)
@@ -254,31 +254,27 @@ impl Controller {
         }
     }
 
-    /// updateVolumePhase: the phase, and the message (cleared when None).
-    async fn set_phase(
+    /// updateVolumePhase: the phase and the message (cleared when None); no write when the
+    /// PV has that phase already. Returns the PV as it now is.
+    pub(super) async fn set_phase(
         &self,
         pv: &PersistentVolume,
         phase: &str,
         message: Option<&str>,
     ) -> Result<PersistentVolume, SyncError> {
+        let Some(patch) = binder::bind::volume_phase(pv, phase, message) else {
+            return Ok(pv.clone());
+        };
         let updated = self
             .pvs()
             .patch_status(
                 &pv.name_any(),
                 &PatchParams::default(),
-                &Patch::Merge(json!({
-                    "metadata": {"resourceVersion": pv.resource_version()},
-                    "status": {"phase": phase, "message": message},
-                })),
+                &Patch::Merge(patch),
             )
             .await
             .map_err(|e| SyncError::api(format!("mark the PersistentVolume {phase}"), e))?;
         self.remember(&updated);
         Ok(updated)
     }
-}
-
-fn claim_ref(pv: &PersistentVolume) -> Option<(String, String)> {
-    let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
-    Some((r.namespace.clone()?, r.name.clone()?))
 }

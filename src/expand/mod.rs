@@ -13,12 +13,9 @@ use serde_json::{Value, json};
 
 use crate::cluster::quantity::{format_bytes, parse_bytes};
 use crate::csi::v1 as csi;
+use crate::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
 use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
-
-pub const ANN_PRE_RESIZE_CAPACITY: &str = "volume.alpha.kubernetes.io/pre-resize-capacity";
-pub const ANN_NODE_EXPANSION_NOT_REQUIRED: &str =
-    "volume.kubernetes.io/node-expansion-not-required";
 
 /// `status.allocatedResourceStatuses["storage"]` values.
 pub const CONTROLLER_IN_PROGRESS: &str = "ControllerResizeInProgress";
@@ -216,11 +213,7 @@ pub fn volume_capacity(
     old_capacity: &str,
 ) -> Value {
     let mut patch = json!({"spec": {"capacity": {"storage": storage_quantity(bytes)}}});
-    let annotated = pv
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(ANN_PRE_RESIZE_CAPACITY));
+    let annotated = annotation(&pv.metadata, ANN_PRE_RESIZE_CAPACITY).is_some();
     if node_required && !annotated && !old_capacity.is_empty() {
         patch["metadata"] = json!({"annotations": {ANN_PRE_RESIZE_CAPACITY: old_capacity}});
     }
@@ -278,11 +271,7 @@ pub fn failed(claim: &PersistentVolumeClaim, error: &str, infeasible: bool, now:
 
 /// T13: the claim has caught up with the PV: the pre-resize capacity is no longer needed.
 pub fn drop_pre_resize(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Option<Value> {
-    let annotated = pv
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(ANN_PRE_RESIZE_CAPACITY));
+    let annotated = annotation(&pv.metadata, ANN_PRE_RESIZE_CAPACITY).is_some();
     let s = Sizes::of(claim, pv);
     (annotated && s.capacity >= s.volume)
         .then(|| json!({"metadata": {"annotations": {ANN_PRE_RESIZE_CAPACITY: null}}}))

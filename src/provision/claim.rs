@@ -161,8 +161,8 @@ fn is_ours(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> bool {
     match ctx.class {
         Some(class) => class.provisioner == ctx.settings.driver,
         None => {
-            annotation(claim, ANN_STORAGE_PROVISIONER)
-                .or_else(|| annotation(claim, ANN_BETA_STORAGE_PROVISIONER))
+            annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
+                .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
                 == Some(ctx.settings.driver.as_str())
         }
     }
@@ -198,25 +198,16 @@ fn missing_class(claim: &PersistentVolumeClaim) -> PlanError {
     PlanError::MissingClass(plan::class_name(claim).unwrap_or_default().to_string())
 }
 
-fn annotation<'a>(claim: &'a PersistentVolumeClaim, key: &str) -> Option<&'a str> {
-    claim
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
 /// The node the scheduler picked for a WaitForFirstConsumer claim.
 pub fn selected_node(claim: &PersistentVolumeClaim) -> Option<&str> {
-    annotation(claim, ANN_SELECTED_NODE)
-        .or_else(|| annotation(claim, ANN_ALPHA_SELECTED_NODE))
+    annotation(&claim.metadata, ANN_SELECTED_NODE)
+        .or_else(|| annotation(&claim.metadata, ANN_ALPHA_SELECTED_NODE))
         .filter(|n| !n.is_empty())
 }
 
 /// Both halves of the claim side of a binding are written.
 pub fn claim_bound(claim: &PersistentVolumeClaim) -> bool {
-    annotation(claim, ANN_BIND_COMPLETED).is_some()
+    annotation(&claim.metadata, ANN_BIND_COMPLETED).is_some()
         && claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(PHASE_BOUND)
 }
 
