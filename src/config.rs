@@ -11,7 +11,9 @@ use clap::Parser;
 #[command(
     name = "csi-pv-controller",
     version,
-    about = "Provisions, binds, expands and deletes the volumes of one CSI driver."
+    about = "Provisions, binds, expands and deletes the volumes of one CSI driver.",
+    // As Go's flag package: a repeated flag takes its last value.
+    args_override_self = true
 )]
 pub struct Config {
     /// The CSI driver's controller socket: unix:///path or a path.
@@ -88,6 +90,11 @@ pub struct Config {
     /// kube-controller-manager with its PV binder switched off.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub bind_all: bool,
+
+    /// After a driver answers "volume in use" (FailedPrecondition) to an expansion, wait until
+    /// no pod uses the claim before asking again. Needs pods list; false for online drivers.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub handle_volume_inuse_error: bool,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -224,6 +231,7 @@ mod tests {
         assert_eq!(c.retry_interval_start, Duration::from_secs(1));
         assert_eq!(c.retry_interval_max, Duration::from_secs(300));
         assert!(!c.leader_election);
+        assert!(c.handle_volume_inuse_error);
         assert_eq!(c.http_address().unwrap(), None);
         assert_eq!(c.volume_name_prefix, "pvc");
         assert_eq!(c.uuid_length(), None);

@@ -132,7 +132,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         &driver,
         settings,
         queues,
-        config.bind_all,
+        controller::Switches {
+            bind_all: config.bind_all,
+            handle_volume_inuse_error: config.handle_volume_inuse_error,
+        },
     );
     let running = tokio::spawn(controller.run(
         Options {

@@ -42,6 +42,11 @@ pub const EVENT_PROVISIONING_FAILED: &str = "ProvisioningFailed";
 pub const EVENT_VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
 pub const EVENT_EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
 /// Ours: the claim is gone, and the volume made for it could not be cleaned up yet.
+/// Expansion events, as external-resizer's.
+pub const EVENT_RESIZING: &str = "Resizing";
+pub const EVENT_VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
+pub const EVENT_FS_RESIZE_REQUIRED: &str = "FileSystemResizeRequired";
+pub const EVENT_VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
 pub const EVENT_PROVISIONING_CLEANUP_FAILED: &str = "ProvisioningCleanupFailed";
 
 /// The value of annotation `key`, if the object has it.

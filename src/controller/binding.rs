@@ -21,6 +21,7 @@ impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
         let Some(cached) = self.stores.claims.get(key) else {
             self.clear_backoff(key);
+            self.resizes.forget(key);
             return Ok(Outcome::Done);
         };
         let claim = (*cached).clone();
@@ -59,10 +60,11 @@ impl Controller {
         };
         debug!(claim = %key, step = step.name(), "binder decided");
         match step {
-            ClaimStep::None => Ok(Outcome::Done),
+            ClaimStep::None => self.sync_expansion(key, &claim).await,
+            // A bound claim decides "bind" too (every write then skipped): its size is next.
             ClaimStep::Bind(pv) => {
                 self.bind(&claim, &pv).await?;
-                Ok(Outcome::Done)
+                self.sync_expansion(key, &claim).await
             }
             ClaimStep::Pending(notice) => {
                 self.set_claim_unbound(&claim, PHASE_PENDING).await?;

@@ -386,13 +386,15 @@ impl Controller {
         let Some(secret) = &plan.provisioner_secret else {
             return Ok(HashMap::new());
         };
-        self.read_secret(&secret.namespace, &secret.name).await
+        self.read_secret(&secret.namespace, &secret.name, "the StorageClass")
+            .await
     }
 
     pub(super) async fn read_secret(
         &self,
         namespace: &str,
         name: &str,
+        named_by: &str,
     ) -> Result<HashMap<String, String>, String> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         match api.get_opt(name).await {
@@ -403,7 +405,7 @@ impl Controller {
                 .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
                 .collect()),
             Ok(None) => Err(format!(
-                "secret {namespace}/{name} named by the StorageClass does not exist; create it"
+                "secret {namespace}/{name} named by {named_by} does not exist; create it"
             )),
             Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
         }

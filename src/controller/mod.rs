@@ -5,6 +5,7 @@ mod binding;
 mod claims;
 mod error;
 mod events;
+mod expansion;
 mod volumes;
 
 use std::collections::HashMap;
@@ -67,6 +68,20 @@ pub struct Controller {
     not_before: Mutex<HashMap<ClaimKey, (String, Instant)>>,
     /// Claims whose populator data source was announced in an Event.
     announced: Mutex<std::collections::HashSet<String>>,
+    /// How the driver grows volumes; None: it cannot, and claims keep their size.
+    expander: Option<crate::expand::Expander>,
+    /// `--handle-volume-inuse-error`: after "volume in use", wait until no pod uses the claim.
+    handle_volume_inuse_error: bool,
+    resizes: expansion::Resizes,
+}
+
+/// Process-wide switches from the flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Switches {
+    /// `--bind-all`.
+    pub bind_all: bool,
+    /// `--handle-volume-inuse-error`.
+    pub handle_volume_inuse_error: bool,
 }
 
 /// The queues and the PV index, to be fed by the watches before the controller exists.
@@ -149,7 +164,7 @@ impl Controller {
         driver: &DriverInfo,
         settings: Settings,
         queues: Queues,
-        bind_all: bool,
+        switches: Switches,
     ) -> Arc<Self> {
         let features = Features {
             single_node_multi_writer: driver
@@ -166,7 +181,7 @@ impl Controller {
             events: events::Events::new(client.clone(), &settings.driver),
             scope: Scope {
                 driver: settings.driver.clone(),
-                all: bind_all,
+                all: switches.bind_all,
             },
             index: queues.index,
             unseen: Mutex::default(),
@@ -180,6 +195,12 @@ impl Controller {
             classes: queues.classes,
             not_before: Mutex::default(),
             announced: Mutex::default(),
+            expander: crate::expand::Expander::of(
+                driver.controller.has(ControllerCapability::ExpandVolume),
+                driver.node_expansion,
+            ),
+            handle_volume_inuse_error: switches.handle_volume_inuse_error,
+            resizes: expansion::Resizes::default(),
         })
     }
 
@@ -346,10 +367,7 @@ impl Controller {
         };
         self.not_before().insert(
             key.clone(),
-            (
-                claim.resource_version().unwrap_or_default(),
-                Instant::now() + delay,
-            ),
+            (claim.resource_version().unwrap_or_default(), due_at(delay)),
         );
         delay
     }
@@ -367,6 +385,12 @@ impl Controller {
     fn volume_name(&self, claim: &PersistentVolumeClaim) -> String {
         plan::volume_name_for(claim, &self.settings)
     }
+}
+
+/// When a retry queued `delay` from now is due. A little early: the queue's timer started just
+/// before this, and a pass that arrives a hair before the deadline must not be put off again.
+fn due_at(delay: Duration) -> Instant {
+    Instant::now() + delay.saturating_sub(Duration::from_millis(20))
 }
 
 /// The object's finalizers without `finalizer`.

@@ -245,7 +245,10 @@ impl Controller {
                 return Default::default();
             }
         };
-        match self.read_secret(&secret.namespace, &secret.name).await {
+        match self
+            .read_secret(&secret.namespace, &secret.name, "the StorageClass")
+            .await
+        {
             Ok(secrets) => secrets,
             Err(note) => {
                 warn!(volume = %pv.name_any(), "{note}; deleting without secrets");

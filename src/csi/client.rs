@@ -8,11 +8,12 @@ use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint};
 use tracing::{debug, info, warn};
 
-use super::capabilities::{ControllerCapabilities, PluginCapabilities};
+use super::capabilities::{ControllerCapabilities, ControllerCapability, PluginCapabilities};
 use super::error::CsiError;
 use super::proto::v1 as csi;
 use csi::controller_client::ControllerClient;
 use csi::identity_client::IdentityClient;
+use csi::node_client::NodeClient;
 
 /// What the driver told us about itself.
 #[derive(Debug, Clone)]
@@ -21,6 +22,9 @@ pub struct DriverInfo {
     pub vendor_version: String,
     pub plugin: PluginCapabilities,
     pub controller: ControllerCapabilities,
+    /// Node EXPAND_VOLUME, asked on the controller socket only when the controller cannot
+    /// expand: such a driver grows volumes on the node alone.
+    pub node_expansion: bool,
 }
 
 /// Resolves `--csi-address`: `unix:///abs/path`, `unix:relative/path` or a bare path. Only unix
@@ -87,6 +91,10 @@ impl CsiClient {
 
     fn identity(&self) -> IdentityClient<Channel> {
         IdentityClient::new(self.channel.clone())
+    }
+
+    fn node(&self) -> NodeClient<Channel> {
+        NodeClient::new(self.channel.clone())
     }
 
     fn controller(&self) -> ControllerClient<Channel> {
@@ -175,14 +183,21 @@ impl CsiClient {
         } else {
             ControllerCapabilities::default()
         };
+        let node_expansion = if controller.has(ControllerCapability::ExpandVolume) {
+            false
+        } else {
+            self.node_expands().await?
+        };
         let driver = DriverInfo {
             name: info.name,
             vendor_version: info.vendor_version,
             plugin,
             controller,
+            node_expansion,
         };
         info!(driver = %driver.name, version = %driver.vendor_version,
-              plugin = ?driver.plugin, controller = ?driver.controller, "CSI driver discovered");
+              plugin = ?driver.plugin, controller = ?driver.controller,
+              node_expansion = driver.node_expansion, "CSI driver discovered");
         Ok(driver)
     }
 
@@ -259,6 +274,27 @@ impl CsiClient {
         self.unary("DeleteVolume", request, |r| c.delete_volume(r))
             .await
             .map(|_| ())
+    }
+
+    /// Whether NodeGetCapabilities lists EXPAND_VOLUME. A controller-only driver that does not
+    /// serve the Node service at all (Unimplemented) expands nowhere.
+    pub async fn node_expands(&self) -> Result<bool, CsiError> {
+        use csi::node_service_capability::{Type, rpc};
+        let mut c = self.node();
+        let answer = self
+            .unary(
+                "NodeGetCapabilities",
+                csi::NodeGetCapabilitiesRequest {},
+                |r| c.node_get_capabilities(r),
+            )
+            .await;
+        match answer {
+            Ok(r) => Ok(r.capabilities.iter().any(|c| {
+                matches!(&c.r#type, Some(Type::Rpc(r)) if r.r#type == rpc::Type::ExpandVolume as i32)
+            })),
+            Err(e) if e.code() == Some(tonic::Code::Unimplemented) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// ControllerExpandVolume. A negative size is a broken answer; 0 ("unknown") and a size below

@@ -1,14 +1,14 @@
 //! Volume expansion, decided purely: external-resizer's recovery flow (reference/expansion.md
-//! §3). `target` picks the size to send (§3.3); the patch builders write each transition of
-//! §3.2 as one status patch; `request` builds ControllerExpandVolume; `answer` checks the reply.
-//!
-//! Not wired into the controller yet: the executor, events and integration tests are the rest
-//! of issue 5.
+//! §3). `decide` is one pass over a bound claim; `target` picks the size to send (§3.3); the
+//! patch builders write each transition of §3.2 as one status patch; `request` builds
+//! ControllerExpandVolume; `answer` checks the reply; `in_use` tells an offline-only driver's
+//! "volume in use" apart from other failed preconditions. The controller's `expansion` module
+//! carries the steps out.
 
 #[cfg(test)]
 mod tests;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::{Value, json};
 
 use crate::cluster::quantity::{format_bytes, parse_bytes};
@@ -35,6 +35,127 @@ const RESIZE_CONDITIONS: [&str; 4] = [
     CONTROLLER_RESIZE_ERROR,
     NODE_RESIZE_ERROR,
 ];
+
+/// Where the driver grows volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expander {
+    /// Controller EXPAND_VOLUME: ControllerExpandVolume, then maybe the node.
+    Controller,
+    /// Node EXPAND_VOLUME only: no call here; the PV takes the new size and kubelet grows it
+    /// (external-resizer's trivial resizer).
+    NodeOnly,
+}
+
+impl Expander {
+    /// None: the driver cannot expand, and claims are left alone.
+    pub fn of(controller: bool, node: bool) -> Option<Expander> {
+        match (controller, node) {
+            (true, _) => Some(Expander::Controller),
+            (false, true) => Some(Expander::NodeOnly),
+            (false, false) => None,
+        }
+    }
+}
+
+/// One pass's decision on a bound claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resize {
+    /// T13: the PV patch that drops the pre-resize capacity, once the claim caught up.
+    pub drop_pre_resize: Option<Value>,
+    pub step: ResizeStep,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResizeStep {
+    /// Not ours, or no resize wanted, or kubelet's turn.
+    None,
+    /// Grow the volume to `bytes`. `start` is the T1 patch; None when the claim already
+    /// records this attempt (a repeat after a retry or a restart), so no write is needed.
+    Expand { bytes: u64, start: Option<Value> },
+}
+
+/// One pass over `claim`, bound to `pv`: the size to send and the status patch that comes first.
+/// `final_error`: this process saw the last attempt on the claim end with a final error.
+pub fn decide(
+    claim: &PersistentVolumeClaim,
+    pv: &PersistentVolume,
+    driver: &str,
+    expander: Expander,
+    final_error: bool,
+    now: &str,
+) -> Resize {
+    if !owns(claim, pv, driver) {
+        return Resize {
+            drop_pre_resize: None,
+            step: ResizeStep::None,
+        };
+    }
+    let drop_pre_resize = drop_pre_resize(claim, pv);
+    let sizes = Sizes::of(claim, pv);
+    let step = match target(&sizes, final_error, expander == Expander::Controller) {
+        Target::None => ResizeStep::None,
+        Target::Expand { bytes, restart } => {
+            let recorded = !restart
+                && has_condition(claim, RESIZING)
+                && annotation(&claim.metadata, ANN_NODE_EXPANSION_NOT_REQUIRED).is_none();
+            ResizeStep::Expand {
+                bytes,
+                start: (!recorded).then(|| start(claim, bytes, restart, now)),
+            }
+        }
+    };
+    Resize {
+        drop_pre_resize,
+        step,
+    }
+}
+
+fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
+
+/// The claim is in use by a pod that may still run: not Succeeded or Failed, in the claim's
+/// namespace, naming it in a volume (external-resizer's in-use store; generic ephemeral volumes
+/// are not counted, as there).
+pub fn in_use(claim: &PersistentVolumeClaim, pods: &[Pod]) -> bool {
+    let name = claim.metadata.name.as_deref();
+    pods.iter().any(|pod| {
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        let same_namespace = pod.metadata.namespace == claim.metadata.namespace;
+        let names_claim = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .is_some_and(|volumes| {
+                volumes.iter().any(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .map(|c| c.claim_name.as_str())
+                        == name
+                })
+            });
+        !finished && same_namespace && names_claim
+    })
+}
+
+/// Event notes, as external-resizer's.
+pub fn resizing_note(pv: &str) -> String {
+    format!("External resizer is resizing volume {pv}")
+}
+pub const FS_RESIZE_REQUIRED_NOTE: &str = "Require file system resize of volume on node";
+pub const RESIZE_SUCCESSFUL_NOTE: &str = "Resize volume succeeded";
+pub fn in_use_note(namespace: &str, claim: &str, driver: &str) -> String {
+    format!(
+        "Unable to expand {namespace}/{claim} because CSI driver {driver} only supports offline expansion and volume is currently in-use"
+    )
+}
 
 /// The sizes and state the decision reads, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

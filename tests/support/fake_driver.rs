@@ -139,6 +139,8 @@ struct State {
     next_id: u64,
     faults: HashMap<&'static str, VecDeque<Fault>>,
     calls: Vec<Call>,
+    /// Volume ids in use on a node (as a workload would have them).
+    published: std::collections::HashSet<String>,
     ready: bool,
 }
 
@@ -291,6 +293,22 @@ impl FakeDriver {
     pub fn fail(&self, method: &'static str, code: Code, times: usize) {
         for _ in 0..times {
             self.inject(method, Fault::Error(code, format!("injected {code:?}")));
+        }
+    }
+
+    /// Drops the faults still queued for `method`.
+    pub fn clear_faults(&self, method: &'static str) {
+        self.shared.state().faults.remove(method);
+    }
+
+    /// Marks a volume as in use on a node, or no longer. An OFFLINE-expansion driver refuses to
+    /// expand it meanwhile with FailedPrecondition, as the CSI spec asks.
+    pub fn set_published(&self, volume_id: &str, published: bool) {
+        let mut state = self.shared.state();
+        if published {
+            state.published.insert(volume_id.to_string());
+        } else {
+            state.published.remove(volume_id);
         }
     }
 
@@ -655,6 +673,14 @@ impl Controller for Service {
         }
         let capacity = {
             let mut state = self.0.state();
+            if self.0.config.online_expansion == Some(false)
+                && state.published.contains(&req.volume_id)
+            {
+                return Err(Status::failed_precondition(format!(
+                    "volume {} is in use and this driver only expands offline",
+                    req.volume_id
+                )));
+            }
             let Some(volume) = state.volumes.get_mut(&req.volume_id) else {
                 return Err(Status::not_found(format!(
                     "volume {} not found",

@@ -1,0 +1,403 @@
+//! Carrying out a resize (reference/expansion.md): the pass `expand::decide` plans, the
+//! ControllerExpandVolume call, the PV then the claim, and what a failure leaves behind. What
+//! upstream keeps in memory (the last attempt's final error, "volume in use", the slow set)
+//! lives in `Resizes`, per claim.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use super::claims::reference;
+use super::{ClaimKey, Controller, Outcome, SyncError, due_at};
+use crate::csi::{CsiError, ErrorClass, Operation};
+use crate::expand::{self, Expander, ResizeStep};
+use crate::names::*;
+
+/// What this process remembers of a claim's resize between passes. Lost on restart, as
+/// upstream's: an attempt then counts as uncertain until it fails again.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ResizeMemory {
+    uid: String,
+    /// The last attempt ended with a final error, so the user's new size is honoured.
+    final_error: bool,
+    /// The driver refused because the volume is in use (offline expansion only).
+    in_use: bool,
+    /// Passes with this requested size (bytes) wait until then: backoff, or the slow set.
+    /// A new size from the user is looked at at once.
+    wait: Option<(u64, Instant)>,
+}
+
+#[derive(Default)]
+pub(super) struct Resizes(std::sync::Mutex<HashMap<ClaimKey, ResizeMemory>>);
+
+impl Resizes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClaimKey, ResizeMemory>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The memory of this claim; a claim replaced under the same name starts afresh.
+    fn get(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> ResizeMemory {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        match self.lock().get(key) {
+            Some(m) if m.uid == uid => m.clone(),
+            _ => ResizeMemory {
+                uid,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn put(&self, key: &ClaimKey, memory: ResizeMemory) {
+        self.lock().insert(key.clone(), memory);
+    }
+
+    pub(super) fn forget(&self, key: &ClaimKey) {
+        self.lock().remove(key);
+    }
+}
+
+/// How a ControllerExpandVolume attempt ended, as far as the claim's status is concerned.
+enum Failure {
+    /// Recorded as ControllerResizeError (and ControllerResizeInfeasible when `infeasible`).
+    Final {
+        message: String,
+        infeasible: bool,
+        in_use: bool,
+    },
+    /// Nothing recorded: the driver may still be working, or we never reached it.
+    Uncertain(String),
+}
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
+    expand::Sizes::of(claim, pv).requested
+}
+
+impl Controller {
+    /// The resize half of a pass over a Bound claim.
+    pub(super) async fn sync_expansion(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Outcome, SyncError> {
+        let Some(expander) = self.expander else {
+            return Ok(Outcome::Done);
+        };
+        let Some(name) = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .filter(|n| !n.is_empty())
+        else {
+            return Ok(Outcome::Done);
+        };
+        let Some(pv) = self.live_volume_if_missing(name).await? else {
+            return Ok(Outcome::Done);
+        };
+        let mut memory = self.resizes.get(key, claim);
+        let plan = expand::decide(
+            claim,
+            &pv,
+            &self.settings.driver,
+            expander,
+            memory.final_error,
+            &now(),
+        );
+        let pv = match plan.drop_pre_resize {
+            Some(patch) => {
+                self.patch_volume(&pv, patch, "drop its pre-resize capacity")
+                    .await?
+            }
+            None => pv,
+        };
+        let ResizeStep::Expand { bytes, start } = plan.step else {
+            self.resizes.forget(key);
+            return Ok(Outcome::Done);
+        };
+        let asked = requested(claim, &pv);
+        if let Some((size, until)) = memory.wait
+            && size == asked
+            && Instant::now() < until
+        {
+            return Ok(Outcome::Waiting);
+        }
+        let claim = match start {
+            Some(patch) => self.patch_claim(claim, patch, "start the resize").await?,
+            None => {
+                // Nothing to write, so no precondition proves this copy current: a copy older
+                // than our own last write would repeat a finished call. Decide on the live one.
+                let Some(live) = self
+                    .claims_api(claim)
+                    .get_opt(&claim.name_any())
+                    .await
+                    .map_err(|e| SyncError::api("read the claim", e))?
+                else {
+                    return Ok(Outcome::Done);
+                };
+                let again = expand::decide(
+                    &live,
+                    &pv,
+                    &self.settings.driver,
+                    expander,
+                    memory.final_error,
+                    &now(),
+                );
+                match again.step {
+                    ResizeStep::Expand {
+                        bytes: b,
+                        start: None,
+                    } if b == bytes => live,
+                    // The claim moved on since the store saw it: its own event brings it back.
+                    _ => return Ok(Outcome::Again),
+                }
+            }
+        };
+        let volume = pv.name_any();
+        self.events
+            .normal(
+                &reference(&claim),
+                EVENT_RESIZING,
+                expand::resizing_note(&volume),
+            )
+            .await;
+
+        if memory.in_use && self.handle_volume_inuse_error && self.claim_in_use(&claim).await {
+            let note = expand::in_use_note(
+                &claim.namespace().unwrap_or_default(),
+                &claim.name_any(),
+                &self.settings.driver,
+            );
+            return Ok(self
+                .resize_waits(key, &claim, memory, asked, note, false)
+                .await);
+        }
+        memory.in_use = false;
+
+        let outcome = match expander {
+            Expander::NodeOnly => Ok((bytes, true)),
+            Expander::Controller => self.expand_in_driver(&pv, bytes).await,
+        };
+        match outcome {
+            Ok((capacity, node_required)) => {
+                self.resized(key, &claim, &pv, capacity, node_required)
+                    .await
+            }
+            Err(Failure::Uncertain(note)) => {
+                memory.final_error = false;
+                Ok(self
+                    .resize_waits(key, &claim, memory, asked, note, false)
+                    .await)
+            }
+            Err(Failure::Final {
+                message,
+                infeasible,
+                in_use,
+            }) => {
+                let patch = expand::failed(&claim, &message, infeasible, &now());
+                let claim = self
+                    .patch_claim(&claim, patch, "record the failed resize")
+                    .await?;
+                memory.final_error = true;
+                memory.in_use = in_use;
+                let note = if in_use {
+                    format!("{message} (the volume is in use; retried once no pod uses the claim)")
+                } else {
+                    message
+                };
+                Ok(self
+                    .resize_waits(key, &claim, memory, asked, note, infeasible)
+                    .await)
+            }
+        }
+    }
+
+    /// ControllerExpandVolume, with the PV's expansion secret: the new capacity and whether the
+    /// node must finish.
+    async fn expand_in_driver(
+        &self,
+        pv: &PersistentVolume,
+        bytes: u64,
+    ) -> Result<(u64, bool), Failure> {
+        let mut request = expand::request(pv, bytes, self.features.single_node_multi_writer)
+            .map_err(|e| Failure::Final {
+                message: format!(
+                    "cannot ask the driver to expand volume {}: {e}",
+                    pv.name_any()
+                ),
+                infeasible: false,
+                in_use: false,
+            })?;
+        if let Some(secret) = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.csi.as_ref()?.controller_expand_secret_ref.as_ref())
+        {
+            let namespace = secret.namespace.as_deref().unwrap_or_default();
+            let name = secret.name.as_deref().unwrap_or_default();
+            request.secrets = self
+                .read_secret(
+                    namespace,
+                    name,
+                    "the PersistentVolume's controllerExpandSecretRef",
+                )
+                .await
+                .map_err(Failure::Uncertain)?;
+        }
+        let answer = self
+            .csi
+            .controller_expand_volume(request)
+            .await
+            .map_err(|e| classify(&e))?;
+        let capacity =
+            expand::answer(bytes, answer.capacity_bytes).map_err(|e| Failure::Final {
+                message: e.to_string(),
+                infeasible: false,
+                in_use: false,
+            })?;
+        Ok((capacity, answer.node_expansion_required))
+    }
+
+    /// T2/T3: the PV first, then the claim (kubelet and the next pass cope with a crash between).
+    async fn resized(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        capacity: u64,
+        node_required: bool,
+    ) -> Result<Outcome, SyncError> {
+        let old = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref()?.get("storage"))
+            .map(|q| q.0.clone())
+            .unwrap_or_default();
+        let patch = expand::volume_capacity(pv, capacity, node_required, &old);
+        self.patch_volume(pv, patch, "record its new capacity")
+            .await?;
+        let now = now();
+        let (patch, reason, note) = if node_required {
+            (
+                expand::node_pending(claim, &now),
+                EVENT_FS_RESIZE_REQUIRED,
+                expand::FS_RESIZE_REQUIRED_NOTE,
+            )
+        } else {
+            (
+                expand::finished(claim, capacity, &now),
+                EVENT_VOLUME_RESIZE_SUCCESSFUL,
+                expand::RESIZE_SUCCESSFUL_NOTE,
+            )
+        };
+        let claim = self.patch_claim(claim, patch, "record the resize").await?;
+        self.resizes.forget(key);
+        self.claims.forget(key);
+        info!(claim = %key, volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
+        self.events
+            .normal(&reference(&claim), reason, note.to_string())
+            .await;
+        Ok(Outcome::Done)
+    }
+
+    /// A failed attempt: remember it, hold passes on this size off until the retry, and say why.
+    async fn resize_waits(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        mut memory: ResizeMemory,
+        asked: u64,
+        note: String,
+        slow: bool,
+    ) -> Outcome {
+        let delay = if slow {
+            self.claims.retry_slowly(key.clone())
+        } else {
+            self.claims.retry(key.clone())
+        };
+        memory.wait = Some((asked, due_at(delay)));
+        self.resizes.put(key, memory);
+        warn!(claim = %key, retry_in = ?delay, "resize failed: {note}");
+        self.events
+            .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)
+            .await;
+        Outcome::Waiting
+    }
+
+    /// Whether a pod that may still run uses the claim. A failed listing counts as "in use":
+    /// calling an offline-only driver on a mounted volume is what the check is there to avoid.
+    async fn claim_in_use(&self, claim: &PersistentVolumeClaim) -> bool {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default());
+        match api.list(&ListParams::default()).await {
+            Ok(list) => expand::in_use(claim, &list.items),
+            Err(error) => {
+                warn!(claim = %claim.name_any(), %error, "cannot list pods to see whether the claim is in use");
+                true
+            }
+        }
+    }
+
+    async fn patch_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        action: &str,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        debug!(claim = %claim.name_any(), %action, "patching claim status");
+        self.claims_api(claim)
+            .patch_status(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action.to_string(), e))
+    }
+
+    async fn patch_volume(
+        &self,
+        pv: &PersistentVolume,
+        patch: Value,
+        action: &str,
+    ) -> Result<PersistentVolume, SyncError> {
+        let updated = self
+            .pvs()
+            .patch(
+                &pv.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| {
+                SyncError::api(
+                    format!("patch PersistentVolume {} to {action}", pv.name_any()),
+                    e,
+                )
+            })?;
+        self.remember(&updated);
+        Ok(updated)
+    }
+}
+
+/// §5.1: what a failed call leaves on the claim.
+fn classify(error: &CsiError) -> Failure {
+    let message = error.to_string();
+    match error.class(Operation::Expand) {
+        ErrorClass::InProgress => Failure::Uncertain(message),
+        class => Failure::Final {
+            in_use: error.code() == Some(tonic::Code::FailedPrecondition),
+            infeasible: class == ErrorClass::Infeasible,
+            message,
+        },
+    }
+}
