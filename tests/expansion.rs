@@ -686,3 +686,24 @@ async fn killed_mid_expansion_finishes_after_restart() {
         "{sizes:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_that_cannot_expand_says_so_and_touches_nothing() {
+    let config = DriverConfig {
+        controller_expansion: false,
+        node_expansion_required: false,
+        ..DriverConfig::default()
+    };
+    let world = World::start("grow-never", config, &[]).await;
+    let (_, pv) = bound_claim(&world, "data", "1Gi").await;
+    request_size(&world, "data", "2Gi").await.unwrap();
+    world
+        .event("data", "VolumeResizeFailed", "cannot expand volumes", LIMIT)
+        .await;
+    let claim = world.claim("data").await.unwrap();
+    assert_eq!(allocated(&claim), None);
+    assert_eq!(resize_status(&claim), None);
+    let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
+    assert_eq!(pv_capacity(&pv).as_deref(), Some("1Gi"));
+    assert!(expand_calls(&world).is_empty());
+}

@@ -30,6 +30,8 @@ pub(super) struct ResizeMemory {
     /// Passes with this requested size (bytes) wait until then: backoff, or the slow set.
     /// A new size from the user is looked at at once.
     wait: Option<(u64, Instant)>,
+    /// The requested size last reported as impossible because the driver cannot expand.
+    announced: Option<u64>,
 }
 
 #[derive(Default)]
@@ -90,9 +92,6 @@ impl Controller {
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
-        let Some(expander) = self.expander else {
-            return Ok(Outcome::Done);
-        };
         let Some(name) = claim
             .spec
             .as_ref()
@@ -105,6 +104,10 @@ impl Controller {
             return Ok(Outcome::Done);
         };
         let mut memory = self.resizes.get(key, claim);
+        let Some(expander) = self.expander else {
+            self.cannot_expand(key, claim, &pv, memory).await;
+            return Ok(Outcome::Done);
+        };
         let plan = expand::decide(
             claim,
             &pv,
@@ -307,6 +310,34 @@ impl Controller {
             .normal(&reference(&claim), reason, note.to_string())
             .await;
         Ok(Outcome::Done)
+    }
+
+    /// A larger size asked of a driver that cannot expand: said once per size, as nothing will
+    /// ever happen (upstream stays silent).
+    async fn cannot_expand(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        mut memory: ResizeMemory,
+    ) {
+        let sizes = expand::Sizes::of(claim, pv);
+        if !expand::owns(claim, pv, &self.settings.driver)
+            || sizes.requested <= sizes.capacity
+            || memory.announced == Some(sizes.requested)
+        {
+            return;
+        }
+        memory.announced = Some(sizes.requested);
+        self.resizes.put(key, memory);
+        let note = format!(
+            "CSI driver {} cannot expand volumes (no EXPAND_VOLUME capability in its controller or node service); the claim keeps its size",
+            self.settings.driver
+        );
+        warn!(claim = %key, "{note}");
+        self.events
+            .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)
+            .await;
     }
 
     /// A failed attempt: remember it, hold passes on this size off until the retry, and say why.
