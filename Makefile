@@ -40,7 +40,7 @@ sanity: peers
 
 # Everything else against the real kube-apiserver and the fake driver.
 integration: peers
-	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test expansion
+	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test expansion --test leader_election
 
 test: peers lint unit sanity integration
 

@@ -41,6 +41,22 @@ pub struct Config {
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub leader_election: bool,
 
+    /// Namespace of the Lease (empty: $POD_NAMESPACE, else the service account's, else default).
+    #[arg(long, default_value = "")]
+    pub leader_election_namespace: String,
+
+    /// How long a Lease lasts without renewal; a standby takes over after that. Whole seconds.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_election_lease_duration: Duration,
+
+    /// The leader renews when this much of the lease has passed. Whole seconds.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_election_renew_deadline: Duration,
+
+    /// Accepted for compatibility: standbys look again when the current lease expires.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub leader_election_retry_period: Duration,
+
     /// Sustained requests per second to the Kubernetes API.
     #[arg(long, default_value_t = 5.0)]
     pub kube_api_qps: f32,
@@ -157,11 +173,13 @@ impl Config {
         if self.resync_period.is_zero() {
             return bad("resync-period", "must be greater than 0");
         }
-        if self.leader_election {
-            return bad(
-                "leader-election",
-                "leader election is not implemented yet; run a single replica",
-            );
+        if self.leader_election
+            && let Err(e) = crate::leader::seconds(self.lease_timing())
+        {
+            return bad("leader-election-lease-duration", &e.to_string());
+        }
+        if self.leader_election_retry_period.is_zero() {
+            return bad("leader-election-retry-period", "must be greater than 0");
         }
         if let Some(path) = &self.kubeconfig
             && !path.is_file()
@@ -203,6 +221,13 @@ impl Config {
         usize::try_from(self.volume_name_uuid_length).ok()
     }
 
+    pub fn lease_timing(&self) -> crate::leader::Timing {
+        crate::leader::Timing {
+            lease_duration: self.leader_election_lease_duration,
+            renew_deadline: self.leader_election_renew_deadline,
+        }
+    }
+
     /// `--csi-connect-timeout` as an optional limit (0 = none).
     pub fn connect_limit(&self) -> Option<Duration> {
         (!self.csi_connect_timeout.is_zero()).then_some(self.csi_connect_timeout)
@@ -236,6 +261,26 @@ mod tests {
         assert_eq!(c.volume_name_prefix, "pvc");
         assert_eq!(c.uuid_length(), None);
         assert!(!c.extra_create_metadata);
+    }
+
+    #[test]
+    fn leader_election_timing_is_checked() {
+        let c = parse(&["--leader-election"]).unwrap();
+        assert!(c.leader_election);
+        assert_eq!(c.leader_election_lease_duration, Duration::from_secs(15));
+        assert_eq!(c.leader_election_renew_deadline, Duration::from_secs(10));
+        assert_eq!(c.leader_election_retry_period, Duration::from_secs(5));
+        let refused = parse(&[
+            "--leader-election",
+            "--leader-election-lease-duration=5s",
+            "--leader-election-renew-deadline=5s",
+        ])
+        .unwrap_err();
+        assert!(
+            refused.contains("--leader-election-lease-duration"),
+            "{refused}"
+        );
+        assert!(parse(&["--leader-election-retry-period=0s"]).is_err());
     }
 
     #[test]

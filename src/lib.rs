@@ -8,6 +8,7 @@ pub mod controller;
 pub mod csi;
 pub mod expand;
 pub mod http;
+pub mod leader;
 pub mod names;
 pub mod provision;
 pub mod queue;

@@ -12,9 +12,15 @@ use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{Command, Config};
 use csi_pv_controller::controller::{self, Controller, Options, Queues};
 use csi_pv_controller::csi::CsiClient;
-use csi_pv_controller::http;
 use csi_pv_controller::provision::plan::Settings;
 use csi_pv_controller::queue::Backoff;
+use csi_pv_controller::{http, leader};
+
+/// The Lease's own client: renewals must never wait behind the API rate limit.
+const LEASE_CLIENT_QPS: f32 = 100.0;
+const LEASE_CLIENT_BURST: u32 = 100;
+/// How long after --timeout a SIGTERM waits for the workers.
+const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let config = Config::parse(); // exits 2 with clap's message on unparsable flags
@@ -137,7 +143,39 @@ async fn run(config: Config) -> anyhow::Result<()> {
             handle_volume_inuse_error: config.handle_volume_inuse_error,
         },
     );
-    let running = tokio::spawn(controller.run(
+    // Ready means the caches are warm: a standby is ready to take over at once.
+    health.set_ready(true);
+    info!(driver = %driver.name, "ready: driver probed and caches synced");
+    let mut leadership = match config.leader_election {
+        true => {
+            let lease_client = cluster::client::build(
+                config.kubeconfig.as_deref(),
+                LEASE_CLIENT_QPS,
+                LEASE_CLIENT_BURST,
+            )
+            .await?;
+            let namespace = leader::namespace(&config.leader_election_namespace);
+            let mut leadership = leader::Leadership::campaign(
+                lease_client,
+                &namespace,
+                &leader::lease_name(&driver.name),
+                &leader::identity(),
+                config.lease_timing(),
+            )
+            .await?;
+            tokio::select! {
+                won = leadership.won() => anyhow::ensure!(won, "leader election stopped"),
+                _ = stopped() => {
+                    leadership.resign().await;
+                    return Ok(());
+                }
+            }
+            info!("became leader");
+            Some(leadership)
+        }
+        false => None,
+    };
+    let mut running = tokio::spawn(controller.run(
         Options {
             workers: config.worker_threads,
             backoff,
@@ -145,12 +183,34 @@ async fn run(config: Config) -> anyhow::Result<()> {
         },
         stopped(),
     ));
-    health.set_ready(true);
-    info!(driver = %driver.name, "ready: driver probed and caches synced");
-
-    stopped().await;
+    let lost = async {
+        match leadership.as_mut() {
+            Some(l) => l.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = stopped() => {}
+        _ = lost => {
+            // As the Go sidecars: another replica may act from now on, so not one more write.
+            error!("lost the leader election lease; exiting at once");
+            std::process::exit(1);
+        }
+    }
     health.set_ready(false);
-    running.await.context("controller task failed")?;
+    // In-flight work ends within a CSI deadline; the rest is picked up by the next leader.
+    match tokio::time::timeout(config.timeout + SHUTDOWN_SLACK, &mut running).await {
+        Ok(result) => result.context("controller task failed")?,
+        Err(_) => {
+            running.abort();
+            error!(
+                "workers did not stop within --timeout plus {SHUTDOWN_SLACK:?}; abandoning them"
+            );
+        }
+    }
+    if let Some(leadership) = leadership {
+        leadership.resign().await;
+    }
     if let Some(server) = server {
         server.await.context("HTTP server task failed")??;
     }

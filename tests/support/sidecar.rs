@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 
 use super::control_plane::{ControlPlane, free_port, http_ok};
@@ -33,6 +33,11 @@ pub struct Sidecar {
 impl Sidecar {
     /// Starts the binary with `--http-endpoint` on a free port and the given flags.
     pub fn start(log_dir: &Path, args: &[String]) -> Sidecar {
+        Self::start_with_env(log_dir, args, &[])
+    }
+
+    /// As `start`, with extra environment variables (e.g. HOSTNAME, the leader identity).
+    pub fn start_with_env(log_dir: &Path, args: &[String], env: &[(&str, &str)]) -> Sidecar {
         let http_port = free_port();
         let log = log_dir.join(format!("sidecar-{http_port}.log"));
         let file = std::fs::File::create(&log).expect("cannot create sidecar log");
@@ -40,6 +45,7 @@ impl Sidecar {
             .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
             .args(args)
             .env("RUST_LOG", "info,csi_pv_controller=debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log"))
             .stderr(file)
@@ -142,6 +148,25 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
                     subject.namespace = Some(namespace.into());
                 }
                 Api::<ClusterRoleBinding>::all(client.clone())
+                    .create(&pp, &binding)
+                    .await
+                    .unwrap();
+            }
+            "Role" => {
+                let mut role: Role = serde_json::from_value(json).unwrap();
+                role.metadata.namespace = Some(namespace.into());
+                Api::<Role>::namespaced(client.clone(), namespace)
+                    .create(&pp, &role)
+                    .await
+                    .unwrap();
+            }
+            "RoleBinding" => {
+                let mut binding: RoleBinding = serde_json::from_value(json).unwrap();
+                binding.metadata.namespace = Some(namespace.into());
+                for subject in binding.subjects.iter_mut().flatten() {
+                    subject.namespace = Some(namespace.into());
+                }
+                Api::<RoleBinding>::namespaced(client.clone(), namespace)
                     .create(&pp, &binding)
                     .await
                     .unwrap();

@@ -1,0 +1,129 @@
+//! Two replicas under `--leader-election` against the real kube-apiserver: only the holder of the
+//! Lease acts; when it is killed the standby takes over and finishes a provision the leader left
+//! half done; on SIGTERM the Lease is given up.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::json;
+use support::cluster::{World, eventually};
+use support::fake_driver::{DriverConfig, Fault};
+use support::sidecar::Sidecar;
+
+const NAMESPACE: &str = "leader";
+const LIMIT: Duration = Duration::from_secs(45);
+
+async fn holder(world: &World) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(world.client.clone(), NAMESPACE);
+    let name = format!("csi-pv-controller-{}", world.driver_name.replace('.', "-"));
+    leases
+        .get_opt(&name)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// Log lines in which a replica acted: a decision about a claim or a volume-changing call.
+fn actions(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            l.contains("binder decided")
+                || l.contains("method=\"CreateVolume\"")
+                || l.contains("method=\"DeleteVolume\"")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
+    let mut world = World::start(
+        NAMESPACE,
+        DriverConfig::default(),
+        &[
+            "--leader-election",
+            &format!("--leader-election-namespace={NAMESPACE}"),
+            "--leader-election-lease-duration=4s",
+            "--leader-election-renew-deadline=3s",
+            "--leader-election-retry-period=1s",
+        ],
+    )
+    .await;
+    let first = eventually(LIMIT, || holder(&world)).await;
+    let first = first.unwrap_or_else(|| panic!("nobody leads:\n{}", world.sidecar.log_text()));
+    assert_ne!(first, "replica-b");
+
+    let mut standby =
+        Sidecar::start_with_env(world.dir.path(), &world.args, &[("HOSTNAME", "replica-b")]);
+    assert!(
+        standby.wait_ready(LIMIT).await,
+        "a standby is ready once its caches are warm:\n{}",
+        standby.log_text()
+    );
+
+    world.create_class("fast", json!({})).await;
+    world.create_claim("one", "fast", "1Gi", json!({})).await;
+    world.bound("one", LIMIT).await;
+    assert_eq!(holder(&world).await.as_deref(), Some(first.as_str()));
+
+    // The leader starts CreateVolume for a second claim and dies before it answers.
+    world.driver.inject("CreateVolume", Fault::Hang);
+    world.create_claim("two", "fast", "1Gi", json!({})).await;
+    let asked = eventually(LIMIT, || async {
+        (world.driver.calls_of("CreateVolume").len() == 2).then_some(())
+    })
+    .await;
+    assert!(
+        asked.is_some(),
+        "second CreateVolume never came:\n{}",
+        world.sidecar.log_text()
+    );
+    let _ = world.sidecar.child.start_kill();
+    let _ = world.sidecar.child.wait().await;
+    world.driver.release();
+
+    let found = eventually(LIMIT, || async {
+        let claim = world.claim("two").await?;
+        (claim.status?.phase.as_deref() == Some("Bound")).then_some(())
+    })
+    .await;
+    assert!(
+        found.is_some(),
+        "the standby did not finish the claim:\n{}",
+        standby.log_text()
+    );
+    assert_eq!(holder(&world).await.as_deref(), Some("replica-b"));
+    assert_eq!(
+        world.driver.volumes().len(),
+        2,
+        "one volume per claim: {:?}",
+        world.driver.volumes()
+    );
+
+    // The standby did nothing before it led.
+    let log = standby.log_text();
+    let became = log
+        .find("became leader")
+        .unwrap_or_else(|| panic!("standby never led:\n{log}"));
+    let before = actions(&log[..became]);
+    assert!(
+        before.is_empty(),
+        "the standby acted before leading: {before:?}"
+    );
+    assert!(
+        !actions(&log[became..]).is_empty(),
+        "the new leader did the work"
+    );
+
+    // SIGTERM: exit 0 and the Lease is given up at once, not left to expire.
+    assert_eq!(standby.terminate(Duration::from_secs(20)).await, Some(0));
+    assert_eq!(
+        holder(&world).await,
+        None,
+        "lease still held after a clean exit"
+    );
+}
