@@ -1,5 +1,5 @@
-//! The diagnostics server: /healthz (process up, driver answering Probe) and /readyz (driver
-//! probed and stores synced).
+//! The diagnostics server: /healthz (process up, driver answering Probe), /readyz (driver
+//! probed and stores synced; a standby under leader election is ready) and /metrics.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,6 +60,16 @@ async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str)
     }
 }
 
+async fn metrics() -> ([(axum::http::header::HeaderName, &'static str); 1], String) {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        crate::metrics::metrics().encode(),
+    )
+}
+
 /// Binds `address` (so that a busy port is reported at start) and returns the server future.
 pub async fn serve(
     address: SocketAddr,
@@ -69,6 +79,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(health);
     let listener = tokio::net::TcpListener::bind(address).await?;
     Ok(async move {

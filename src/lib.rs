@@ -9,6 +9,7 @@ pub mod csi;
 pub mod expand;
 pub mod http;
 pub mod leader;
+pub mod metrics;
 pub mod names;
 pub mod provision;
 pub mod queue;

@@ -40,6 +40,8 @@ struct Inner<K> {
     state: Mutex<State<K>>,
     wake: Notify,
     backoff: Backoff,
+    /// The `name` label of the workqueue metrics; unnamed queues are not measured.
+    name: Option<crate::metrics::QueueLabels>,
 }
 
 /// Cloning gives another handle on the same queue.
@@ -57,6 +59,20 @@ impl<K> Clone for WorkQueue<K> {
 
 impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     pub fn new(backoff: Backoff) -> Self {
+        Self::build(backoff, None)
+    }
+
+    /// A queue whose depth, adds and retries are exported under `name`.
+    pub fn named(backoff: Backoff, name: &str) -> Self {
+        Self::build(
+            backoff,
+            Some(crate::metrics::QueueLabels {
+                name: name.to_string(),
+            }),
+        )
+    }
+
+    fn build(backoff: Backoff, name: Option<crate::metrics::QueueLabels>) -> Self {
         WorkQueue {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
@@ -69,6 +85,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 }),
                 wake: Notify::new(),
                 backoff,
+                name,
             }),
         }
     }
@@ -80,6 +97,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn measure(&self, depth: usize, added: bool) {
+        if let Some(labels) = &self.inner.name {
+            let m = crate::metrics::metrics();
+            m.queue_depth
+                .get_or_create(labels)
+                .set(i64::try_from(depth).unwrap_or(i64::MAX));
+            if added {
+                m.queue_adds.get_or_create(labels).inc();
+            }
+        }
     }
 
     /// Queues `key` unless it is queued already; a key being worked on is queued again once done.
@@ -94,7 +123,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
         state.queued.insert(key.clone());
         state.ready.push_back(key);
+        let depth = state.ready.len();
         drop(state);
+        self.measure(depth, true);
         self.inner.wake.notify_one();
     }
 
@@ -118,8 +149,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             *failures = failures.saturating_add(1);
             self.inner.backoff.delay(*failures)
         };
+        self.count_retry();
         self.add_after(key, delay);
         delay
+    }
+
+    fn count_retry(&self) {
+        if let Some(labels) = &self.inner.name {
+            crate::metrics::metrics()
+                .queue_retries
+                .get_or_create(labels)
+                .inc();
+        }
     }
 
     /// Queues `key` again after the longest backoff delay: for failures that only a change by
@@ -131,6 +172,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             *failures = failures.saturating_add(1);
         }
         let delay = self.inner.backoff.max;
+        self.count_retry();
         self.add_after(key, delay);
         delay
     }
@@ -160,7 +202,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     state.queued.remove(&key);
                     state.active.insert(key.clone());
                     let more = !state.ready.is_empty();
+                    let depth = state.ready.len();
                     drop(state);
+                    self.measure(depth, false);
                     if more {
                         // Pass the baton: another worker may take the next key.
                         self.inner.wake.notify_one();

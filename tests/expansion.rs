@@ -707,3 +707,69 @@ async fn driver_that_cannot_expand_says_so_and_touches_nothing() {
     assert_eq!(pv_capacity(&pv).as_deref(), Some("1Gi"));
     assert!(expand_calls(&world).is_empty());
 }
+
+/// The value of the series whose line starts with `series` (name and labels, exactly).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_after_provisioning_and_a_resize() {
+    let world = World::start("grow-metrics", DriverConfig::default(), &[]).await;
+    bound_claim(&world, "data", "1Gi").await;
+    request_size(&world, "data", "2Gi").await.unwrap();
+    claim_until(&world, "data", "capacity 2Gi", |c| {
+        capacity(c).as_deref() == Some("2Gi")
+    })
+    .await;
+
+    let text = world.sidecar.metrics().await;
+    let driver = &world.driver_name;
+    let csi = |method: &str| {
+        sample(
+            &text,
+            &format!(
+                "csi_sidecar_operations_seconds_count{{driver_name=\"{driver}\",method_name=\"/csi.v1.Controller/{method}\",grpc_status_code=\"OK\"}}"
+            ),
+        )
+    };
+    assert_eq!(csi("CreateVolume"), Some(1.0), "{text}");
+    assert_eq!(csi("ControllerExpandVolume"), Some(1.0), "{text}");
+    assert!(
+        sample(&text, "workqueue_adds_total{name=\"claims\"}").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "workqueue_depth{name=\"claims\"}").is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "csi_pv_controller_claim_bound_seconds_count"),
+        Some(1.0),
+        "{text}"
+    );
+    let bound = sample(&text, "csi_pv_controller_claim_bound_seconds_sum").unwrap_or(-1.0);
+    assert!(
+        (0.0..30.0).contains(&bound),
+        "claim to Bound took {bound}s?\n{text}"
+    );
+    assert_eq!(
+        sample(&text, "csi_pv_controller_resize_seconds_count"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "csi_pv_controller_api_writes_total{resource=\"persistentvolumes\",verb=\"create\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "csi_pv_controller_api_writes_total{resource=\"persistentvolumeclaims/status\",verb=\"patch\"}")
+            .is_some_and(|n| n >= 3.0),
+        "bind + resize start + resize done: {text}"
+    );
+}

@@ -40,6 +40,23 @@ pub async fn build(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<Cl
     };
     let client = kube::client::ClientBuilder::try_from(config)?
         .with_layer(&RateLimitLayer::new(qps, burst))
+        .with_layer(&tower::util::MapRequestLayer::new(count_write))
         .build();
     Ok(client)
+}
+
+/// Counts a write on its way to the API server (`csi_pv_controller_api_writes_total`).
+fn count_write(
+    request: axum::http::Request<kube::client::Body>,
+) -> axum::http::Request<kube::client::Body> {
+    if let Some(verb) = crate::metrics::verb_of(request.method()) {
+        crate::metrics::metrics()
+            .api_writes
+            .get_or_create(&crate::metrics::WriteLabels {
+                resource: crate::metrics::resource_of(request.uri().path()),
+                verb: verb.to_string(),
+            })
+            .inc();
+    }
+    request
 }

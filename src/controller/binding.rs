@@ -307,6 +307,14 @@ impl Controller {
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
             self.patch_claim_status(&claim, patch, PHASE_BOUND).await?;
             wrote = true;
+            if let Some(seconds) = claim
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .and_then(crate::metrics::seconds_since)
+            {
+                crate::metrics::metrics().claim_bound.observe(seconds);
+            }
         }
         if wrote {
             info!(claim = %format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any()), volume = %name, "bound");

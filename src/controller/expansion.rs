@@ -302,7 +302,17 @@ impl Controller {
                 expand::RESIZE_SUCCESSFUL_NOTE,
             )
         };
+        let started = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == expand::RESIZING))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .and_then(crate::metrics::seconds_since);
         let claim = self.patch_claim(claim, patch, "record the resize").await?;
+        if let Some(seconds) = started {
+            crate::metrics::metrics().resize_done.observe(seconds);
+        }
         self.resizes.forget(key);
         self.claims.forget(key);
         info!(claim = %key, volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");

@@ -98,9 +98,9 @@ pub struct Queues {
 impl Queues {
     pub fn new(backoff: Backoff) -> Self {
         Queues {
-            claims: WorkQueue::new(backoff),
-            volumes: WorkQueue::new(backoff),
-            classes: WorkQueue::new(backoff),
+            claims: WorkQueue::named(backoff, "claims"),
+            volumes: WorkQueue::named(backoff, "volumes"),
+            classes: WorkQueue::named(backoff, "classes"),
             index: Arc::default(),
         }
     }

@@ -56,6 +56,8 @@ pub struct CsiClient {
     channel: Channel,
     path: PathBuf,
     timeout: Duration,
+    /// The driver's name once discovered: the `driver_name` label of the call metrics.
+    driver: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 impl CsiClient {
@@ -78,6 +80,7 @@ impl CsiClient {
             channel,
             path,
             timeout,
+            driver: Default::default(),
         })
     }
 
@@ -121,6 +124,16 @@ impl CsiClient {
         let start = Instant::now();
         let result = call(request).await;
         let elapsed = start.elapsed();
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(status) => status.code(),
+        };
+        crate::metrics::metrics().csi_call(
+            self.driver.get().map(String::as_str).unwrap_or_default(),
+            method,
+            code,
+            elapsed,
+        );
         match result {
             Ok(response) => {
                 let response = response.into_inner();
@@ -188,6 +201,7 @@ impl CsiClient {
         } else {
             self.node_expands().await?
         };
+        let _ = self.driver.set(info.name.clone());
         let driver = DriverInfo {
             name: info.name,
             vendor_version: info.vendor_version,

@@ -273,17 +273,23 @@ impl ControlPlane {
 
 /// A plain-HTTP GET on loopback answered 200 (etcd's /health, the sidecar's probes).
 pub fn http_ok(port: u16, path: &str) -> bool {
+    http_get(port, path).is_some()
+}
+
+/// The body of a 200 answer to GET `path` on loopback `port`; None for anything else.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::Write;
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
-        return false;
-    }
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
+        return None;
+    }
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
 }
 
 struct Pki {

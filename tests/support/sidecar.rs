@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, PostParams};
 
-use super::control_plane::{ControlPlane, free_port, http_ok};
+use super::control_plane::{ControlPlane, free_port, http_get, http_ok};
 
 /// The binary under test: Cargo tells integration tests where it is; the demo example is told by
 /// $SIDECAR_BIN (the Makefile sets it).
@@ -89,6 +89,16 @@ impl Sidecar {
         tokio::task::spawn_blocking(move || http_ok(port, path))
             .await
             .unwrap_or(false)
+    }
+
+    /// The text of /metrics.
+    pub async fn metrics(&self) -> String {
+        let port = self.http_port;
+        tokio::task::spawn_blocking(move || http_get(port, "/metrics"))
+            .await
+            .ok()
+            .flatten()
+            .expect("/metrics did not answer 200")
     }
 
     pub async fn healthy(&self) -> bool {

@@ -1,0 +1,250 @@
+//! Prometheus metrics, served on `--http-endpoint` at `/metrics`. The names operators already
+//! chart are upstream's (csi-lib-utils' `csi_sidecar_operations_seconds`, client-go's workqueue
+//! series); the rest are ours: claim created → Bound, resize started → done, API writes.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// csi-lib-utils' buckets for CSI calls, in seconds.
+const CSI_BUCKETS: [f64; 13] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
+];
+/// Buckets for whole operations (bind, resize), in seconds.
+const OPERATION_BUCKETS: [f64; 14] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CsiLabels {
+    pub driver_name: String,
+    /// The full gRPC path, e.g. `/csi.v1.Controller/CreateVolume`.
+    pub method_name: String,
+    /// The code's name, e.g. `OK`, `DeadlineExceeded`.
+    pub grpc_status_code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// e.g. `persistentvolumeclaims/status`.
+    pub resource: String,
+    /// create, update, patch, delete.
+    pub verb: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub csi_operations: Family<CsiLabels, Histogram, fn() -> Histogram>,
+    pub queue_depth: Family<QueueLabels, Gauge>,
+    pub queue_adds: Family<QueueLabels, Counter>,
+    pub queue_retries: Family<QueueLabels, Counter>,
+    pub claim_bound: Histogram,
+    pub resize_done: Histogram,
+    pub api_writes: Family<WriteLabels, Counter>,
+}
+
+fn csi_histogram() -> Histogram {
+    Histogram::new(CSI_BUCKETS)
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let csi_operations =
+            Family::<CsiLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                csi_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "csi_sidecar_operations_seconds",
+            "Duration of CSI calls, by method and gRPC status code",
+            csi_operations.clone(),
+        );
+        let queue_depth = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "workqueue_depth",
+            "Keys waiting in a work queue",
+            queue_depth.clone(),
+        );
+        let queue_adds = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "workqueue_adds",
+            "Keys added to a work queue",
+            queue_adds.clone(),
+        );
+        let queue_retries = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "workqueue_retries",
+            "Retries scheduled after a failed pass",
+            queue_retries.clone(),
+        );
+        let claim_bound = Histogram::new(OPERATION_BUCKETS);
+        registry.register(
+            "csi_pv_controller_claim_bound_seconds",
+            "From a claim's creation to its binding by this process",
+            claim_bound.clone(),
+        );
+        let resize_done = Histogram::new(OPERATION_BUCKETS);
+        registry.register(
+            "csi_pv_controller_resize_seconds",
+            "From the start of a resize (Resizing) to the controller's part done",
+            resize_done.clone(),
+        );
+        let api_writes = Family::<WriteLabels, Counter>::default();
+        registry.register(
+            "csi_pv_controller_api_writes",
+            "Writes to the Kubernetes API made by this process, by resource and verb",
+            api_writes.clone(),
+        );
+        Metrics {
+            registry,
+            csi_operations,
+            queue_depth,
+            queue_adds,
+            queue_retries,
+            claim_bound,
+            resize_done,
+            api_writes,
+        }
+    }
+
+    /// One CSI call ended.
+    pub fn csi_call(&self, driver: &str, method: &str, code: tonic::Code, elapsed: Duration) {
+        let code = format!("{code:?}");
+        self.csi_operations
+            .get_or_create(&CsiLabels {
+                driver_name: driver.to_string(),
+                method_name: format!("/csi.v1.{}/{method}", service_of(method)),
+                grpc_status_code: if code == "Ok" { "OK".into() } else { code },
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition of every series.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!(error = %e, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+/// The CSI service a method belongs to.
+fn service_of(method: &str) -> &'static str {
+    match method {
+        "Probe" | "GetPluginInfo" | "GetPluginCapabilities" => "Identity",
+        m if m.starts_with("Node") => "Node",
+        _ => "Controller",
+    }
+}
+
+/// Seconds from `since` to now; None if the clock says it has not happened yet.
+pub fn seconds_since(since: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<f64> {
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since.0);
+    let seconds = elapsed.as_secs_f64();
+    (seconds >= 0.0).then_some(seconds)
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+/// The resource (with subresource) an API path names: `/api/v1/namespaces/ns/pods/p/status` →
+/// `pods/status`.
+pub fn resource_of(path: &str) -> String {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match parts.first() {
+        Some(&"api") => parts.get(2..),
+        Some(&"apis") => parts.get(3..),
+        _ => None,
+    }
+    .unwrap_or_default();
+    let rest = match rest {
+        ["namespaces", _, more @ ..] if !more.is_empty() => more,
+        other => other,
+    };
+    match rest {
+        [resource, _, sub, ..] => format!("{resource}/{sub}"),
+        [resource, ..] => resource.to_string(),
+        [] => "unknown".to_string(),
+    }
+}
+
+/// The verb of a write, from the HTTP method; None for reads.
+pub fn verb_of(method: &axum::http::Method) -> Option<&'static str> {
+    match *method {
+        axum::http::Method::POST => Some("create"),
+        axum::http::Method::PUT => Some("update"),
+        axum::http::Method::PATCH => Some("patch"),
+        axum::http::Method::DELETE => Some("delete"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_from_paths() {
+        assert_eq!(
+            resource_of("/api/v1/namespaces/ns/persistentvolumeclaims/c/status"),
+            "persistentvolumeclaims/status"
+        );
+        assert_eq!(
+            resource_of("/api/v1/persistentvolumes/pv-1"),
+            "persistentvolumes"
+        );
+        assert_eq!(
+            resource_of("/api/v1/persistentvolumes"),
+            "persistentvolumes"
+        );
+        assert_eq!(
+            resource_of("/apis/events.k8s.io/v1/namespaces/ns/events"),
+            "events"
+        );
+        assert_eq!(
+            resource_of("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"),
+            "leases"
+        );
+        assert_eq!(resource_of("/api/v1/namespaces/ns"), "namespaces");
+    }
+
+    #[test]
+    fn csi_calls_are_labelled_as_upstream() {
+        let m = Metrics::new();
+        m.csi_call(
+            "d",
+            "CreateVolume",
+            tonic::Code::Ok,
+            Duration::from_millis(30),
+        );
+        m.csi_call(
+            "d",
+            "Probe",
+            tonic::Code::DeadlineExceeded,
+            Duration::from_secs(1),
+        );
+        let text = m.encode();
+        assert!(text.contains("csi_sidecar_operations_seconds_count{driver_name=\"d\",method_name=\"/csi.v1.Controller/CreateVolume\",grpc_status_code=\"OK\"} 1"), "{text}");
+        assert!(
+            text.contains(
+                "method_name=\"/csi.v1.Identity/Probe\",grpc_status_code=\"DeadlineExceeded\""
+            ),
+            "{text}"
+        );
+    }
+}
