@@ -112,6 +112,15 @@ pub struct Config {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub handle_volume_inuse_error: bool,
 
+    /// Log format: text, or json (one object per line).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+
+    /// Log verbosity as klog's -v: 0–1 info, 2–4 debug, 5 and up trace. RUST_LOG, when set,
+    /// takes precedence.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -221,6 +230,15 @@ impl Config {
         usize::try_from(self.volume_name_uuid_length).ok()
     }
 
+    /// The tracing filter for `-v`.
+    pub fn log_level(&self) -> &'static str {
+        match self.verbosity {
+            0 | 1 => "info",
+            2..=4 => "info,csi_pv_controller=debug",
+            _ => "info,csi_pv_controller=trace",
+        }
+    }
+
     pub fn lease_timing(&self) -> crate::leader::Timing {
         crate::leader::Timing {
             lease_duration: self.leader_election_lease_duration,
@@ -261,6 +279,19 @@ mod tests {
         assert_eq!(c.volume_name_prefix, "pvc");
         assert_eq!(c.uuid_length(), None);
         assert!(!c.extra_create_metadata);
+    }
+
+    #[test]
+    fn log_flags() {
+        let c = parse(&["--log-format=json", "-v=5"]).unwrap();
+        assert_eq!(c.log_format, "json");
+        assert_eq!(c.log_level(), "info,csi_pv_controller=trace");
+        assert_eq!(
+            parse(&["--v=2"]).unwrap().log_level(),
+            "info,csi_pv_controller=debug"
+        );
+        assert_eq!(parse(&[]).unwrap().log_level(), "info");
+        assert!(parse(&["--log-format=xml"]).is_err());
     }
 
     #[test]

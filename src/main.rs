@@ -24,7 +24,7 @@ const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn main() -> ExitCode {
     let config = Config::parse(); // exits 2 with clap's message on unparsable flags
-    init_logging();
+    init_logging(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -51,14 +51,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(config.log_level()));
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if config.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::stderr().is_terminal()).init();
+    }
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
