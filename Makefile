@@ -10,7 +10,7 @@ export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
 
-.PHONY: all build peers peers-bench peers-hostpath lint unit integration sanity test bench demo clean-peers
+.PHONY: all build peers peers-bench peers-hostpath lint unit integration sanity test bench demo demo-ci clean-peers
 
 all: build
 
@@ -42,7 +42,12 @@ sanity: peers
 integration: peers
 	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test expansion --test leader_election
 
-test: peers lint unit sanity integration
+test: peers lint unit sanity integration demo-ci
+
+# The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
+demo-ci: peers
+	$(CARGO) build --locked --bin csi-pv-controller --example demo
+	DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/target/debug/csi-pv-controller $(CURDIR)/target/debug/examples/demo
 
 # Numbers, not pass/fail: binder matching, 10,000 PVs x 1,000 claims, index vs full scan.
 bench:
