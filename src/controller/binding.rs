@@ -178,16 +178,18 @@ impl Controller {
         phase: &str,
     ) -> Result<(), SyncError> {
         if let Some(patch) = bind::claim_status_unbound(claim, phase) {
-            self.patch_claim_status(claim, patch, phase).await?;
+            self.patch_claim_status(claim, patch, &format!("mark the claim {phase}"))
+                .await?;
         }
         Ok(())
     }
 
-    async fn patch_claim_status(
+    /// A merge patch of the claim's status; `action` says what it does, for the error.
+    pub(super) async fn patch_claim_status(
         &self,
         claim: &PersistentVolumeClaim,
         patch: Value,
-        phase: &str,
+        action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
         self.claims_api(claim)
             .patch_status(
@@ -196,7 +198,7 @@ impl Controller {
                 &Patch::Merge(patch),
             )
             .await
-            .map_err(|e| SyncError::api(format!("mark the claim {phase}"), e))
+            .map_err(|e| SyncError::api(action, e))
     }
 
     /// Lost is terminal and said once. A PV that only the index lacks is read live first: a
@@ -223,7 +225,7 @@ impl Controller {
             .patch_claim_status(
                 claim,
                 bind::claim_status_unbound(claim, "Lost").unwrap_or_default(),
-                "Lost",
+                "mark the claim Lost",
             )
             .await?;
         warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "{}", notice.message);
@@ -305,7 +307,8 @@ impl Controller {
             wrote = true;
         }
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
-            self.patch_claim_status(&claim, patch, PHASE_BOUND).await?;
+            self.patch_claim_status(&claim, patch, "mark the claim Bound")
+                .await?;
             wrote = true;
             if let Some(seconds) = claim
                 .metadata

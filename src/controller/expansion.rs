@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::claims::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at};
@@ -135,7 +135,10 @@ impl Controller {
             return Ok(Outcome::Waiting);
         }
         let claim = match start {
-            Some(patch) => self.patch_claim(claim, patch, "start the resize").await?,
+            Some(patch) => {
+                self.patch_claim_status(claim, patch, "start the resize")
+                    .await?
+            }
             None => {
                 // Nothing to write, so no precondition proves this copy current: a copy older
                 // than our own last write would repeat a finished call. Decide on the live one.
@@ -208,7 +211,7 @@ impl Controller {
             }) => {
                 let patch = expand::failed(&claim, &message, infeasible, &now());
                 let claim = self
-                    .patch_claim(&claim, patch, "record the failed resize")
+                    .patch_claim_status(&claim, patch, "record the failed resize")
                     .await?;
                 memory.final_error = true;
                 memory.in_use = in_use;
@@ -309,7 +312,9 @@ impl Controller {
             .and_then(|c| c.iter().find(|c| c.type_ == expand::RESIZING))
             .and_then(|c| c.last_transition_time.as_ref())
             .and_then(crate::metrics::seconds_since);
-        let claim = self.patch_claim(claim, patch, "record the resize").await?;
+        let claim = self
+            .patch_claim_status(claim, patch, "record the resize")
+            .await?;
         if let Some(seconds) = started {
             crate::metrics::metrics().resize_done.observe(seconds);
         }
@@ -386,23 +391,6 @@ impl Controller {
                 true
             }
         }
-    }
-
-    async fn patch_claim(
-        &self,
-        claim: &PersistentVolumeClaim,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        debug!(claim = %claim.name_any(), %action, "patching claim status");
-        self.claims_api(claim)
-            .patch_status(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| SyncError::api(action.to_string(), e))
     }
 
     async fn patch_volume(
