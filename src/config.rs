@@ -113,7 +113,7 @@ pub struct Config {
     pub handle_volume_inuse_error: bool,
 
     /// Log format: text, or json (one object per line).
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    #[arg(long, alias = "logging-format", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 
     /// Log verbosity as klog's -v: 0–1 info, 2–4 debug, 5 and up trace. RUST_LOG, when set,
@@ -292,6 +292,10 @@ mod tests {
         );
         assert_eq!(parse(&[]).unwrap().log_level(), "info");
         assert!(parse(&["--log-format=xml"]).is_err());
+        assert_eq!(
+            parse(&["--logging-format=json"]).unwrap().log_format,
+            "json"
+        );
     }
 
     #[test]
