@@ -155,3 +155,78 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
             .is_empty()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_exits_cleanly_and_a_restart_finishes_the_work() {
+    const CLAIMS: usize = 20;
+    let mut world = World::start("graceful", DriverConfig::default(), &["--timeout=5s"]).await;
+    world.create_class("busy", json!({})).await;
+    for _ in 0..CLAIMS {
+        world
+            .driver
+            .inject("CreateVolume", Fault::Delay(Duration::from_millis(300)));
+    }
+    let names: Vec<String> = (0..CLAIMS).map(|i| format!("busy-{i:02}")).collect();
+    join_all(
+        names
+            .iter()
+            .map(|n| world.create_claim(n, "busy", "1Gi", json!({}))),
+    )
+    .await;
+    let busy = eventually(Duration::from_secs(30), || async {
+        (!world.driver.calls_of("CreateVolume").is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        busy.is_some(),
+        "no CreateVolume:\n{}",
+        world.sidecar.log_text()
+    );
+
+    // SIGTERM in the middle: in-flight calls end (or time out) and the process exits 0 within
+    // --timeout plus a few seconds.
+    let started = std::time::Instant::now();
+    let code = world.sidecar.terminate(Duration::from_secs(15)).await;
+    assert_eq!(code, Some(0), "{}", world.sidecar.log_text());
+    assert!(
+        started.elapsed() < Duration::from_secs(11),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    world.sidecar = support::sidecar::Sidecar::start(world.dir.path(), &world.args);
+    let all_bound = eventually(Duration::from_secs(120), || async {
+        let claims = world.claims().list(&Default::default()).await.ok()?;
+        let bound = claims
+            .items
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .count();
+        (bound == CLAIMS).then_some(claims.items)
+    })
+    .await;
+    let claims =
+        all_bound.unwrap_or_else(|| panic!("not all bound:\n{}", world.sidecar.log_text()));
+    assert_eq!(
+        world.driver.volumes().len(),
+        CLAIMS,
+        "one driver volume per claim"
+    );
+    assert_eq!(
+        world.driver_volumes_in_api().await.len(),
+        CLAIMS,
+        "one PV per claim"
+    );
+    for claim in &claims {
+        assert!(
+            claim
+                .metadata
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .is_empty(),
+            "intent left on {:?}",
+            claim.metadata.name
+        );
+    }
+}
