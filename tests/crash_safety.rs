@@ -28,6 +28,25 @@ impl Lcg {
     }
 }
 
+/// Waits until `count` claims of the world are Bound and returns them all.
+async fn all_bound(
+    world: &World,
+    count: usize,
+    limit: Duration,
+) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+    let found = eventually(limit, || async {
+        let claims = world.claims().list(&Default::default()).await.ok()?;
+        let bound = claims
+            .items
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .count();
+        (bound == count).then_some(claims.items)
+    })
+    .await;
+    found.unwrap_or_else(|| panic!("not all bound:\n{}", world.sidecar.log_text()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
     let seed = std::env::var("CRASH_SEED")
@@ -70,18 +89,7 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
         world.kill_and_restart();
     }
 
-    let all_bound = eventually(Duration::from_secs(180), || async {
-        let claims = world.claims().list(&Default::default()).await.ok()?;
-        let bound = claims
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        (bound == CLAIMS).then_some(claims.items)
-    })
-    .await;
-    let claims =
-        all_bound.unwrap_or_else(|| panic!("not all bound:\n{}", world.sidecar.log_text()));
+    let claims = all_bound(&world, CLAIMS, Duration::from_secs(180)).await;
 
     let pvs = world.driver_volumes_in_api().await;
     let volumes = world.driver.volumes();
@@ -195,18 +203,7 @@ async fn sigterm_under_load_exits_cleanly_and_a_restart_finishes_the_work() {
     );
 
     world.sidecar = support::sidecar::Sidecar::start(world.dir.path(), &world.args);
-    let all_bound = eventually(Duration::from_secs(120), || async {
-        let claims = world.claims().list(&Default::default()).await.ok()?;
-        let bound = claims
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        (bound == CLAIMS).then_some(claims.items)
-    })
-    .await;
-    let claims =
-        all_bound.unwrap_or_else(|| panic!("not all bound:\n{}", world.sidecar.log_text()));
+    let claims = all_bound(&world, CLAIMS, Duration::from_secs(120)).await;
     assert_eq!(
         world.driver.volumes().len(),
         CLAIMS,
