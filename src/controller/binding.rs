@@ -285,11 +285,8 @@ impl Controller {
         let name = pv.name_any();
         if let Some(patch) = bind::volume_spec(&pv, claim) {
             pv = self
-                .pvs()
-                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map_err(|e| SyncError::api("bind the PersistentVolume to the claim", e))?;
-            self.remember(&pv);
+                .patch_volume(&pv, patch, "bind the PersistentVolume to the claim")
+                .await?;
         }
         let pv = self.set_phase(&pv, PHASE_BOUND, None).await?;
         let mut claim = claim.clone();

@@ -148,7 +148,7 @@ impl Controller {
     }
 
     /// The claim as the API has it now; None if it is gone or was replaced by another UID.
-    async fn live_claim(
+    pub(super) async fn live_claim(
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<Option<PersistentVolumeClaim>, SyncError> {

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::Value;
+use kube::api::{Api, ListParams};
 use tracing::{info, warn};
 
 use super::claims::reference;
@@ -118,8 +117,15 @@ impl Controller {
         );
         let pv = match plan.drop_pre_resize {
             Some(patch) => {
-                self.patch_volume(&pv, patch, "drop its pre-resize capacity")
-                    .await?
+                self.patch_volume(
+                    &pv,
+                    patch,
+                    &format!(
+                        "patch PersistentVolume {} to drop its pre-resize capacity",
+                        pv.name_any()
+                    ),
+                )
+                .await?
             }
             None => pv,
         };
@@ -142,12 +148,7 @@ impl Controller {
             None => {
                 // Nothing to write, so no precondition proves this copy current: a copy older
                 // than our own last write would repeat a finished call. Decide on the live one.
-                let Some(live) = self
-                    .claims_api(claim)
-                    .get_opt(&claim.name_any())
-                    .await
-                    .map_err(|e| SyncError::api("read the claim", e))?
-                else {
+                let Some(live) = self.live_claim(claim).await? else {
                     return Ok(Outcome::Done);
                 };
                 let again = expand::decide(
@@ -289,8 +290,15 @@ impl Controller {
             .map(|q| q.0.clone())
             .unwrap_or_default();
         let patch = expand::volume_capacity(pv, capacity, node_required, &old);
-        self.patch_volume(pv, patch, "record its new capacity")
-            .await?;
+        self.patch_volume(
+            pv,
+            patch,
+            &format!(
+                "patch PersistentVolume {} to record its new capacity",
+                pv.name_any()
+            ),
+        )
+        .await?;
         let now = now();
         let (patch, reason, note) = if node_required {
             (
@@ -391,30 +399,6 @@ impl Controller {
                 true
             }
         }
-    }
-
-    async fn patch_volume(
-        &self,
-        pv: &PersistentVolume,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolume, SyncError> {
-        let updated = self
-            .pvs()
-            .patch(
-                &pv.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| {
-                SyncError::api(
-                    format!("patch PersistentVolume {} to {action}", pv.name_any()),
-                    e,
-                )
-            })?;
-        self.remember(&updated);
-        Ok(updated)
     }
 }
 

@@ -96,15 +96,8 @@ impl Controller {
         let mut pv = pv.clone();
         if let Some(patch) = binder::bind::unbind(&pv) {
             pv = self
-                .pvs()
-                .patch(
-                    &pv.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
-                .await
-                .map_err(|e| SyncError::api("unbind the PersistentVolume", e))?;
-            self.remember(&pv);
+                .patch_volume(&pv, patch, "unbind the PersistentVolume")
+                .await?;
         }
         info!(volume = %pv.name_any(), "unbound: its claim is bound to another volume");
         self.set_phase(&pv, "Available", None).await?;
@@ -255,6 +248,27 @@ impl Controller {
                 Default::default()
             }
         }
+    }
+
+    /// A merge patch of the PV, remembered in the index; `action` says what it does, for the
+    /// error.
+    pub(super) async fn patch_volume(
+        &self,
+        pv: &PersistentVolume,
+        patch: serde_json::Value,
+        action: &str,
+    ) -> Result<PersistentVolume, SyncError> {
+        let updated = self
+            .pvs()
+            .patch(
+                &pv.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action, e))?;
+        self.remember(&updated);
+        Ok(updated)
     }
 
     /// updateVolumePhase: the phase and the message (cleared when None); no write when the
