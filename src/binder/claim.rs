@@ -191,25 +191,40 @@ pub fn wait_notice(unscheduled_pods: &[String]) -> Notice {
     }
 }
 
+/// The pod has run to its end (Succeeded or Failed), so it uses no volume any more.
+pub fn pod_finished(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The pod names the claim in one of its volumes (a persistentVolumeClaim source).
+pub fn pod_names_claim(pod: &k8s_openapi::api::core::v1::Pod, claim: &str) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .is_some_and(|c| c.claim_name == claim)
+        })
+}
+
 /// The pod uses the claim (directly, or as its generic ephemeral volume), is not finished, and
 /// has no node yet.
 pub fn waits_for_claim(pod: &k8s_openapi::api::core::v1::Pod, claim: &str) -> bool {
     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-    let finished = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    );
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };
     let unscheduled = spec.node_name.as_deref().is_none_or(str::is_empty);
-    let uses = spec.volumes.iter().flatten().any(|v| {
-        v.persistent_volume_claim
-            .as_ref()
-            .is_some_and(|c| c.claim_name == claim)
-            || (v.ephemeral.is_some() && format!("{pod_name}-{}", v.name) == claim)
-    });
-    !finished && unscheduled && uses
+    let ephemeral = spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.ephemeral.is_some() && format!("{pod_name}-{}", v.name) == claim);
+    !pod_finished(pod) && unscheduled && (pod_names_claim(pod, claim) || ephemeral)
 }
 
 /// §3.2 B: a claim that names a PV in spec.volumeName but is not bound yet.

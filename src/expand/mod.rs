@@ -11,6 +11,7 @@ mod tests;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::{Value, json};
 
+use crate::binder::claim::{pod_finished, pod_names_claim};
 use crate::cluster::quantity::{format_bytes, parse_bytes};
 use crate::csi::v1 as csi;
 use crate::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
@@ -122,26 +123,11 @@ fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
 /// namespace, naming it in a volume (external-resizer's in-use store; generic ephemeral volumes
 /// are not counted, as there).
 pub fn in_use(claim: &PersistentVolumeClaim, pods: &[Pod]) -> bool {
-    let name = claim.metadata.name.as_deref();
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
     pods.iter().any(|pod| {
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        );
-        let same_namespace = pod.metadata.namespace == claim.metadata.namespace;
-        let names_claim = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.volumes.as_ref())
-            .is_some_and(|volumes| {
-                volumes.iter().any(|v| {
-                    v.persistent_volume_claim
-                        .as_ref()
-                        .map(|c| c.claim_name.as_str())
-                        == name
-                })
-            });
-        !finished && same_namespace && names_claim
+        pod.metadata.namespace == claim.metadata.namespace
+            && !pod_finished(pod)
+            && pod_names_claim(pod, name)
     })
 }
 
