@@ -58,15 +58,7 @@ pub fn lease_name(driver: &str) -> String {
 
 /// The holder identity: the pod's hostname, as upstream's os.Hostname().
 pub fn identity() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
+    env_or_file("HOSTNAME", "/etc/hostname")
         .unwrap_or_else(|| format!("csi-pv-controller-{}", std::process::id()))
 }
 
@@ -76,16 +68,24 @@ pub fn namespace(flag: &str) -> String {
     if !flag.is_empty() {
         return flag.to_string();
     }
-    std::env::var("POD_NAMESPACE")
+    env_or_file(
+        "POD_NAMESPACE",
+        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
+    )
+    .unwrap_or_else(|| "default".to_string())
+}
+
+/// The environment variable if set and not empty, else the trimmed file if not empty.
+fn env_or_file(variable: &str, path: &str) -> Option<String> {
+    std::env::var(variable)
         .ok()
-        .filter(|n| !n.is_empty())
+        .filter(|v| !v.is_empty())
         .or_else(|| {
-            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            std::fs::read_to_string(path)
                 .ok()
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty())
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
         })
-        .unwrap_or_else(|| "default".to_string())
 }
 
 /// The lease-manager's whole seconds: the lease lasts `lease_duration`; the holder renews when
