@@ -57,11 +57,14 @@ pub struct Config {
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub leader_election_retry_period: Duration,
 
-    /// Sustained requests per second to the Kubernetes API.
-    #[arg(long, default_value_t = 5.0)]
+    /// Sustained requests per second to the Kubernetes API. Negative (the default): no
+    /// client-side limit, as client-go's -1; the apiserver's API Priority and Fairness paces us.
+    /// One client here does the work of csi-provisioner, csi-resizer and the PV binder; set 5
+    /// (and burst 10) for their per-client limit.
+    #[arg(long, default_value_t = -1.0, allow_negative_numbers = true)]
     pub kube_api_qps: f32,
 
-    /// Requests allowed at once above --kube-api-qps.
+    /// Requests allowed at once above a positive --kube-api-qps.
     #[arg(long, default_value_t = 10)]
     pub kube_api_burst: u32,
 
@@ -155,8 +158,11 @@ impl Config {
         if self.timeout.is_zero() {
             return bad("timeout", "must be greater than 0");
         }
-        if !(self.kube_api_qps.is_finite() && self.kube_api_qps > 0.0) {
-            return bad("kube-api-qps", "must be a number greater than 0");
+        if !self.kube_api_qps.is_finite() || self.kube_api_qps == 0.0 {
+            return bad(
+                "kube-api-qps",
+                "must be a number greater than 0, or negative for no client-side limit",
+            );
         }
         if self.kube_api_burst == 0 {
             return bad("kube-api-burst", "must be at least 1");
@@ -269,7 +275,8 @@ mod tests {
         let c = parse(&[]).unwrap();
         assert_eq!(c.csi_address, "/run/csi/socket");
         assert_eq!(c.timeout, Duration::from_secs(10));
-        assert_eq!((c.kube_api_qps, c.kube_api_burst), (5.0, 10));
+        // Not upstream's 5: one client carries three components' traffic (see the flag's help).
+        assert_eq!((c.kube_api_qps, c.kube_api_burst), (-1.0, 10));
         assert_eq!(c.worker_threads, 100);
         assert_eq!(c.retry_interval_start, Duration::from_secs(1));
         assert_eq!(c.retry_interval_max, Duration::from_secs(300));
@@ -339,6 +346,20 @@ mod tests {
                 .unwrap(),
             Some("127.0.0.1:9808".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn a_negative_qps_means_no_client_side_limit() {
+        assert_eq!(parse(&["--kube-api-qps=-1"]).unwrap().kube_api_qps, -1.0);
+        assert_eq!(parse(&["--kube-api-qps=50"]).unwrap().kube_api_qps, 50.0);
+        for nonsense in [
+            "--kube-api-qps=NaN",
+            "--kube-api-qps=inf",
+            "--kube-api-qps=0",
+        ] {
+            let e = parse(&[nonsense]).unwrap_err();
+            assert!(e.contains("kube-api-qps"), "{nonsense}: {e}");
+        }
     }
 
     #[test]

@@ -1007,6 +1007,17 @@ fn s3_7_row5_claim_gone_released_then_reclaimed() {
         vstep(&ours, ClaimLookup::Store(None)),
         VolumeStep::Reclaim(Reclaim::Delete)
     );
+    // Being deleted with our finalizer still on: our deletion is unfinished, go on.
+    let mut deleting = ours.clone();
+    deleting.metadata.deletion_timestamp =
+        serde_json::from_value(json!("2026-01-01T00:00:00Z")).ok();
+    assert_eq!(
+        vstep(&deleting, ClaimLookup::Store(None)),
+        VolumeStep::Reclaim(Reclaim::Delete)
+    );
+    // Our finalizer gone: only pv-protection holds it; nothing more to do.
+    deleting.metadata.finalizers = Some(vec!["kubernetes.io/pv-protection".into()]);
+    assert_eq!(vstep(&deleting, ClaimLookup::Store(None)), VolumeStep::None);
 }
 
 #[test]

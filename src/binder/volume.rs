@@ -124,6 +124,13 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
     }
 }
 
+/// Our deletion is over: the PV is being deleted and our finalizer is gone, so only someone
+/// else's finalizer (pv-protection) holds it. Looking again would repeat DeleteVolume and the
+/// PV delete for nothing (upstream's shouldDelete says no here too).
+pub fn deletion_done(pv: &PersistentVolume) -> bool {
+    pv.metadata.deletion_timestamp.is_some() && !has_finalizer(pv)
+}
+
 /// Released or Failed already: reclaim; otherwise release first.
 fn release_or_reclaim(pv: &PersistentVolume, driver: &str) -> VolumeStep {
     match phase(pv) {
@@ -131,6 +138,7 @@ fn release_or_reclaim(pv: &PersistentVolume, driver: &str) -> VolumeStep {
             // A Failed PV stays Failed: the event was given when it failed.
             Reclaim::Fail(_) if phase(pv) == "Failed" => VolumeStep::None,
             Reclaim::Keep | Reclaim::External => VolumeStep::None,
+            Reclaim::Delete if deletion_done(pv) => VolumeStep::None,
             r => VolumeStep::Reclaim(r),
         },
         _ => VolumeStep::Release,

@@ -1,5 +1,6 @@
 //! Client-side QPS/burst limit for API requests, as client-go's token bucket does for the Go
-//! sidecars (`--kube-api-qps`, `--kube-api-burst`). kube-rs has none of its own.
+//! sidecars (`--kube-api-qps`, `--kube-api-burst`). kube-rs has none of its own. A negative QPS
+//! means no limit, as in client-go: the apiserver's priority and fairness protects it instead.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -36,21 +37,24 @@ impl Bucket {
 /// Limits the requests that pass through it to `qps` per second with bursts of `burst`.
 #[derive(Clone, Debug)]
 pub struct RateLimitLayer {
-    bucket: Arc<Mutex<Bucket>>,
+    /// None: no limit.
+    bucket: Option<Arc<Mutex<Bucket>>>,
 }
 
 impl RateLimitLayer {
-    /// `qps` must be positive; a `burst` below 1 is taken as 1.
+    /// A `qps` of 0 or below lets every request through at once; a `burst` below 1 is taken
+    /// as 1.
     pub fn new(qps: f32, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
-        RateLimitLayer {
-            bucket: Arc::new(Mutex::new(Bucket {
+        let bucket = (qps > 0.0).then(|| {
+            Arc::new(Mutex::new(Bucket {
                 qps: f64::from(qps),
                 burst,
                 tokens: burst,
                 last: Instant::now(),
-            })),
-        }
+            }))
+        });
+        RateLimitLayer { bucket }
     }
 }
 
@@ -70,7 +74,7 @@ impl<S> Layer<S> for RateLimitLayer {
 /// The service made by [`RateLimitLayer`]: readiness waits until a token is due.
 pub struct RateLimited<S> {
     inner: S,
-    bucket: Arc<Mutex<Bucket>>,
+    bucket: Option<Arc<Mutex<Bucket>>>,
     wait: Option<Pin<Box<Sleep>>>,
     reserved: bool,
 }
@@ -81,9 +85,11 @@ impl<S: Service<R>, R> Service<R> for RateLimited<S> {
     type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if !self.reserved {
+        if !self.reserved
+            && let Some(bucket) = &self.bucket
+        {
             let now = Instant::now();
-            let delay = match self.bucket.lock() {
+            let delay = match bucket.lock() {
                 Ok(mut b) => b.reserve(now),
                 // A panic elsewhere poisoned the lock; limiting is not worth failing requests for.
                 Err(poisoned) => poisoned.into_inner().reserve(now),
@@ -121,6 +127,17 @@ mod tests {
         }
         // One from the burst, then four at 2 per second.
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_negative_qps_holds_nothing_back() {
+        let layer = RateLimitLayer::new(-1.0, 1);
+        let mut service = layer.layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n) }));
+        let start = Instant::now();
+        for n in 0..50 {
+            assert_eq!(service.ready().await.unwrap().call(n).await, Ok(n));
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     #[test]

@@ -548,6 +548,7 @@ impl Controller {
             without(claim, FINALIZER_PROVISIONING),
         )
         .await
+        .map(|_| ())
     }
 
     /// A populator source: said once per claim, then left alone.

@@ -405,11 +405,12 @@ fn without<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
 
 /// Replaces the finalizers of `object`, preconditioned on the version it was read at. An object
 /// already gone is fine: finalizers are only ever removed from something on its way out.
+/// Returns the object as the API answered, or None when it is gone.
 async fn set_finalizers<K>(
     api: &kube::Api<K>,
     object: &K,
     finalizers: Vec<String>,
-) -> Result<(), SyncError>
+) -> Result<Option<K>, SyncError>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -427,8 +428,8 @@ where
         )
         .await
     {
-        Ok(_) => Ok(()),
-        Err(e) if error::is_status(&e, 404) => Ok(()),
+        Ok(updated) => Ok(Some(updated)),
+        Err(e) if error::is_status(&e, 404) => Ok(None),
         Err(e) => Err(SyncError::api(
             format!("update the finalizers of {}", object.name_any()),
             e,

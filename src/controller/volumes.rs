@@ -51,7 +51,7 @@ impl Controller {
                     continue;
                 }
                 VolumeStep::CheckClaim => Ok(Outcome::Done),
-                VolumeStep::Release => self.release(&pv).await,
+                VolumeStep::Release => self.release(&pv, live).await,
                 VolumeStep::Reclaim(Reclaim::Delete) => self.reclaim(&pv).await,
                 VolumeStep::Reclaim(Reclaim::Fail(notice)) => {
                     self.fail_volume(&pv, &notice).await?;
@@ -80,11 +80,16 @@ impl Controller {
                 VolumeStep::AddFinalizer => {
                     let mut finalizers = pv.finalizers().to_vec();
                     finalizers.push(FINALIZER_VOLUME.to_string());
-                    set_finalizers(&self.pvs(), &*pv, finalizers).await?;
+                    if let Some(pv) = set_finalizers(&self.pvs(), &*pv, finalizers).await? {
+                        self.remember(&pv);
+                    }
                     Ok(Outcome::Done)
                 }
                 VolumeStep::RemoveFinalizer => {
-                    set_finalizers(&self.pvs(), &*pv, without(&*pv, FINALIZER_VOLUME)).await?;
+                    let without_ours = without(&*pv, FINALIZER_VOLUME);
+                    if let Some(pv) = set_finalizers(&self.pvs(), &*pv, without_ours).await? {
+                        self.remember(&pv);
+                    }
                     Ok(Outcome::Done)
                 }
             };
@@ -131,8 +136,16 @@ impl Controller {
     }
 
     /// Marks the PV Released once the live API confirms its claim gone, then reclaims it.
-    async fn release(&self, pv: &PersistentVolume) -> Result<Outcome, SyncError> {
-        let claim = self.live_claim_of(pv).await?;
+    /// `live` is the claim as this pass already read it from the API, if it did.
+    async fn release(
+        &self,
+        pv: &PersistentVolume,
+        live: Option<Option<PersistentVolumeClaim>>,
+    ) -> Result<Outcome, SyncError> {
+        let claim = match live {
+            Some(claim) => claim,
+            None => self.live_claim_of(pv).await?,
+        };
         if binder::volume::claim_holds(pv, claim.as_ref()) {
             return Ok(Outcome::Again); // the cache was behind
         }
@@ -165,6 +178,10 @@ impl Controller {
             pv.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some(PHASE_RELEASED | "Failed")
         );
+        if binder::volume::deletion_done(&pv) {
+            self.remember(&pv);
+            return Ok(Outcome::Done);
+        }
         if !settled || binder::volume::reclaim(&pv, &self.settings.driver) != Reclaim::Delete {
             self.remember(&pv);
             return Ok(Outcome::Again);
@@ -206,15 +223,16 @@ impl Controller {
             Err(e) if is_status(&e, 404) => None,
             Err(e) => return Err(SyncError::api("delete the PersistentVolume", e)),
         };
-        if let Some(remaining) = remaining
-            && remaining.finalizers().iter().any(|f| f == FINALIZER_VOLUME)
+        let mut remaining = remaining;
+        if let Some(pv) = &remaining
+            && pv.finalizers().iter().any(|f| f == FINALIZER_VOLUME)
         {
-            set_finalizers(
-                &self.pvs(),
-                &remaining,
-                without(&remaining, FINALIZER_VOLUME),
-            )
-            .await?;
+            remaining = set_finalizers(&self.pvs(), pv, without(pv, FINALIZER_VOLUME)).await?;
+        }
+        // The index learns that our part is over before the watch says so: the events our own
+        // writes cause then decide "nothing to do" without asking the API again.
+        if let Some(pv) = remaining {
+            self.remember(&pv);
         }
         Ok(Outcome::Done)
     }
