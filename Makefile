@@ -10,7 +10,7 @@ export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
 
-.PHONY: all build peers peers-bench peers-hostpath lint unit integration sanity test bench demo demo-ci clean-peers
+.PHONY: all build peers peers-bench peers-hostpath lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers
 
 all: build
 
@@ -28,11 +28,12 @@ peers-hostpath:
 	./peers/build.sh hostpath
 
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 unit:
 	$(CARGO) test --locked --lib --bins
+	$(CARGO) test --locked -p csi-pv-bench
 
 # csi-sanity (Identity + Controller specs) against our fake driver; prints the counts.
 sanity: peers
@@ -49,8 +50,17 @@ demo-ci: peers
 	$(CARGO) build --locked --bin csi-pv-controller --example demo
 	DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/target/debug/csi-pv-controller $(CURDIR)/target/debug/examples/demo
 
-# Numbers, not pass/fail: binder matching, 10,000 PVs x 1,000 claims, index vs full scan.
-bench:
+# Numbers, not pass/fail. `bench-stacks` runs csi-pv-controller and the upstream stack side by
+# side (BENCH_ARGS, e.g. `--runs 1 --scenarios burst`, narrows it; see `bench-stacks --help`) and
+# writes bench/results/; `bench-matching` is the binder's index against a full scan.
+bench: bench-stacks bench-matching
+
+bench-stacks: peers-bench
+	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
+	$(CARGO) build --locked --release -p csi-pv-bench
+	$(CURDIR)/target/release/bench-stacks --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/bench/results $(BENCH_ARGS)
+
+bench-matching:
 	$(CARGO) bench --locked --bench matching
 
 demo: peers

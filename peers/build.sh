@@ -3,7 +3,8 @@
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
 # run is a no-op. Usage: peers/build.sh [test|bench|hostpath]
 #   test      etcd, kube-apiserver, csi-sanity: what `make test` needs
-#   bench     also kube-controller-manager, for the side-by-side benchmark
+#   bench     also kube-controller-manager, csi-provisioner and csi-resizer: the upstream stack of
+#             the side-by-side benchmark (`make bench-stacks`)
 #   hostpath  csi-driver-host-path's hostpathplugin; blocked here (see peers/hostpath/go.mod)
 #
 # Layout: $PEERS_CACHE/<name>-<version>/<name>, and $PEERS_CACHE/bin/<name> -> that file.
@@ -23,6 +24,8 @@ pinned() { sed -n "s#^[[:space:]]*\(require \)\{0,1\}$2 \(v[^ ]*\).*#\2#p" "$her
 KUBE_VERSION=$(pinned k8s k8s.io/kubernetes)
 ETCD_VERSION=$(pinned etcd go.etcd.io/etcd/server/v3)
 SANITY_VERSION=$(pinned csi github.com/kubernetes-csi/csi-test/v5)
+PROVISIONER_VERSION=$(pinned provisioner github.com/kubernetes-csi/external-provisioner/v6)
+RESIZER_VERSION=$(pinned resizer github.com/kubernetes-csi/external-resizer/v2)
 
 mkdir -p "$cache/bin"
 
@@ -63,6 +66,13 @@ build kube-apiserver "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver \
 if [[ "$set_name" == bench ]]; then
   build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
     -tags=selinux,notest -ldflags="$(kube_ldflags)"
+  # Both report main.version in their logs and metrics; upstream's release builds set it.
+  build csi-provisioner "$PROVISIONER_VERSION" provisioner \
+    github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
+    -ldflags="-s -w -X main.version=$PROVISIONER_VERSION"
+  build csi-resizer "$RESIZER_VERSION" resizer \
+    github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer \
+    -ldflags="-s -w -X main.version=$RESIZER_VERSION"
 fi
 
 if [[ "$set_name" == hostpath ]]; then

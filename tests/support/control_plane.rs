@@ -55,7 +55,7 @@ pub fn control_plane() -> &'static ControlPlane {
         std::thread::Builder::new()
             .name("control-plane".into())
             .spawn(move || {
-                let started = launch();
+                let started = launch(PlaneOptions::TESTS);
                 let children_alive = started.is_ok();
                 let (plane, children) = match started {
                     Ok((plane, children)) => (Ok(plane), children),
@@ -186,7 +186,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Spawns `command` so that it is killed when this test binary exits, with its output in `log`.
-fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
+pub fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
     let out = fs::File::create(log).map_err(|e| e.to_string())?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
     command.stdin(Stdio::null()).stdout(out).stderr(err);
@@ -204,7 +204,7 @@ fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
         .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))
 }
 
-fn tail(log: &Path) -> String {
+pub fn tail(log: &Path) -> String {
     let mut text = String::new();
     if let Ok(mut f) = fs::File::open(log) {
         let _ = f.read_to_string(&mut text);
@@ -354,24 +354,75 @@ fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
     })
 }
 
-/// A fresh folder for this run, after removing those of earlier runs whose process is gone.
+/// What differs between the tests' shared control plane and the benchmark's fresh ones.
+#[derive(Debug, Clone, Copy)]
+pub struct PlaneOptions {
+    /// Audit every write into `audit.log` (blocking mode: it slows the apiserver down).
+    pub audit: bool,
+    /// Keep the StorageObjectInUseProtection admission plugin (on in real clusters). Only when
+    /// kube-controller-manager's protection controllers run, or nothing removes the finalizers.
+    pub protection_finalizers: bool,
+}
+
+impl PlaneOptions {
+    pub const TESTS: PlaneOptions = PlaneOptions {
+        audit: true,
+        protection_finalizers: false,
+    };
+}
+
+/// A control plane of its own (the benchmark starts one per run): its processes are killed and
+/// its folder removed when this is dropped.
+pub struct OwnedPlane {
+    pub plane: ControlPlane,
+    children: Vec<Child>,
+}
+
+impl OwnedPlane {
+    /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits
+    /// (PR_SET_PDEATHSIG), so call this from a thread that outlives the plane, e.g. `main`.
+    pub fn start(options: PlaneOptions) -> Result<OwnedPlane, String> {
+        launch(options).map(|(plane, children)| OwnedPlane { plane, children })
+    }
+
+    /// The apiserver's process id, for resource figures.
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        self.children.get(1).map(Child::id)
+    }
+}
+
+impl Drop for OwnedPlane {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.plane.dir);
+    }
+}
+
+/// A fresh folder for this plane, after removing those of earlier runs whose process is gone.
+/// Named `<pid>-<n>`: one process may start several planes.
 fn work_dir() -> Result<PathBuf, String> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let base = std::env::temp_dir().join("csi-pv-controller-control-planes");
     if let Ok(entries) = fs::read_dir(&base) {
         for entry in entries.flatten() {
-            let pid = entry.file_name().to_string_lossy().parse::<u32>().ok();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
             if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
                 let _ = fs::remove_dir_all(entry.path());
             }
         }
     }
-    let dir = base.join(std::process::id().to_string());
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = base.join(format!("{}-{n}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(dir.join("pki")).map_err(|e| e.to_string())?;
     Ok(dir)
 }
 
-fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
+fn launch(options: PlaneOptions) -> Result<(ControlPlane, Vec<Child>), String> {
     let etcd_bin = peer("etcd");
     let apiserver_bin = peer("kube-apiserver");
     let dir = work_dir()?;
@@ -437,17 +488,24 @@ fn launch() -> Result<(ControlPlane, Vec<Child>), String> {
             pki.sa_private.display()
         ))
         .arg("--authorization-mode=RBAC")
-        // No kube-controller-manager runs: nothing would remove the protection finalizers, and
-        // no ServiceAccount controller creates "default" accounts for Pods.
-        .arg("--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection")
+        // No ServiceAccount controller creates "default" accounts for Pods; without
+        // kube-controller-manager nothing would remove the protection finalizers either.
+        .arg(if options.protection_finalizers {
+            "--disable-admission-plugins=ServiceAccount"
+        } else {
+            "--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection"
+        })
         .arg("--service-cluster-ip-range=10.0.0.0/24")
-        .arg(format!("--audit-policy-file={}", audit_policy.display()))
-        .arg(format!(
-            "--audit-log-path={}",
-            dir.join("audit.log").display()
-        ))
-        .arg("--audit-log-mode=blocking")
         .arg("--v=1");
+    if options.audit {
+        apiserver
+            .arg(format!("--audit-policy-file={}", audit_policy.display()))
+            .arg(format!(
+                "--audit-log-path={}",
+                dir.join("audit.log").display()
+            ))
+            .arg("--audit-log-mode=blocking");
+    }
     let mut apiserver = spawn(apiserver, &api_log)?;
 
     let server = format!("https://127.0.0.1:{api_port}");

@@ -333,6 +333,11 @@ impl FakeDriver {
             .collect()
     }
 
+    /// How many volumes exist, without copying them.
+    pub fn volume_count(&self) -> usize {
+        self.shared.state().volumes.len()
+    }
+
     pub fn volumes(&self) -> Vec<FakeVolume> {
         self.shared.state().volumes.values().cloned().collect()
     }

@@ -1,0 +1,624 @@
+//! `make bench`: csi-pv-controller against the upstream stack it replaces (kube-controller-manager's
+//! PV binder and expander, csi-provisioner, csi-resizer), side by side in one run, on the same
+//! machine, the same etcd and kube-apiserver builds and the same CSI driver process.
+//!
+//! Every run gets a fresh etcd + kube-apiserver and a fresh driver. The driver is our fake
+//! (tests/support/fake_driver.rs), served from this process on a unix socket: csi-driver-host-path
+//! cannot be built on these machines (the Go module proxy refuses it; see the README). The fake
+//! answers at once, so the figures are those of the controllers, not of a disk.
+
+#[path = "../../tests/support/mod.rs"]
+#[allow(unused_imports)]
+mod support;
+
+mod report;
+mod scenario;
+mod stack;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, PostParams};
+
+use report::{Better, Figure, Latencies, Results};
+use scenario::{DYNAMIC_CLASS, STATIC_CLASS};
+use stack::{Stack, StackKind, Throttle};
+use support::control_plane::{OwnedPlane, PlaneOptions, create_namespace};
+use support::fake_driver::{DriverConfig, FakeDriver};
+
+const DRIVER: &str = "bench.csi.fake";
+const NAMESPACE: &str = "bench";
+
+#[derive(Parser, Debug)]
+#[command(about = "csi-pv-controller vs csi-provisioner + csi-resizer + kube-controller-manager")]
+struct Args {
+    /// Runs of every scenario per stack and throttle; the report gives median, min and max.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Which scenarios: burst (100 claims), lifecycle (burst of --claims, expand, delete),
+    /// static (--static-volumes PVs, --claims claims), rest (--rest-pairs bound pairs).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "burst,lifecycle,static,rest"
+    )]
+    scenarios: Vec<String>,
+    /// Which throttles: defaults (each component's own), equal (all at --equal-qps/burst), off
+    /// (no client-side limit in any component).
+    #[arg(long, value_delimiter = ',', default_value = "defaults,equal,off")]
+    throttles: Vec<String>,
+    /// Which stacks (both by default; one alone is for looking into a figure, not a report).
+    #[arg(long, value_delimiter = ',', default_value = "upstream,ours")]
+    stacks: Vec<String>,
+    #[arg(long, default_value_t = 200)]
+    equal_qps: u32,
+    #[arg(long, default_value_t = 400)]
+    equal_burst: u32,
+    /// Claims in the big burst, the deletion and the static scenario.
+    #[arg(long, default_value_t = 1000)]
+    claims: usize,
+    /// Claims in the small burst.
+    #[arg(long, default_value_t = 100)]
+    small_claims: usize,
+    /// Bound claims whose request is raised.
+    #[arg(long, default_value_t = 200)]
+    expand: usize,
+    /// Available PVs in the static scenario.
+    #[arg(long, default_value_t = 10_000)]
+    static_volumes: usize,
+    /// Bound pairs at rest.
+    #[arg(long, default_value_t = 10_000)]
+    rest_pairs: usize,
+    /// How long the sidecars are watched at rest, for CPU.
+    #[arg(long, default_value = "60s", value_parser = humantime_secs)]
+    rest_window: Duration,
+    /// Longest wait for one scenario step.
+    #[arg(long, default_value = "2400s", value_parser = humantime_secs)]
+    limit: Duration,
+    /// The csi-pv-controller binary (a release build).
+    #[arg(long, env = "SIDECAR_BIN")]
+    sidecar: PathBuf,
+    /// Where the report goes.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+}
+
+fn humantime_secs(text: &str) -> Result<Duration, String> {
+    text.strip_suffix('s')
+        .unwrap_or(text)
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|e| format!("{text}: {e} (whole seconds, e.g. 60s)"))
+}
+
+/// Where one run is: which stack, which throttle, which repetition.
+#[derive(Clone, Copy)]
+struct RunId {
+    kind: StackKind,
+    throttle: Throttle,
+    run: usize,
+}
+
+struct Bench {
+    args: Args,
+    results: Results,
+}
+
+impl Bench {
+    fn figure(
+        &mut self,
+        id: RunId,
+        scenario: &str,
+        metric: &'static str,
+        unit: &'static str,
+        better: Better,
+        value: f64,
+    ) {
+        self.results.add(Figure {
+            scenario: scenario.into(),
+            metric,
+            unit,
+            better,
+            throttle: throttle_label(id.throttle),
+            stack: id.kind,
+            run: id.run,
+            value,
+        });
+    }
+
+    fn burst_figures(&mut self, id: RunId, scenario: &str, burst: &scenario::Burst) {
+        let n = burst.names.len() as f64;
+        self.figure(
+            id,
+            scenario,
+            "time to all Bound",
+            "s",
+            Better::Lower,
+            burst.seconds,
+        );
+        self.figure(
+            id,
+            scenario,
+            "throughput",
+            "claims/s",
+            Better::Higher,
+            n / burst.seconds.max(1e-9),
+        );
+        for (p, metric) in [
+            (50.0, "latency p50"),
+            (90.0, "latency p90"),
+            (99.0, "latency p99"),
+        ] {
+            if let Some(v) = stats::percentile(&burst.latencies, p) {
+                self.figure(id, scenario, metric, "s", Better::Lower, v);
+            }
+        }
+        self.results.latencies.push(Latencies {
+            scenario: scenario.into(),
+            throttle: throttle_label(id.throttle),
+            stack: id.kind,
+            run: id.run,
+            seconds: burst.latencies.clone(),
+        });
+    }
+
+    /// One scenario on a fresh control plane, driver and stack.
+    fn run(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        id: RunId,
+        scenario: &str,
+    ) -> Result<(), String> {
+        println!(
+            "==> {} / {} / run {} / {scenario}",
+            id.kind,
+            throttle_label(id.throttle),
+            id.run + 1
+        );
+        let plane = OwnedPlane::start(PlaneOptions {
+            audit: false,
+            protection_finalizers: true,
+        })?;
+        let dir = plane.plane.dir.join("run");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let socket = dir.join("csi.sock");
+        let args = &self.args;
+        let (client, driver) = runtime.block_on(async {
+            let client = plane.plane.client().await;
+            create_namespace(&client, NAMESPACE).await;
+            let classes: Api<StorageClass> = Api::all(client.clone());
+            for name in [DYNAMIC_CLASS, STATIC_CLASS] {
+                classes
+                    .create(&PostParams::default(), &scenario::class(name, DRIVER))
+                    .await
+                    .map_err(|e| format!("class {name}: {e}"))?;
+            }
+            let config = DriverConfig {
+                name: DRIVER.into(),
+                node_expansion_required: false,
+                ..DriverConfig::default()
+            };
+            let driver = FakeDriver::start(&socket, config)
+                .await
+                .map_err(|e| format!("driver: {e}"))?;
+            let setup = Instant::now();
+            match scenario {
+                "static" => {
+                    scenario::create_available_volumes(&client, DRIVER, args.static_volumes).await?
+                }
+                "rest" => {
+                    scenario::create_bound_pairs(&client, NAMESPACE, DRIVER, args.rest_pairs)
+                        .await?
+                }
+                _ => {}
+            }
+            if matches!(scenario, "static" | "rest") {
+                println!("    scene set up in {:.1}s", setup.elapsed().as_secs_f64());
+            }
+            Ok::<_, String>((client, driver))
+        })?;
+        // Processes are started from this (the main) thread: they die with it, not with a
+        // runtime worker.
+        let mut stack = Stack::start(
+            id.kind,
+            id.throttle,
+            &plane.plane,
+            &socket,
+            &args.sidecar,
+            &dir,
+        )?;
+        let outcome = runtime.block_on(self.scenario(id, scenario, &client, &driver, &stack));
+        let alive = stack.check_alive();
+        drop(stack);
+        drop(driver);
+        let outcome = outcome.and(alive);
+        if let Err(e) = &outcome {
+            let logs: Vec<String> = std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .map(|e| {
+                    format!(
+                        "--- {}\n{}",
+                        e.path().display(),
+                        support::control_plane::tail(&e.path())
+                    )
+                })
+                .collect();
+            eprintln!("    FAILED: {e}\n{}", logs.join("\n"));
+        }
+        outcome
+    }
+
+    async fn scenario(
+        &mut self,
+        id: RunId,
+        scenario: &str,
+        client: &kube::Client,
+        driver: &FakeDriver,
+        stack: &Stack,
+    ) -> Result<(), String> {
+        let limit = self.args.limit;
+        let ready = Instant::now();
+        scenario::warm_up(client, NAMESPACE, scenario == "lifecycle", limit).await?;
+        println!(
+            "    stack up and warm in {:.1}s",
+            ready.elapsed().as_secs_f64()
+        );
+        match scenario {
+            "burst" => {
+                let n = self.args.small_claims;
+                let burst = scenario::burst(client, NAMESPACE, DYNAMIC_CLASS, n, limit).await?;
+                self.burst_figures(id, &format!("burst {n}"), &burst);
+            }
+            "lifecycle" => {
+                let n = self.args.claims;
+                let before = scenario::write_counts(client).await?;
+                let burst = scenario::burst(client, NAMESPACE, DYNAMIC_CLASS, n, limit).await?;
+                let after = scenario::settled_write_counts(client).await?;
+                self.burst_figures(id, &format!("burst {n}"), &burst);
+                if let Some(w) = stats::writes_per_claim(&before.writes, &after.writes, n) {
+                    let name = "API writes per provisioned claim";
+                    self.figure(id, name, "claims + PVs", "writes", Better::Lower, w.objects);
+                    self.figure(id, name, "events", "writes", Better::Lower, w.events);
+                    self.figure(
+                        id,
+                        name,
+                        "all",
+                        "writes",
+                        Better::Lower,
+                        w.objects + w.events,
+                    );
+                }
+                let gets = |c: &scenario::Counts| -> f64 { c.gets.values().sum() };
+                let name = "API GETs per provisioned claim";
+                self.figure(
+                    id,
+                    name,
+                    "all resources",
+                    "GETs",
+                    Better::Lower,
+                    (gets(&after) - gets(&before)) / n as f64,
+                );
+                let grow: Vec<String> =
+                    burst.names.iter().take(self.args.expand).cloned().collect();
+                let seconds = scenario::expand(client, NAMESPACE, &grow, limit).await?;
+                self.figure(
+                    id,
+                    &format!("expand {}", grow.len()),
+                    "time to all expanded",
+                    "s",
+                    Better::Lower,
+                    seconds,
+                );
+                let before = scenario::write_counts(client).await?;
+                let seconds =
+                    scenario::delete(client, NAMESPACE, &burst.names, driver, 1, limit).await?;
+                let after = scenario::settled_write_counts(client).await?;
+                let scenario = format!("delete {n}");
+                self.figure(
+                    id,
+                    &scenario,
+                    "time to all PVs and volumes gone",
+                    "s",
+                    Better::Lower,
+                    seconds,
+                );
+                // The n claim deletes are the benchmark's, as the n creates were in the burst.
+                if let Some(w) = stats::writes_per_claim(&before.writes, &after.writes, n) {
+                    self.figure(
+                        id,
+                        &scenario,
+                        "API writes per claim, claims + PVs",
+                        "writes",
+                        Better::Lower,
+                        w.objects,
+                    );
+                    self.figure(
+                        id,
+                        &scenario,
+                        "API writes per claim, events",
+                        "writes",
+                        Better::Lower,
+                        w.events,
+                    );
+                }
+                self.figure(
+                    id,
+                    &scenario,
+                    "API GETs per claim",
+                    "GETs",
+                    Better::Lower,
+                    (gets(&after) - gets(&before)) / n as f64,
+                );
+            }
+            "static" => {
+                let n = self.args.claims;
+                let burst = scenario::burst(client, NAMESPACE, STATIC_CLASS, n, limit).await?;
+                // Only the warm-up claim was provisioned: every other one took an existing PV.
+                let created = driver.volume_count();
+                if created != 1 {
+                    return Err(format!(
+                        "static binding provisioned {} volumes instead of binding",
+                        created - 1
+                    ));
+                }
+                let name = format!("static {} PVs, {n} claims", self.args.static_volumes);
+                self.figure(
+                    id,
+                    &name,
+                    "time to all Bound",
+                    "s",
+                    Better::Lower,
+                    burst.seconds,
+                );
+            }
+            "rest" => {
+                // Let start-up work (lists, the first resync) finish, then watch a quiet window.
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                let pids: Vec<u32> = stack.sidecars().map(|p| p.pid()).collect();
+                let sum = |pids: &[u32]| {
+                    pids.iter().filter_map(|p| stack::usage(*p)).fold(
+                        stack::Usage::default(),
+                        |a, u| stack::Usage {
+                            rss_bytes: a.rss_bytes + u.rss_bytes,
+                            cpu_seconds: a.cpu_seconds + u.cpu_seconds,
+                        },
+                    )
+                };
+                let start = sum(&pids);
+                tokio::time::sleep(self.args.rest_window).await;
+                let end = sum(&pids);
+                let name = format!("at rest, {} bound pairs", self.args.rest_pairs);
+                let mib = end.rss_bytes as f64 / (1024.0 * 1024.0);
+                self.figure(
+                    id,
+                    &name,
+                    "resident memory of the sidecars",
+                    "MiB",
+                    Better::Lower,
+                    mib,
+                );
+                let cpu = (end.cpu_seconds - start.cpu_seconds)
+                    / self.args.rest_window.as_secs_f64()
+                    * 100.0;
+                self.figure(
+                    id,
+                    &name,
+                    "CPU of the sidecars",
+                    "% of a core",
+                    Better::Lower,
+                    cpu,
+                );
+            }
+            other => return Err(format!("unknown scenario {other:?}")),
+        }
+        Ok(())
+    }
+}
+
+fn throttle_label(t: Throttle) -> String {
+    match t {
+        Throttle::Defaults => "defaults".into(),
+        Throttle::Equal { qps, burst } => format!("all {qps}/{burst}"),
+        Throttle::Off => "no limit".into(),
+    }
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / (1024.0 * 1024.0));
+    format!("{cores} cores ({model}), {mem_gib:.0} GiB")
+}
+
+/// Versions from the peer cache's folder names (`<name>-<version>`), and ours from git.
+fn versions(sidecar: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for name in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "csi-provisioner",
+        "csi-resizer",
+    ] {
+        let link = support::peers::bin_dir().join(name);
+        let version = std::fs::canonicalize(&link)
+            .ok()
+            .and_then(|p| Some(p.parent()?.file_name()?.to_string_lossy().into_owned()))
+            .and_then(|folder| folder.strip_prefix(&format!("{name}-")).map(str::to_string))
+            .unwrap_or_else(|| "unknown".into());
+        out.push((name.to_string(), version));
+    }
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    out.push((
+        "csi-pv-controller".into(),
+        format!(
+            "{} at {commit} ({})",
+            env!("CARGO_PKG_VERSION"),
+            sidecar.display()
+        ),
+    ));
+    out
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    for peer in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "csi-provisioner",
+        "csi-resizer",
+    ] {
+        if !support::peers::bin_dir().join(peer).is_file() {
+            eprintln!("peer {peer} missing: run `make peers-bench` first (or set PEERS_BIN)");
+            return ExitCode::FAILURE;
+        }
+    }
+    if !args.sidecar.is_file() {
+        eprintln!(
+            "{}: no such file (build with `cargo build --release`)",
+            args.sidecar.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    if let Err(e) = report::load_font() {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut throttles = Vec::new();
+    for t in &args.throttles {
+        match t.as_str() {
+            "defaults" => throttles.push(Throttle::Defaults),
+            "off" => throttles.push(Throttle::Off),
+            "equal" => throttles.push(Throttle::Equal {
+                qps: args.equal_qps,
+                burst: args.equal_burst,
+            }),
+            other => {
+                eprintln!("unknown throttle {other:?}: defaults or equal");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let results = Results {
+        date: jiff::Timestamp::now().to_string(),
+        machine: machine(),
+        versions: versions(&args.sidecar),
+        driver: format!("{DRIVER}: the project's fake CSI driver (in memory, no latency)"),
+        ..Results::default()
+    };
+    let scenarios = args.scenarios.clone();
+    let runs = args.runs;
+    let mut bench = Bench { args, results };
+    for run in 0..runs {
+        for scenario in &scenarios {
+            for &throttle in &throttles {
+                // Alternate which stack goes first, so neither always gets the cooler machine.
+                let order = if run % 2 == 0 {
+                    [StackKind::Upstream, StackKind::Ours]
+                } else {
+                    [StackKind::Ours, StackKind::Upstream]
+                };
+                for kind in order {
+                    if !bench.args.stacks.contains(&kind.to_string()) {
+                        continue;
+                    }
+                    // At rest nothing is written, so the throttle cannot matter: measured once.
+                    if scenario == "rest" && throttle != throttles[0] {
+                        continue;
+                    }
+                    let id = RunId {
+                        kind,
+                        throttle,
+                        run,
+                    };
+                    if let Err(e) = bench.run(&runtime, id, scenario) {
+                        bench.results.failures.push(format!(
+                            "{kind} / {} / run {} / {scenario}: {e}",
+                            throttle_label(throttle),
+                            run + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    match write_report(&bench.results, &bench.args) {
+        Ok(paths) => {
+            for p in paths {
+                println!("wrote {}", p.display());
+            }
+        }
+        Err(e) => {
+            eprintln!("report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if bench.results.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "{} run(s) did not finish; see the report",
+            bench.results.failures.len()
+        );
+        ExitCode::FAILURE
+    }
+}
+
+fn write_report(results: &Results, args: &Args) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let stem = results.date.get(..10).unwrap_or("run").to_string();
+    let mut written = Vec::new();
+    let md = args.out.join(format!("{stem}.md"));
+    std::fs::write(&md, report::markdown(results)).map_err(|e| e.to_string())?;
+    written.push(md);
+    let json = args.out.join(format!("{stem}.json"));
+    let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
+    std::fs::write(&json, text).map_err(|e| e.to_string())?;
+    written.push(json);
+    let mut bursts: Vec<String> = results
+        .latencies
+        .iter()
+        .map(|l| l.scenario.clone())
+        .collect();
+    bursts.dedup();
+    bursts.sort();
+    bursts.dedup();
+    for scenario in bursts {
+        let file = format!("{stem}-{}", scenario.replace(' ', "-"));
+        written.push(report::latency_cdf(results, &scenario, &args.out, &file)?);
+    }
+    Ok(written)
+}

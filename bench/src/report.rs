@@ -1,0 +1,309 @@
+//! What a benchmark run leaves behind in bench/results/: a Markdown table (every figure of both
+//! stacks, median of the runs with min and max, and the ratio ours/upstream), the raw figures as
+//! JSON, and a PNG latency CDF per burst scenario.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::stack::StackKind;
+use crate::stats::{self, Spread};
+
+/// Whether a figure improves by going up or down; says which way the ratio reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// One measured number of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub scenario: String,
+    pub metric: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    pub throttle: String,
+    pub stack: StackKind,
+    pub run: usize,
+    pub value: f64,
+}
+
+/// The creation → Bound latencies of one burst run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latencies {
+    pub scenario: String,
+    pub throttle: String,
+    pub stack: StackKind,
+    pub run: usize,
+    pub seconds: Vec<f64>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Results {
+    pub date: String,
+    pub machine: String,
+    pub versions: Vec<(String, String)>,
+    pub driver: String,
+    pub figures: Vec<Figure>,
+    pub latencies: Vec<Latencies>,
+    /// Runs that did not finish, with the reason: reported, never dropped silently.
+    pub failures: Vec<String>,
+}
+
+impl Results {
+    pub fn add(&mut self, figure: Figure) {
+        println!(
+            "    {} {} [{}] {}: {:.3} {}",
+            figure.stack,
+            figure.scenario,
+            figure.throttle,
+            figure.metric,
+            figure.value,
+            figure.unit
+        );
+        self.figures.push(figure);
+    }
+}
+
+fn fmt_spread(s: Option<Spread>) -> String {
+    match s {
+        None => "—".into(),
+        Some(s) if s.runs == 1 => round(s.median),
+        Some(s) => format!("{} ({}–{})", round(s.median), round(s.min), round(s.max)),
+    }
+}
+
+fn round(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The Markdown report.
+pub fn markdown(results: &Results) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# csi-pv-controller vs upstream, side by side\n");
+    let _ = writeln!(out, "- date: {}", results.date);
+    let _ = writeln!(out, "- machine: {}", results.machine);
+    let _ = writeln!(
+        out,
+        "- CSI driver (the same process for both stacks): {}",
+        results.driver
+    );
+    for (name, version) in &results.versions {
+        let _ = writeln!(out, "- {name}: {version}");
+    }
+    let _ = writeln!(
+        out,
+        "\nEach cell: median of the runs (min–max). Ratio = ours / upstream of the medians; \
+         the last column says which way is better.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| scenario | figure | throttle | upstream | ours | ratio | better |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let mut keys: Vec<(&str, &str, &str, &str, Better)> = Vec::new();
+    for f in &results.figures {
+        let key = (
+            f.scenario.as_str(),
+            f.metric,
+            f.unit,
+            f.throttle.as_str(),
+            f.better,
+        );
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    for (scenario, metric, unit, throttle, better) in keys {
+        let values = |stack: StackKind| -> Vec<f64> {
+            results
+                .figures
+                .iter()
+                .filter(|f| {
+                    f.scenario == scenario
+                        && f.metric == metric
+                        && f.throttle == throttle
+                        && f.stack == stack
+                })
+                .map(|f| f.value)
+                .collect()
+        };
+        let upstream = Spread::of(&values(StackKind::Upstream));
+        let ours = Spread::of(&values(StackKind::Ours));
+        let ratio = match (ours, upstream) {
+            (Some(o), Some(u)) => {
+                stats::ratio(o.median, u.median).map_or("—".into(), |r| format!("{r:.2}×"))
+            }
+            _ => "—".into(),
+        };
+        let better = match better {
+            Better::Lower => "lower",
+            Better::Higher => "higher",
+        };
+        let _ = writeln!(
+            out,
+            "| {scenario} | {metric} ({unit}) | {throttle} | {} | {} | {ratio} | {better} |",
+            fmt_spread(upstream),
+            fmt_spread(ours)
+        );
+    }
+    if !results.failures.is_empty() {
+        let _ = writeln!(out, "\n## Runs that did not finish\n");
+        for failure in &results.failures {
+            let _ = writeln!(out, "- {}", failure.lines().next().unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// A CDF of creation → Bound latency for one burst scenario: one line per stack and throttle,
+/// all runs pooled. Returns the file written.
+pub fn latency_cdf(
+    results: &Results,
+    scenario: &str,
+    dir: &Path,
+    stem: &str,
+) -> Result<PathBuf, String> {
+    let mut series: Vec<(String, Vec<f64>)> = Vec::new();
+    for l in results.latencies.iter().filter(|l| l.scenario == scenario) {
+        let label = format!("{} — {}", l.stack, l.throttle);
+        match series.iter_mut().find(|(name, _)| *name == label) {
+            Some((_, values)) => values.extend(&l.seconds),
+            None => series.push((label, l.seconds.clone())),
+        }
+    }
+    if series.is_empty() {
+        return Err(format!("no latencies for {scenario}"));
+    }
+    let max = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0_f64, f64::max)
+        .max(0.001);
+    let path = dir.join(format!("{stem}.png"));
+    draw_cdf(&path, scenario, &series, max)?;
+    Ok(path)
+}
+
+fn draw_cdf(
+    path: &Path,
+    scenario: &str,
+    series: &[(String, Vec<f64>)],
+    max: f64,
+) -> Result<(), String> {
+    let root = BitMapBackend::new(path, (1000, 640)).into_drawing_area();
+    let draw = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| draw(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{scenario}: claim creation → Bound"),
+            ("sans-serif", 24),
+        )
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..max * 1.05, 0.0..1.0)
+        .map_err(|e| draw(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (s)")
+        .y_desc("fraction of claims")
+        .draw()
+        .map_err(|e| draw(&e))?;
+    let colors = [RED, BLUE, MAGENTA, CYAN, GREEN, BLACK];
+    for (i, (label, values)) in series.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let mut points = vec![(0.0, 0.0)];
+        for (v, f) in stats::cdf(values) {
+            // A step: the fraction jumps at each value.
+            if let Some(&(_, previous)) = points.last() {
+                points.push((v, previous));
+            }
+            points.push((v, f));
+        }
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(|e| draw(&e))?
+            .label(label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw(&e))?;
+    root.present().map_err(|e| draw(&e))
+}
+
+/// Plotters draws text with a font it is given: DejaVu Sans from Debian's fonts-dejavu-core.
+pub fn load_font() -> Result<(), String> {
+    const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+    let bytes = std::fs::read(FONT)
+        .map_err(|e| format!("{FONT}: {e} (install Debian's fonts-dejavu-core)"))?;
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+        .map_err(|_| format!("{FONT} is not a font plotters can read"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figure(stack: StackKind, run: usize, value: f64) -> Figure {
+        Figure {
+            scenario: "burst 100".into(),
+            metric: "time to all Bound",
+            unit: "s",
+            better: Better::Lower,
+            throttle: "defaults".into(),
+            stack,
+            run,
+            value,
+        }
+    }
+
+    #[test]
+    fn table_has_medians_spreads_and_ratio() {
+        let mut results = Results::default();
+        for (run, v) in [10.0, 30.0, 20.0].into_iter().enumerate() {
+            results.figures.push(figure(StackKind::Upstream, run, v));
+        }
+        for (run, v) in [5.0, 4.0, 6.0].into_iter().enumerate() {
+            results.figures.push(figure(StackKind::Ours, run, v));
+        }
+        results
+            .failures
+            .push("ours static: timed out\nlog tail".into());
+        let text = markdown(&results);
+        assert!(
+            text.contains("| burst 100 | time to all Bound (s) | defaults | 20.0 (10.0–30.0) | 5.00 (4.00–6.00) | 0.25× | lower |"),
+            "{text}"
+        );
+        assert!(text.contains("- ours static: timed out\n"), "{text}");
+        assert!(!text.contains("log tail"));
+    }
+
+    #[test]
+    fn a_figure_only_one_stack_has_gets_no_ratio() {
+        let mut results = Results::default();
+        results.figures.push(figure(StackKind::Ours, 0, 0.5));
+        let text = markdown(&results);
+        assert!(text.contains("| — | 0.500 | — | lower |"), "{text}");
+    }
+}

@@ -1,0 +1,420 @@
+//! The scenarios, run against whichever stack is up. They only talk to the apiserver (and read the
+//! driver's volume count), so both stacks are measured by the same code.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use crate::stats;
+use crate::support::fake_driver::FakeDriver;
+
+/// How many API requests the benchmark itself keeps in flight when it sets a scene up.
+const SETUP_CONCURRENCY: usize = 64;
+/// How long after the last claim is Bound the event writes are given to land before counting.
+const EVENT_SETTLE: Duration = Duration::from_secs(5);
+
+pub const DYNAMIC_CLASS: &str = "bench-dynamic";
+pub const STATIC_CLASS: &str = "bench-static";
+
+pub fn class(name: &str, driver: &str) -> StorageClass {
+    serde_json::from_value(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": driver,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": true,
+    }))
+    .unwrap_or_default()
+}
+
+fn claim(name: &str, class: &str, size: &str, volume: Option<&str>) -> PersistentVolumeClaim {
+    let mut spec = json!({
+        "storageClassName": class,
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    });
+    if let Some(v) = volume {
+        spec["volumeName"] = json!(v);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap_or_default()
+}
+
+fn volume(name: &str, driver: &str, class: &str, claim_ref: Option<Value>) -> PersistentVolume {
+    let mut spec = json!({
+        "storageClassName": class,
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "csi": {"driver": driver, "volumeHandle": name},
+    });
+    if let Some(r) = claim_ref {
+        spec["claimRef"] = r;
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap_or_default()
+}
+
+/// Runs `f` over `items` with SETUP_CONCURRENCY in flight; the first error stops it.
+async fn each<T, F, Fut>(items: Vec<T>, f: F) -> Result<(), String>
+where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    stream::iter(items.into_iter().map(f))
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map(|_| ())
+}
+
+/// The first instant each claim of a namespace was seen to satisfy a condition, from a watch.
+struct Seen {
+    at: Arc<Mutex<HashMap<String, Instant>>>,
+    changed: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Seen {
+    fn watch(api: Api<PersistentVolumeClaim>, test: fn(&PersistentVolumeClaim) -> bool) -> Seen {
+        let at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let changed = Arc::new(Notify::new());
+        let (at2, changed2) = (at.clone(), changed.clone());
+        let task = tokio::spawn(async move {
+            let events = watcher(api, watcher::Config::default()).applied_objects();
+            futures::pin_mut!(events);
+            while let Some(next) = events.next().await {
+                let Ok(claim) = next else { continue };
+                if test(&claim)
+                    && let Some(name) = claim.metadata.name
+                {
+                    let mut at = at2.lock().unwrap_or_else(|p| p.into_inner());
+                    at.entry(name).or_insert_with(Instant::now);
+                    changed2.notify_one();
+                }
+            }
+        });
+        Seen { at, changed, task }
+    }
+
+    /// Waits until every name in `names` has been seen; their instants, or an error naming how
+    /// many are missing.
+    async fn all(
+        &self,
+        names: &[String],
+        limit: Duration,
+    ) -> Result<HashMap<String, Instant>, String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            {
+                let at = self.at.lock().unwrap_or_else(|p| p.into_inner());
+                let missing = names.iter().filter(|n| !at.contains_key(*n)).count();
+                if missing == 0 {
+                    return Ok(names
+                        .iter()
+                        .filter_map(|n| Some((n.clone(), *at.get(n)?)))
+                        .collect());
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "{missing} of {} claims not there after {limit:?}",
+                        names.len()
+                    ));
+                }
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(500), self.changed.notified()).await;
+        }
+    }
+}
+
+impl Drop for Seen {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn is_bound(c: &PersistentVolumeClaim) -> bool {
+    c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+}
+
+fn is_expanded(c: &PersistentVolumeClaim) -> bool {
+    c.status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get("storage"))
+        .is_some_and(|q| q.0 == "2Gi")
+}
+
+/// The apiserver's request counter: writes and GETs by resource.
+pub struct Counts {
+    pub writes: BTreeMap<String, f64>,
+    pub gets: BTreeMap<String, f64>,
+}
+
+pub async fn write_counts(client: &kube::Client) -> Result<Counts, String> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("apiserver /metrics: {e}"))?;
+    Ok(Counts {
+        writes: stats::writes_by_resource(&text),
+        gets: stats::gets_by_resource(&text),
+    })
+}
+
+/// One claim through the stack before anything is timed: proves it is up and warms its caches.
+pub async fn warm_up(
+    client: &kube::Client,
+    namespace: &str,
+    expand: bool,
+    limit: Duration,
+) -> Result<(), String> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let bound = Seen::watch(api.clone(), is_bound);
+    let expanded = Seen::watch(api.clone(), is_expanded);
+    let name = "warm-up".to_string();
+    api.create(
+        &PostParams::default(),
+        &claim(&name, DYNAMIC_CLASS, "1Gi", None),
+    )
+    .await
+    .map_err(|e| format!("warm-up claim: {e}"))?;
+    bound
+        .all(std::slice::from_ref(&name), limit)
+        .await
+        .map_err(|e| format!("warm-up: {e}"))?;
+    if expand {
+        grow(&api, &name).await?;
+        expanded
+            .all(std::slice::from_ref(&name), limit)
+            .await
+            .map_err(|e| format!("warm-up expansion: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn grow(api: &Api<PersistentVolumeClaim>, name: &str) -> Result<(), String> {
+    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("raise {name}: {e}"))
+}
+
+/// A burst: `n` claims created at once. Wall time until the last is Bound, and each claim's
+/// creation → Bound latency, in seconds.
+pub struct Burst {
+    pub names: Vec<String>,
+    pub seconds: f64,
+    pub latencies: Vec<f64>,
+}
+
+pub async fn burst(
+    client: &kube::Client,
+    namespace: &str,
+    class: &str,
+    n: usize,
+    limit: Duration,
+) -> Result<Burst, String> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let bound = Seen::watch(api.clone(), is_bound);
+    let names: Vec<String> = (0..n).map(|i| format!("claim-{i:05}")).collect();
+    let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let start = Instant::now();
+    each(names.clone(), |name| {
+        let (api, sent) = (api.clone(), sent.clone());
+        async move {
+            let object = claim(&name, class, "1Gi", None);
+            sent.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.clone(), Instant::now());
+            api.create(&PostParams::default(), &object)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("create {name}: {e}"))
+        }
+    })
+    .await?;
+    let at = bound.all(&names, limit).await?;
+    let sent = sent.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let last = at.values().max().copied().unwrap_or(start);
+    let latencies = names
+        .iter()
+        .filter_map(|n| Some(at.get(n)?.duration_since(*sent.get(n)?).as_secs_f64()))
+        .collect();
+    Ok(Burst {
+        names,
+        seconds: last.duration_since(start).as_secs_f64(),
+        latencies,
+    })
+}
+
+/// The events that trail a burst get a moment to land; then the counter is read.
+pub async fn settled_write_counts(client: &kube::Client) -> Result<Counts, String> {
+    tokio::time::sleep(EVENT_SETTLE).await;
+    write_counts(client).await
+}
+
+/// Raises the request of `names` to 2Gi at once; seconds until every claim reports 2Gi.
+pub async fn expand(
+    client: &kube::Client,
+    namespace: &str,
+    names: &[String],
+    limit: Duration,
+) -> Result<f64, String> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let expanded = Seen::watch(api.clone(), is_expanded);
+    let start = Instant::now();
+    each(names.to_vec(), |name| {
+        let api = api.clone();
+        async move { grow(&api, &name).await }
+    })
+    .await?;
+    let at = expanded.all(names, limit).await?;
+    let last = at.values().max().copied().unwrap_or(start);
+    Ok(last.duration_since(start).as_secs_f64())
+}
+
+/// Deletes `names` at once; seconds until no PV of `driver` remains but `keep` and the driver
+/// holds only `keep.len()` volumes.
+pub async fn delete(
+    client: &kube::Client,
+    namespace: &str,
+    names: &[String],
+    driver: &FakeDriver,
+    keep: usize,
+    limit: Duration,
+) -> Result<f64, String> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let (volumes, writer) = reflector::store::<PersistentVolume>();
+    let task = tokio::spawn(
+        reflector(
+            writer,
+            watcher(Api::all(client.clone()), watcher::Config::default()),
+        )
+        .applied_objects()
+        .for_each(|_| async {}),
+    );
+    let _abort = AbortOnDrop(task);
+    volumes
+        .wait_until_ready()
+        .await
+        .map_err(|e| format!("PV store: {e}"))?;
+    let start = Instant::now();
+    each(names.to_vec(), |name| {
+        let api = api.clone();
+        async move {
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("delete {name}: {e}"))
+        }
+    })
+    .await?;
+    let deadline = start + limit;
+    loop {
+        let pvs = volumes.state().len();
+        let in_driver = driver.volume_count();
+        if pvs <= keep && in_driver <= keep {
+            return Ok(start.elapsed().as_secs_f64());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "after {limit:?}: {pvs} PVs and {in_driver} driver volumes left (want {keep})"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `count` available PVs of `driver` in the static class (before the stack starts).
+pub async fn create_available_volumes(
+    client: &kube::Client,
+    driver: &str,
+    count: usize,
+) -> Result<(), String> {
+    let api: Api<PersistentVolume> = Api::all(client.clone());
+    each((0..count).collect(), |i| {
+        let api = api.clone();
+        let pv = volume(&format!("static-{i:05}"), driver, STATIC_CLASS, None);
+        async move {
+            api.create(&PostParams::default(), &pv)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("create PV static-{i:05}: {e}"))
+        }
+    })
+    .await
+}
+
+/// `count` claim/PV pairs already bound, as the PV controller leaves them (both phases Bound,
+/// the claim's bind annotations and capacity), so that no controller has anything to write.
+pub async fn create_bound_pairs(
+    client: &kube::Client,
+    namespace: &str,
+    driver: &str,
+    count: usize,
+) -> Result<(), String> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    each((0..count).collect(), |i| {
+        let (claims, pvs) = (claims.clone(), pvs.clone());
+        async move {
+            let (claim_name, pv_name) = (format!("bound-{i:05}"), format!("bound-pv-{i:05}"));
+            let mut object = claim(&claim_name, DYNAMIC_CLASS, "1Gi", Some(&pv_name));
+            object.metadata.annotations = Some(
+                [(
+                    "pv.kubernetes.io/bind-completed".to_string(),
+                    "yes".to_string(),
+                )]
+                .into(),
+            );
+            let created = claims
+                .create(&PostParams::default(), &object)
+                .await
+                .map_err(|e| format!("create {claim_name}: {e}"))?;
+            let claim_ref = json!({
+                "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                "namespace": namespace, "name": claim_name,
+                "uid": created.metadata.uid, "resourceVersion": created.metadata.resource_version,
+            });
+            pvs.create(
+                &PostParams::default(),
+                &volume(&pv_name, driver, DYNAMIC_CLASS, Some(claim_ref)),
+            )
+            .await
+            .map_err(|e| format!("create {pv_name}: {e}"))?;
+            let bound = json!({"status": {"phase": "Bound"}});
+            pvs.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&bound))
+                .await
+                .map_err(|e| format!("{pv_name} status: {e}"))?;
+            let status = json!({"status": {
+                "phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+            }});
+            claims
+                .patch_status(&claim_name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{claim_name} status: {e}"))
+        }
+    })
+    .await
+}

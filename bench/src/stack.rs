@@ -1,0 +1,241 @@
+//! The two stacks under test and the processes they are made of.
+//!
+//! - upstream: kube-controller-manager with the PV binder, the expander and both protection
+//!   controllers; csi-provisioner and csi-resizer on the driver's socket.
+//! - ours: kube-controller-manager with the two protection controllers only; csi-pv-controller.
+//!
+//! Every process is started from the benchmark's main thread (see `OwnedPlane::start` on why
+//! that thread), logs to the run's folder, and is killed when its `Proc` is dropped.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+use serde::Serialize;
+
+use crate::support::control_plane::{ControlPlane, spawn, tail};
+use crate::support::peers::peer;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum StackKind {
+    Upstream,
+    Ours,
+}
+
+impl fmt::Display for StackKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StackKind::Upstream => "upstream",
+            StackKind::Ours => "ours",
+        })
+    }
+}
+
+/// Client-side throttling for every component of a stack: each one's own default, or one
+/// figure for all.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Throttle {
+    Defaults,
+    Equal {
+        qps: u32,
+        burst: u32,
+    },
+    /// Every client-side limiter off (client-go's QPS -1, ours too): the design alone, paced
+    /// only by the apiserver.
+    Off,
+}
+
+impl Throttle {
+    fn flags(self) -> Vec<String> {
+        match self {
+            Throttle::Defaults => vec![],
+            Throttle::Off => vec!["--kube-api-qps=-1".into()],
+            Throttle::Equal { qps, burst } => {
+                vec![
+                    format!("--kube-api-qps={qps}"),
+                    format!("--kube-api-burst={burst}"),
+                ]
+            }
+        }
+    }
+}
+
+impl fmt::Display for Throttle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Throttle::Defaults => f.write_str("each component's default QPS/burst"),
+            Throttle::Equal { qps, burst } => write!(f, "all at QPS {qps}/burst {burst}"),
+            Throttle::Off => f.write_str("no client-side limit anywhere"),
+        }
+    }
+}
+
+/// Worker counts: csi-provisioner's default is 100, as is ours; csi-resizer gets the same.
+pub const WORKERS: u32 = 100;
+
+/// One child process, killed on drop.
+pub struct Proc {
+    pub name: &'static str,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    fn start(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        dir: &Path,
+    ) -> Result<Proc, String> {
+        let log = dir.join(format!("{name}.log"));
+        let mut command = Command::new(program);
+        command.args(args).env_remove("RUST_LOG");
+        let child = spawn(command, &log)?;
+        Ok(Proc { name, child, log })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error naming the process and quoting its log's tail if it has exited.
+    pub fn check_alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Err(format!(
+                "{} exited with {status}:\n{}",
+                self.name,
+                tail(&self.log)
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running stack.
+pub struct Stack {
+    pub procs: Vec<Proc>,
+}
+
+impl Stack {
+    /// Starts `kind` against `plane` with the driver on `socket`.
+    pub fn start(
+        kind: StackKind,
+        throttle: Throttle,
+        plane: &ControlPlane,
+        socket: &Path,
+        sidecar: &Path,
+        dir: &Path,
+    ) -> Result<Stack, String> {
+        let kubeconfig = format!("--kubeconfig={}", plane.admin_kubeconfig.display());
+        let controllers = match kind {
+            StackKind::Upstream => {
+                "persistentvolume-binder-controller,persistentvolume-expander-controller,\
+                 persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+            }
+            StackKind::Ours => {
+                "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+            }
+        };
+        let mut kcm_args = vec![
+            kubeconfig.clone(),
+            format!("--controllers={controllers}"),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--use-service-account-credentials=false".into(),
+        ];
+        kcm_args.extend(throttle.flags());
+        let mut procs = vec![Proc::start(
+            "kube-controller-manager",
+            &peer("kube-controller-manager"),
+            &kcm_args,
+            dir,
+        )?];
+        let csi_address = format!("--csi-address={}", socket.display());
+        match kind {
+            StackKind::Upstream => {
+                let mut args = vec![
+                    csi_address.clone(),
+                    kubeconfig.clone(),
+                    "--leader-election=false".into(),
+                    format!("--worker-threads={WORKERS}"),
+                ];
+                args.extend(throttle.flags());
+                procs.push(Proc::start(
+                    "csi-provisioner",
+                    &peer("csi-provisioner"),
+                    &args,
+                    dir,
+                )?);
+                let mut args = vec![
+                    csi_address,
+                    kubeconfig,
+                    "--leader-election=false".into(),
+                    format!("--workers={WORKERS}"),
+                ];
+                args.extend(throttle.flags());
+                procs.push(Proc::start(
+                    "csi-resizer",
+                    &peer("csi-resizer"),
+                    &args,
+                    dir,
+                )?);
+            }
+            StackKind::Ours => {
+                let mut args = vec![
+                    format!("--csi-address=unix://{}", socket.display()),
+                    kubeconfig,
+                    format!("--worker-threads={WORKERS}"),
+                ];
+                args.extend(throttle.flags());
+                procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);
+            }
+        }
+        Ok(Stack { procs })
+    }
+
+    /// The processes that replace each other: csi-provisioner + csi-resizer, or ours.
+    pub fn sidecars(&self) -> impl Iterator<Item = &Proc> {
+        self.procs
+            .iter()
+            .filter(|p| p.name != "kube-controller-manager")
+    }
+
+    pub fn check_alive(&mut self) -> Result<(), String> {
+        self.procs.iter_mut().try_for_each(Proc::check_alive)
+    }
+}
+
+/// Resident memory and CPU time of a process, from /proc.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub rss_bytes: u64,
+    pub cpu_seconds: f64,
+}
+
+pub fn usage(pid: u32) -> Option<Usage> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which sits in parentheses and may contain spaces.
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf reads a constant of the running system.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(Usage {
+        rss_bytes: rss_kib * 1024,
+        cpu_seconds: ticks / hz.max(1.0),
+    })
+}
