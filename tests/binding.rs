@@ -178,11 +178,13 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
     );
 
     // explain, from the same decision code, against the live cluster.
+    // Larger than the fake driver's 1 TiB maximum: provisioning fails and the claim stays
+    // without a PV however fast the sidecar is, so explain sees it unbound.
     world
         .create_claim(
             "huge",
             "std",
-            "1Ti",
+            "2Ti",
             json!({"spec": {"accessModes": ["ReadWriteMany"]}}),
         )
         .await;
