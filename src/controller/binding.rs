@@ -39,6 +39,7 @@ impl Controller {
             return Ok(Outcome::Done);
         }
         if has_intent(&claim) {
+            tracing::Span::current().record("op", "provision");
             return self.sync_provisioning(key, claim).await;
         }
         let default = if claim_has_no_class(&claim) {
@@ -58,7 +59,13 @@ impl Controller {
                 },
             )
         };
-        debug!(claim = %key, step = step.name(), "binder decided");
+        // The pass's operation, recorded once (a second record would be appended, not replace
+        // it): a bound claim's no-op "bind" leaves it to expansion.
+        let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        if !matches!(step, ClaimStep::None) && !(bound && matches!(step, ClaimStep::Bind(_))) {
+            tracing::Span::current().record("op", step.name());
+        }
+        debug!(step = step.name(), "binder decided");
         match step {
             ClaimStep::None => self.sync_expansion(key, &claim).await,
             // A bound claim decides "bind" too (every write then skipped): its size is next.
@@ -90,7 +97,7 @@ impl Controller {
                     )
                     .await
                     .map_err(|e| SyncError::api("give the claim the default StorageClass", e))?;
-                info!(claim = %key, class = %name, "assigned the default StorageClass");
+                info!(class = %name, "assigned the default StorageClass");
                 // The watch brings the changed claim back.
                 Ok(Outcome::Done)
             }
@@ -102,7 +109,7 @@ impl Controller {
                 Ok(Outcome::Done)
             }
             ClaimStep::CannotProvision(notice) => {
-                warn!(claim = %key, "{}", notice.message);
+                warn!("{}", notice.message);
                 self.notify(&reference(&claim), &notice).await;
                 Ok(Outcome::Done)
             }
@@ -141,7 +148,7 @@ impl Controller {
                 names
             }
             Err(error) => {
-                warn!(claim = %claim.name_any(), %error, "cannot list the pods waiting for the claim");
+                warn!(%error, "cannot list the pods waiting for the claim");
                 Vec::new()
             }
         }
@@ -228,7 +235,7 @@ impl Controller {
                 "mark the claim Lost",
             )
             .await?;
-        warn!(claim = %claim.name_any(), namespace = ?claim.namespace(), "{}", notice.message);
+        warn!("{}", notice.message);
         self.notify(&reference(&updated), &notice).await;
         Ok(Outcome::Done)
     }
@@ -317,7 +324,7 @@ impl Controller {
             }
         }
         if wrote {
-            info!(claim = %format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any()), volume = %name, "bound");
+            info!(volume = %name, "bound");
         }
         Ok(())
     }

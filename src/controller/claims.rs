@@ -34,7 +34,7 @@ impl Controller {
         let mut fresh = false;
         for _ in 0..STEPS_PER_PASS {
             let action = self.decide_claim(&claim);
-            debug!(claim = %key, action = action.name(), fresh, "decided");
+            debug!(action = action.name(), fresh, "decided");
             match action {
                 ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
                 ClaimAction::Populator { kind, name } => {
@@ -274,7 +274,7 @@ impl Controller {
             Err(e) => {
                 // Unusable: take it back, so that the retry starts clean.
                 if let Err(d) = self.delete_backend(&answer.volume_id, secrets).await {
-                    warn!(claim = %key, error = %d, "cannot delete the unusable volume yet");
+                    warn!(error = %d, "cannot delete the unusable volume yet");
                 }
                 return Ok(self.provision_failed(key, claim, e.to_string()).await);
             }
@@ -301,7 +301,7 @@ impl Controller {
             )
             .await
             .map_err(|e| SyncError::api("remove the claim's selected node", e))?;
-        info!(claim = %claim.name_any(), "selected node removed: the scheduler will choose again");
+        info!("selected node removed: the scheduler will choose again");
         Ok(())
     }
 
@@ -325,13 +325,13 @@ impl Controller {
         slow: bool,
     ) -> Outcome {
         let delay = self.back_off(key, claim, slow);
-        warn!(claim = %key, retry_in = ?delay, "{note}");
+        warn!(retry_in = ?delay, "{note}");
         self.events.warning(&reference(claim), reason, note).await;
         Outcome::Waiting
     }
 
     async fn succeeded(&self, claim: &PersistentVolumeClaim, volume: &str) {
-        info!(claim = %format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any()), %volume, "provisioned and bound");
+        info!(%volume, "provisioned and bound");
         self.events
             .normal(
                 &reference(claim),
@@ -490,7 +490,7 @@ impl Controller {
                     );
                     return Ok(self.cleanup_failed(key, claim, note).await);
                 }
-                info!(claim = %key, volume = %answer.volume_id, "deleted the volume of a claim that no longer needs it");
+                info!(volume = %answer.volume_id, "deleted the volume of a claim that no longer needs it");
                 self.drop_intent(claim).await?;
                 Ok(Outcome::Done)
             }
@@ -560,7 +560,7 @@ impl Controller {
             .unwrap_or_else(|p| p.into_inner())
             .insert(uid);
         if first {
-            info!(claim = %claim.name_any(), %kind, %name, "data source left to a volume populator");
+            info!(%kind, %name, "data source left to a volume populator");
             self.events
                 .normal(
                     &reference(claim),

@@ -133,6 +133,7 @@ impl Controller {
             self.resizes.forget(key);
             return Ok(Outcome::Done);
         };
+        tracing::Span::current().record("op", "expand");
         let asked = requested(claim, &pv);
         if let Some((size, until)) = memory.wait
             && size == asked
@@ -328,7 +329,7 @@ impl Controller {
         }
         self.resizes.forget(key);
         self.claims.forget(key);
-        info!(claim = %key, volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
+        info!(volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
         self.events
             .normal(&reference(&claim), reason, note.to_string())
             .await;
@@ -357,7 +358,7 @@ impl Controller {
             "CSI driver {} cannot expand volumes (no EXPAND_VOLUME capability in its controller or node service); the claim keeps its size",
             self.settings.driver
         );
-        warn!(claim = %key, "{note}");
+        warn!("{note}");
         self.events
             .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)
             .await;
@@ -380,7 +381,7 @@ impl Controller {
         };
         memory.wait = Some((asked, due_at(delay)));
         self.resizes.put(key, memory);
-        warn!(claim = %key, retry_in = ?delay, "resize failed: {note}");
+        warn!(retry_in = ?delay, "resize failed: {note}");
         self.events
             .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)
             .await;
@@ -395,7 +396,7 @@ impl Controller {
         match api.list(&ListParams::default()).await {
             Ok(list) => expand::in_use(claim, &list.items),
             Err(error) => {
-                warn!(claim = %claim.name_any(), %error, "cannot list pods to see whether the claim is in use");
+                warn!(%error, "cannot list pods to see whether the claim is in use");
                 true
             }
         }

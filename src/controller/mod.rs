@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, field, info_span, warn};
 
 pub use error::{SyncError, SyncErrorClass};
 
@@ -283,11 +283,19 @@ impl Controller {
         self.index_mut().upsert(pv.clone());
     }
 
+    /// Every log line of a pass sits in a span naming the object (`namespace/name`) and, once
+    /// decided, the operation (`op`), in text and JSON alike.
     async fn claim_worker(&self) {
         while let Some(key) = self.claims.next().await {
-            let result = self.sync_claim(&key).await;
+            let name = format!(
+                "{}/{}",
+                key.namespace.as_deref().unwrap_or_default(),
+                key.name
+            );
+            let span = info_span!("sync", claim = %name, op = field::Empty);
+            let result = self.sync_claim(&key).instrument(span.clone()).await;
             self.claims.done(&key);
-            self.settle(&self.claims, key, result, "claim");
+            span.in_scope(|| self.settle(&self.claims, key, result));
         }
     }
 
@@ -310,21 +318,17 @@ impl Controller {
 
     async fn volume_worker(&self) {
         while let Some(key) = self.volumes.next().await {
-            let result = self.sync_volume(&key).await;
+            let span = info_span!("sync", volume = %key, op = field::Empty);
+            let result = self.sync_volume(&key).instrument(span.clone()).await;
             self.volumes.done(&key);
-            self.settle(&self.volumes, key, result, "volume");
+            span.in_scope(|| self.settle(&self.volumes, key, result));
         }
     }
 
     /// Requeues by outcome: at once after a conflict or a step that needs another look, with
     /// backoff after a failure.
-    fn settle<K>(
-        &self,
-        queue: &WorkQueue<K>,
-        key: K,
-        result: Result<Outcome, SyncError>,
-        kind: &str,
-    ) where
+    fn settle<K>(&self, queue: &WorkQueue<K>, key: K, result: Result<Outcome, SyncError>)
+    where
         K: Clone + Eq + std::hash::Hash + Send + std::fmt::Display + 'static,
     {
         match result {
@@ -332,12 +336,12 @@ impl Controller {
             Ok(Outcome::Waiting) => {}
             Ok(Outcome::Again) => queue.add(key),
             Err(e) if e.class() == SyncErrorClass::Conflict => {
-                debug!(%kind, %key, error = %e, "conflict; looking again");
+                debug!(error = %e, "conflict; looking again");
                 queue.add(key);
             }
             Err(e) => {
                 let delay = queue.retry(key.clone());
-                warn!(%kind, %key, error = %e, retry_in = ?delay, "sync failed");
+                warn!(error = %e, retry_in = ?delay, "sync failed");
             }
         }
     }

@@ -36,7 +36,11 @@ impl Controller {
             };
             let step = binder::volume::decide(&pv, lookup, &self.settings.driver);
             if step != VolumeStep::None {
-                debug!(volume = %name, step = step.name(), live = live.is_some(), "decided");
+                // Checking the claim is a read on the way to the operation, not one.
+                if step != VolumeStep::CheckClaim {
+                    tracing::Span::current().record("op", step.name());
+                }
+                debug!(step = step.name(), live = live.is_some(), "decided");
             }
             return match step {
                 VolumeStep::None | VolumeStep::Reclaim(Reclaim::Keep | Reclaim::External) => {
@@ -104,7 +108,7 @@ impl Controller {
                 .patch_volume(&pv, patch, "unbind the PersistentVolume")
                 .await?;
         }
-        info!(volume = %pv.name_any(), "unbound: its claim is bound to another volume");
+        info!("unbound: its claim is bound to another volume");
         self.set_phase(&pv, "Available", None).await?;
         Ok(())
     }
@@ -112,7 +116,7 @@ impl Controller {
     /// Failed with the reason in status.message, and the event.
     async fn fail_volume(&self, pv: &PersistentVolume, notice: &Notice) -> Result<(), SyncError> {
         let failed = self.set_phase(pv, "Failed", Some(&notice.message)).await?;
-        warn!(volume = %pv.name_any(), "{}", notice.message);
+        warn!("{}", notice.message);
         self.notify(&reference(&failed), notice).await;
         Ok(())
     }
@@ -150,7 +154,7 @@ impl Controller {
             return Ok(Outcome::Again); // the cache was behind
         }
         let released = self.set_phase(pv, PHASE_RELEASED, None).await?;
-        info!(volume = %pv.name_any(), "released: its claim is gone");
+        info!("released: its claim is gone");
         // The patch answered with the live PV, and the claim was just read: no need to read again.
         match binder::volume::reclaim(&released, &self.settings.driver) {
             Reclaim::Delete => self.delete_released(&released).await,
@@ -187,7 +191,7 @@ impl Controller {
             return Ok(Outcome::Again);
         }
         if binder::volume::claim_holds(&pv, self.live_claim_of(&pv).await?.as_ref()) {
-            warn!(volume = %name, "marked Released, but its claim still holds it; not deleting");
+            warn!("marked Released, but its claim still holds it; not deleting");
             return Ok(Outcome::Done);
         }
         self.delete_released(&pv).await
@@ -210,7 +214,7 @@ impl Controller {
                 .await;
             return Err(SyncError::csi(Operation::Delete, e));
         }
-        info!(volume = %name, %handle, "deleted the volume in the driver");
+        info!(%handle, "deleted the volume in the driver");
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: pv.metadata.uid.clone(),
@@ -252,7 +256,7 @@ impl Controller {
             Ok(Some(secret)) => secret,
             Ok(None) => return Default::default(),
             Err(note) => {
-                warn!(volume = %pv.name_any(), "{note}; deleting without secrets");
+                warn!("{note}; deleting without secrets");
                 return Default::default();
             }
         };
@@ -262,7 +266,7 @@ impl Controller {
         {
             Ok(secrets) => secrets,
             Err(note) => {
-                warn!(volume = %pv.name_any(), "{note}; deleting without secrets");
+                warn!("{note}; deleting without secrets");
                 Default::default()
             }
         }
