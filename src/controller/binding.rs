@@ -62,7 +62,12 @@ impl Controller {
         // The pass's operation, recorded once (a second record would be appended, not replace
         // it): a bound claim's no-op "bind" leaves it to expansion.
         let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-        if !matches!(step, ClaimStep::None) && !(bound && matches!(step, ClaimStep::Bind(_))) {
+        let no_op = match step {
+            ClaimStep::None => true,
+            ClaimStep::Bind(_) => bound,
+            _ => false,
+        };
+        if !no_op {
             tracing::Span::current().record("op", step.name());
         }
         debug!(step = step.name(), "binder decided");
