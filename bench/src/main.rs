@@ -73,11 +73,11 @@ struct Args {
     /// Bound pairs at rest.
     #[arg(long, default_value_t = 10_000)]
     rest_pairs: usize,
-    /// How long the sidecars are watched at rest, for CPU.
-    #[arg(long, default_value = "60s", value_parser = humantime_secs)]
+    /// How long the sidecars are watched at rest, for CPU (Go-style: 60s, 1m).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     rest_window: Duration,
     /// Longest wait for one scenario step.
-    #[arg(long, default_value = "2400s", value_parser = humantime_secs)]
+    #[arg(long, default_value = "2400s", value_parser = humantime::parse_duration)]
     limit: Duration,
     /// The csi-pv-controller binary (a release build).
     #[arg(long, env = "SIDECAR_BIN")]
@@ -85,14 +85,6 @@ struct Args {
     /// Where the report goes.
     #[arg(long, default_value = "bench/results")]
     out: PathBuf,
-}
-
-fn humantime_secs(text: &str) -> Result<Duration, String> {
-    text.strip_suffix('s')
-        .unwrap_or(text)
-        .parse::<u64>()
-        .map(Duration::from_secs)
-        .map_err(|e| format!("{text}: {e} (whole seconds, e.g. 60s)"))
 }
 
 /// Where one run is: which stack, which throttle, which repetition.
@@ -613,7 +605,6 @@ fn write_report(results: &Results, args: &Args) -> Result<Vec<PathBuf>, String> 
         .iter()
         .map(|l| l.scenario.clone())
         .collect();
-    bursts.dedup();
     bursts.sort();
     bursts.dedup();
     for scenario in bursts {

@@ -181,7 +181,6 @@ pub async fn warm_up(
 ) -> Result<(), String> {
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let bound = Seen::watch(api.clone(), is_bound);
-    let expanded = Seen::watch(api.clone(), is_expanded);
     let name = "warm-up".to_string();
     api.create(
         &PostParams::default(),
@@ -194,6 +193,8 @@ pub async fn warm_up(
         .await
         .map_err(|e| format!("warm-up: {e}"))?;
     if expand {
+        // The watch starts with a list, so it sees the claim even if already expanded.
+        let expanded = Seen::watch(api.clone(), is_expanded);
         grow(&api, &name).await?;
         expanded
             .all(std::slice::from_ref(&name), limit)

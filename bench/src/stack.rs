@@ -160,32 +160,20 @@ impl Stack {
         let csi_address = format!("--csi-address={}", socket.display());
         match kind {
             StackKind::Upstream => {
-                let mut args = vec![
-                    csi_address.clone(),
-                    kubeconfig.clone(),
-                    "--leader-election=false".into(),
-                    format!("--worker-threads={WORKERS}"),
-                ];
-                args.extend(throttle.flags());
-                procs.push(Proc::start(
-                    "csi-provisioner",
-                    &peer("csi-provisioner"),
-                    &args,
-                    dir,
-                )?);
-                let mut args = vec![
-                    csi_address,
-                    kubeconfig,
-                    "--leader-election=false".into(),
-                    format!("--workers={WORKERS}"),
-                ];
-                args.extend(throttle.flags());
-                procs.push(Proc::start(
-                    "csi-resizer",
-                    &peer("csi-resizer"),
-                    &args,
-                    dir,
-                )?);
+                // csi-provisioner and csi-resizer take the same flags but for their worker count.
+                for (name, workers) in [
+                    ("csi-provisioner", "--worker-threads"),
+                    ("csi-resizer", "--workers"),
+                ] {
+                    let mut args = vec![
+                        csi_address.clone(),
+                        kubeconfig.clone(),
+                        "--leader-election=false".into(),
+                        format!("{workers}={WORKERS}"),
+                    ];
+                    args.extend(throttle.flags());
+                    procs.push(Proc::start(name, &peer(name), &args, dir)?);
+                }
             }
             StackKind::Ours => {
                 let mut args = vec![
