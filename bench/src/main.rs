@@ -563,6 +563,11 @@ fn main() -> ExitCode {
                             run + 1
                         ));
                     }
+                    // After every run, so that a bench stopped early keeps what it measured.
+                    if let Err(e) = write_report(&bench.results, &bench.args) {
+                        eprintln!("report: {e}");
+                        return ExitCode::FAILURE;
+                    }
                 }
             }
         }

@@ -378,6 +378,10 @@ pub struct VolumeIndex {
     available: HashMap<(String, String), BTreeSet<(u64, String)>>,
     /// PVs by the claim their claimRef names: (namespace, name) → PV names.
     claimed: HashMap<(String, String), BTreeSet<String>>,
+    /// Available PVs a claim pass chose and is binding now → that claim (namespace, name).
+    /// Passes run concurrently, unlike upstream's single binder: without this, every claim that
+    /// fits the same smallest PV races for it, and all but one lose a conflict and back off.
+    reserved: HashMap<String, (String, String)>,
 }
 
 /// Available, unclaimed and not being deleted: a PV a claim without a pre-bound PV can get.
@@ -441,6 +445,31 @@ impl VolumeIndex {
         self.link(&pv);
         self.volumes.insert(name, pv);
         true
+    }
+
+    /// Sets `pv` aside for `claim` (namespace, name) while it binds: other claims' matching
+    /// passes it over. False if another claim holds it already.
+    pub fn reserve(&mut self, pv: &str, claim: (String, String)) -> bool {
+        match self.reserved.get(pv) {
+            Some(holder) if *holder != claim => false,
+            _ => {
+                self.reserved.insert(pv.to_string(), claim);
+                true
+            }
+        }
+    }
+
+    /// Ends `claim`'s reservation of `pv`; another claim's is left alone.
+    pub fn unreserve(&mut self, pv: &str, claim: &(String, String)) {
+        if self.reserved.get(pv) == Some(claim) {
+            self.reserved.remove(pv);
+        }
+    }
+
+    fn reserved_for_another(&self, pv: &str, claim: &ClaimFacts) -> bool {
+        self.reserved
+            .get(pv)
+            .is_some_and(|(ns, name)| *ns != claim.namespace || *name != claim.name)
     }
 
     pub fn remove(&mut self, name: &str) {
@@ -536,6 +565,9 @@ impl VolumeIndex {
                 continue;
             };
             for (_, name) in sorted.range((claim.request, String::new())..) {
+                if self.reserved_for_another(name, claim) {
+                    continue;
+                }
                 if let Some(pv) = self.volumes.get(name)
                     && verdict(claim, pv, false) == Verdict::Candidate
                 {

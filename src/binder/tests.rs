@@ -194,6 +194,51 @@ fn s2_2_smallest_volume_that_fits() {
 }
 
 #[test]
+fn s2_2_a_volume_reserved_by_another_claims_bind_is_skipped_until_released() {
+    let mut i = index(vec![
+        pv("first", "1Gi", json!({})),
+        pv("second", "1Gi", json!({})),
+    ]);
+    let other = ("ns".to_string(), "other".to_string());
+    let ours = ClaimFacts::of(&claim(json!({}))).unwrap();
+    let name = |i: &VolumeIndex| {
+        i.best_match(&ours, false)
+            .and_then(|p| p.metadata.name.clone())
+    };
+    type Held<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&str, Held, Option<&str>)] = &[
+        ("nothing reserved: the first", &[], Some("first")),
+        (
+            "first held by another claim",
+            &[("first", "other")],
+            Some("second"),
+        ),
+        (
+            "both held by another claim",
+            &[("first", "other"), ("second", "other")],
+            None,
+        ),
+        ("first held by this claim", &[("first", "c")], Some("first")),
+    ];
+    for (what, held, want) in cases {
+        for (pv, by) in *held {
+            assert!(i.reserve(pv, ("ns".into(), (*by).into())), "{what}");
+        }
+        assert_eq!(name(&i).as_deref(), *want, "{what}");
+        for (pv, by) in *held {
+            i.unreserve(pv, &("ns".into(), (*by).into()));
+        }
+    }
+    // One holder at a time; only the holder's release ends it.
+    assert!(i.reserve("first", other.clone()));
+    assert!(!i.reserve("first", ("ns".into(), "c".into())));
+    i.unreserve("first", &("ns".into(), "c".into()));
+    assert_eq!(name(&i).as_deref(), Some("second"));
+    i.unreserve("first", &other);
+    assert_eq!(name(&i).as_deref(), Some("first"));
+}
+
+#[test]
 fn s2_2_claimed_by_another_claim_is_skipped() {
     let pvs = vec![pv("x", "1Gi", claimed_by("other", "u-2"))];
     assert_eq!(best(&claim(json!({})), pvs), None);

@@ -1,6 +1,8 @@
 //! The binder's half of a claim pass: carry out the step `binder::claim` decides, and the bind
 //! itself (four writes, each skipped when done), shared with provisioning.
 
+use std::sync::{Arc, RwLock};
+
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
@@ -11,9 +13,10 @@ use tracing::{debug, info, warn};
 
 use super::claims::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError};
+use crate::binder::VolumeIndex;
 use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
-use crate::binder::matching::{claim_class, claim_has_no_class, default_class};
+use crate::binder::matching::{claim_class, claim_has_no_class, default_class, is_available};
 use crate::names::*;
 use crate::provision::claim::has_intent;
 
@@ -48,16 +51,25 @@ impl Controller {
         } else {
             None
         };
-        let step = {
-            let volumes = self.index();
-            crate::binder::claim::decide(
+        // Decided and reserved under one lock: a concurrent pass cannot pick the same
+        // Available PV between this decision and the bind.
+        let (step, _reservation) = {
+            let mut volumes = self.index_mut();
+            let step = crate::binder::claim::decide(
                 &claim,
                 &ClaimView {
                     class: class.as_deref(),
                     default_class: default.as_deref(),
                     volumes: &volumes,
                 },
-            )
+            );
+            let reservation = match &step {
+                ClaimStep::Bind(pv) if is_available(pv) => {
+                    Reservation::take(&self.index, &mut volumes, pv, key)
+                }
+                _ => None,
+            };
+            (step, reservation)
         };
         // The pass's operation, recorded once (a second record would be appended, not replace
         // it): a bound claim's no-op "bind" leaves it to expansion.
@@ -332,5 +344,39 @@ impl Controller {
             info!(volume = %name, "bound");
         }
         Ok(())
+    }
+}
+
+/// An Available PV set aside in the index for one claim's bind; the reservation ends when the
+/// pass does, however it ends (bound, conflict, error).
+struct Reservation {
+    index: Arc<RwLock<VolumeIndex>>,
+    volume: String,
+    claim: (String, String),
+}
+
+impl Reservation {
+    fn take(
+        shared: &Arc<RwLock<VolumeIndex>>,
+        index: &mut VolumeIndex,
+        pv: &PersistentVolume,
+        key: &ClaimKey,
+    ) -> Option<Reservation> {
+        let volume = pv.metadata.name.clone()?;
+        let claim = (key.namespace.clone().unwrap_or_default(), key.name.clone());
+        index.reserve(&volume, claim.clone()).then(|| Reservation {
+            index: shared.clone(),
+            volume,
+            claim,
+        })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.index
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .unreserve(&self.volume, &self.claim);
     }
 }
