@@ -228,6 +228,7 @@ impl Bench {
         drop(stack);
         drop(driver);
         let outcome = outcome.and(alive);
+        keep_logs(&dir, id, scenario);
         if let Err(e) = &outcome {
             let logs: Vec<String> = std::fs::read_dir(&dir)
                 .into_iter()
@@ -273,6 +274,10 @@ impl Bench {
                 let before = scenario::write_counts(client).await?;
                 let burst = scenario::burst(client, NAMESPACE, DYNAMIC_CLASS, n, limit).await?;
                 let after = scenario::settled_write_counts(client).await?;
+                println!(
+                    "    requests in the burst, {}",
+                    before.describe_since(&after)
+                );
                 self.burst_figures(id, &format!("burst {n}"), &burst);
                 if let Some(w) = stats::writes_per_claim(&before.writes, &after.writes, n) {
                     let name = "API writes per provisioned claim";
@@ -312,6 +317,10 @@ impl Bench {
                 let seconds =
                     scenario::delete(client, NAMESPACE, &burst.names, driver, 1, limit).await?;
                 let after = scenario::settled_write_counts(client).await?;
+                println!(
+                    "    requests in the deletion, {}",
+                    before.describe_since(&after)
+                );
                 let scenario = format!("delete {n}");
                 self.figure(
                     id,
@@ -411,6 +420,33 @@ impl Bench {
             other => return Err(format!("unknown scenario {other:?}")),
         }
         Ok(())
+    }
+}
+
+/// With BENCH_KEEP_LOGS=<folder>, the run's process logs are copied there before the run's
+/// folder goes, as `<stack>-<throttle>-<run>-<scenario>-<process>.log`.
+fn keep_logs(dir: &Path, id: RunId, scenario: &str) {
+    let Some(keep) = std::env::var_os("BENCH_KEEP_LOGS").map(PathBuf::from) else {
+        return;
+    };
+    if let Err(e) = std::fs::create_dir_all(&keep) {
+        eprintln!("    BENCH_KEEP_LOGS {}: {e}", keep.display());
+        return;
+    }
+    let prefix = format!(
+        "{}-{}-{}-{scenario}",
+        id.kind,
+        throttle_label(id.throttle).replace([' ', '/'], "_"),
+        id.run + 1
+    );
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|x| x == "log") {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Err(e) = std::fs::copy(&path, keep.join(format!("{prefix}-{name}"))) {
+                eprintln!("    keep {}: {e}", path.display());
+            }
+        }
     }
 }
 

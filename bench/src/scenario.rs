@@ -158,6 +158,26 @@ pub struct Counts {
     pub gets: BTreeMap<String, f64>,
 }
 
+impl Counts {
+    /// What happened between `self` and `after`, per resource, for the log:
+    /// "writes: persistentvolumes 3000, ...; GETs: ...".
+    pub fn describe_since(&self, after: &Counts) -> String {
+        let diff = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
+            b.iter()
+                .map(|(k, v)| (k, v - a.get(k).copied().unwrap_or(0.0)))
+                .filter(|(_, d)| *d > 0.0)
+                .map(|(k, d)| format!("{k} {d}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "writes: {}; GETs: {}",
+            diff(&self.writes, &after.writes),
+            diff(&self.gets, &after.gets)
+        )
+    }
+}
+
 pub async fn write_counts(client: &kube::Client) -> Result<Counts, String> {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
