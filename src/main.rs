@@ -107,21 +107,21 @@ async fn run(config: Config) -> anyhow::Result<()> {
             .discover()
             .await
             .context("cannot read the CSI driver's identity")?;
-        let client = cluster::client::build(
+        let clients = cluster::client::build_with_events(
             config.kubeconfig.as_deref(),
             config.kube_api_qps,
             config.kube_api_burst,
         )
         .await?;
-        let (stores, watch) = Stores::watch(&client, on_change);
+        let (stores, watch) = Stores::watch(&clients.state, on_change);
         tokio::spawn(watch);
         stores
             .synced()
             .await
             .context("API caches stopped before they synced")?;
-        anyhow::Ok((driver, stores, client))
+        anyhow::Ok((driver, stores, clients))
     };
-    let (driver, stores, client) = tokio::select! {
+    let (driver, stores, clients) = tokio::select! {
         r = startup => r?,
         _ = stopped() => return Ok(()),
     };
@@ -135,7 +135,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         identity: controller::provisioner_identity(&driver.name),
     };
     let controller = Controller::new(
-        client,
+        clients,
         csi.clone(),
         stores,
         &driver,

@@ -25,7 +25,35 @@ pub enum ClientError {
 /// A client for `kubeconfig` if given, otherwise KUBECONFIG / ~/.kube/config / in-cluster, whose
 /// requests are limited to `qps` per second with bursts of `burst`.
 pub async fn build(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<Client, ClientError> {
-    let config = match kubeconfig {
+    let config = load(kubeconfig).await?;
+    limited(config, &RateLimitLayer::new(qps, burst))
+}
+
+/// Two clients on one `qps`/`burst` budget.
+#[derive(Clone)]
+pub struct ApiClients {
+    /// Reads and state changes.
+    pub state: Client,
+    /// Events: their requests use only the tokens `state` leaves spare
+    /// (see [`RateLimitLayer::background`]).
+    pub events: Client,
+}
+
+pub async fn build_with_events(
+    kubeconfig: Option<&Path>,
+    qps: f32,
+    burst: u32,
+) -> Result<ApiClients, ClientError> {
+    let config = load(kubeconfig).await?;
+    let limit = RateLimitLayer::new(qps, burst);
+    Ok(ApiClients {
+        state: limited(config.clone(), &limit)?,
+        events: limited(config, &limit.background())?,
+    })
+}
+
+async fn load(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| ClientError::Kubeconfig {
                 path: path.display().to_string(),
@@ -37,12 +65,14 @@ pub async fn build(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<Cl
                 .map_err(kubeconfig_error)?
         }
         None => Config::infer().await?,
-    };
-    let client = kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&RateLimitLayer::new(qps, burst))
+    })
+}
+
+fn limited(config: Config, limit: &RateLimitLayer) -> Result<Client, ClientError> {
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(limit)
         .with_layer(&tower::util::MapRequestLayer::new(count_write))
-        .build();
-    Ok(client)
+        .build())
 }
 
 /// Counts a write on its way to the API server (`csi_pv_controller_api_writes_total`).

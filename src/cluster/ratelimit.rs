@@ -32,6 +32,21 @@ impl Bucket {
             Duration::from_secs_f64(-self.tokens / self.qps)
         }
     }
+
+    /// Takes a token only if one is spare now (never on credit, so never ahead of a waiting
+    /// foreground request); otherwise how long until one could be, to try again then.
+    fn take_spare(&mut self, now: Instant) -> Result<(), Duration> {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.qps;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = Duration::from_secs_f64((1.0 - self.tokens) / self.qps);
+            Err(wait.max(Duration::from_millis(1)))
+        }
+    }
 }
 
 /// Limits the requests that pass through it to `qps` per second with bursts of `burst`.
@@ -39,6 +54,8 @@ impl Bucket {
 pub struct RateLimitLayer {
     /// None: no limit.
     bucket: Option<Arc<Mutex<Bucket>>>,
+    /// Background requests use only spare tokens of the shared bucket.
+    background: bool,
 }
 
 impl RateLimitLayer {
@@ -54,7 +71,19 @@ impl RateLimitLayer {
                 last: Instant::now(),
             }))
         });
-        RateLimitLayer { bucket }
+        RateLimitLayer {
+            bucket,
+            background: false,
+        }
+    }
+
+    /// A layer on the same budget for requests that may wait (Events): they go only when a
+    /// token is spare, so the budget's QPS is never exceeded and state changes always go first.
+    pub fn background(&self) -> Self {
+        RateLimitLayer {
+            bucket: self.bucket.clone(),
+            background: true,
+        }
     }
 }
 
@@ -65,6 +94,7 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimited {
             inner,
             bucket: self.bucket.clone(),
+            background: self.background,
             wait: None,
             reserved: false,
         }
@@ -75,6 +105,7 @@ impl<S> Layer<S> for RateLimitLayer {
 pub struct RateLimited<S> {
     inner: S,
     bucket: Option<Arc<Mutex<Bucket>>>,
+    background: bool,
     wait: Option<Pin<Box<Sleep>>>,
     reserved: bool,
 }
@@ -85,23 +116,33 @@ impl<S: Service<R>, R> Service<R> for RateLimited<S> {
     type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if !self.reserved
-            && let Some(bucket) = &self.bucket
-        {
-            let now = Instant::now();
-            let delay = match bucket.lock() {
-                Ok(mut b) => b.reserve(now),
+        if let Some(bucket) = &self.bucket {
+            loop {
+                if let Some(wait) = self.wait.as_mut() {
+                    ready!(wait.as_mut().poll(cx));
+                    self.wait = None;
+                }
+                if self.reserved {
+                    break;
+                }
+                let now = Instant::now();
                 // A panic elsewhere poisoned the lock; limiting is not worth failing requests for.
-                Err(poisoned) => poisoned.into_inner().reserve(now),
-            };
-            self.reserved = true;
-            if !delay.is_zero() {
-                self.wait = Some(Box::pin(tokio::time::sleep_until(now + delay)));
+                let mut b = bucket
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let delay = if self.background {
+                    // Not taken: wait, then look again.
+                    b.take_spare(now).err()
+                } else {
+                    self.reserved = true;
+                    Some(b.reserve(now)).filter(|d| !d.is_zero())
+                };
+                drop(b);
+                match delay {
+                    Some(d) => self.wait = Some(Box::pin(tokio::time::sleep_until(now + d))),
+                    None => self.reserved = true,
+                }
             }
-        }
-        if let Some(wait) = self.wait.as_mut() {
-            ready!(wait.as_mut().poll(cx));
-            self.wait = None;
         }
         self.inner.poll_ready(cx)
     }
@@ -127,6 +168,46 @@ mod tests {
         }
         // One from the burst, then four at 2 per second.
         assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn background_requests_take_only_spare_tokens() {
+        let foreground = RateLimitLayer::new(2.0, 1);
+        let background = foreground.background();
+        let echo = tower::service_fn(|n: u32| async move { Ok::<_, ()>(n) });
+        let start = Instant::now();
+        // Three foreground requests at once: the burst token, then on credit at 0.5 s and 1 s.
+        let sent: Vec<_> = (0..3)
+            .map(|n| {
+                let mut service = foreground.layer(echo);
+                tokio::spawn(async move {
+                    let _ = service.ready().await.map(|s| s.call(n));
+                    start.elapsed()
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        // An event now waits behind all three, and for one more token: 1.5 s.
+        let mut event = background.layer(echo);
+        assert_eq!(event.ready().await.unwrap().call(9).await, Ok(9));
+        assert_eq!(start.elapsed(), Duration::from_millis(1500));
+        let mut at = Vec::new();
+        for s in sent {
+            at.push(s.await.unwrap());
+        }
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(at, vec![ms(0), ms(500), ms(1000)]);
+        // A foreground request that arrives while an event waits still goes first.
+        let mut event = background.layer(echo);
+        let waiting = tokio::spawn(async move {
+            let _ = event.ready().await.map(|s| s.call(0));
+            start.elapsed()
+        });
+        tokio::task::yield_now().await;
+        let mut late = foreground.layer(echo);
+        assert_eq!(late.ready().await.unwrap().call(1).await, Ok(1));
+        assert_eq!(start.elapsed(), ms(2000));
+        assert_eq!(waiting.await.unwrap(), ms(2500));
     }
 
     #[tokio::test(start_paused = true)]

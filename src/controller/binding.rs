@@ -22,7 +22,12 @@ use crate::provision::claim::has_intent;
 
 impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
-        let Some(cached) = self.stores.claims.get(key) else {
+        let cached = self.stores.claims.get(key);
+        if self.claim_is_behind(key, cached.as_deref()) {
+            debug!("the store is behind our last write to the claim; waiting for the watch");
+            return Ok(Outcome::Done);
+        }
+        let Some(cached) = cached else {
             self.clear_backoff(key);
             self.resizes.forget(key);
             return Ok(Outcome::Done);
@@ -215,14 +220,17 @@ impl Controller {
         patch: Value,
         action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
-        self.claims_api(claim)
+        let updated = self
+            .claims_api(claim)
             .patch_status(
                 &claim.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
             .await
-            .map_err(|e| SyncError::api(action, e))
+            .map_err(|e| SyncError::api(action, e))?;
+        self.wrote_claim(&updated);
+        Ok(updated)
     }
 
     /// Lost is terminal and said once. A PV that only the index lacks is read live first: a
@@ -325,6 +333,7 @@ impl Controller {
                 )
                 .await
                 .map_err(|e| SyncError::api("bind the claim to its PersistentVolume", e))?;
+            self.wrote_claim(&claim);
             wrote = true;
         }
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {

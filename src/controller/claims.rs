@@ -202,6 +202,7 @@ impl Controller {
             )
             .await
             .map_err(|e| SyncError::api("record the provisioning intent on the claim", e))?;
+        self.wrote_claim(&updated);
         self.events
             .normal(
                 &reference(&updated),
@@ -542,13 +543,16 @@ impl Controller {
         if !has_intent(claim) {
             return Ok(());
         }
-        set_finalizers(
+        let updated = set_finalizers(
             &self.claims_api(claim),
             claim,
             without(claim, FINALIZER_PROVISIONING),
         )
-        .await
-        .map(|_| ())
+        .await?;
+        if let Some(claim) = updated {
+            self.wrote_claim(&claim);
+        }
+        Ok(())
     }
 
     /// A populator source: said once per claim, then left alone.

@@ -1,15 +1,35 @@
 //! Events on claims and volumes, through kube's recorder (events.k8s.io, with repeats folded
 //! into a series). A failure to record an event is logged and never fails the operation.
+//!
+//! Recording is asynchronous, as client-go's broadcaster: a pass queues its Event and goes on,
+//! and a background task sends them. Under a client-side QPS limit the Events' client takes only
+//! spare tokens, so a burst of claims binds first and its Events trail; a full queue drops the
+//! newest, with a log line, as client-go does.
 
 use std::hash::{Hash, Hasher};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use tracing::warn;
+use tokio::sync::mpsc;
+use tracing::{Instrument, Span, warn};
+
+/// Events waiting to be sent. client-go's broadcaster holds 1000; a burst of 1,000 claims makes
+/// 2,000 under a QPS limit, so ours holds more (an Event here is about 1 KiB).
+const QUEUE_LENGTH: usize = 4096;
+/// Events sent at once.
+const SENDERS: usize = 8;
+
+struct Queued {
+    object: ObjectReference,
+    event: Event,
+    /// The pass that recorded it, so a failure is logged in its span.
+    span: Span,
+}
 
 pub struct Events {
-    recorder: Recorder,
+    queue: mpsc::Sender<Queued>,
 }
 
 impl Events {
@@ -17,15 +37,29 @@ impl Events {
         let host = std::env::var("HOSTNAME").unwrap_or_default();
         let mut instance = format!("{driver}_{host}");
         instance.truncate(128);
-        Events {
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: "csi-pv-controller".into(),
-                    instance: Some(instance),
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: "csi-pv-controller".into(),
+                instance: Some(instance),
+            },
+        );
+        let (queue, queued) = mpsc::channel::<Queued>(QUEUE_LENGTH);
+        tokio::spawn(
+            tokio_stream::wrappers::ReceiverStream::new(queued).for_each_concurrent(
+                SENDERS,
+                move |q| {
+                    let recorder = recorder.clone();
+                    async move {
+                        if let Err(error) = recorder.publish(&q.event, &q.object).await {
+                            warn!(reason = %q.event.reason, object = ?q.object.name, %error, "cannot record event");
+                        }
+                    }
+                    .instrument(q.span)
                 },
             ),
-        }
+        );
+        Events { queue }
     }
 
     pub async fn normal(&self, object: &ObjectReference, reason: &str, note: String) {
@@ -62,8 +96,13 @@ impl Events {
             action: format!("{reason}-{:016x}", digest.finish()),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, object).await {
-            warn!(%reason, object = ?object.name, %error, "cannot record event");
+        let queued = Queued {
+            object: object.clone(),
+            event,
+            span: Span::current(),
+        };
+        if let Err(e) = self.queue.try_send(queued) {
+            warn!(%reason, object = ?object.name, error = %e, "event dropped: the event queue is full");
         }
     }
 }

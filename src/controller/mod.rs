@@ -21,6 +21,7 @@ pub use error::{SyncError, SyncErrorClass};
 
 use crate::binder::{Scope, VolumeIndex};
 use crate::cluster::Stores;
+use crate::cluster::client::ApiClients;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, CsiClient, DriverInfo};
 use crate::provision::plan::{self, Features, Settings};
@@ -73,6 +74,10 @@ pub struct Controller {
     /// `--handle-volume-inuse-error`: after "volume in use", wait until no pod uses the claim.
     handle_volume_inuse_error: bool,
     resizes: expansion::Resizes,
+    /// Per claim: the resourceVersion our last write to it answered with. A pass on an older
+    /// copy from the store (the watch behind our own write) would write on stale data and
+    /// conflict; it waits for the watch instead, whose event queues the claim again.
+    claim_written: Mutex<HashMap<ClaimKey, u64>>,
 }
 
 /// Process-wide switches from the flags.
@@ -158,7 +163,7 @@ impl Queues {
 
 impl Controller {
     pub fn new(
-        client: Client,
+        clients: ApiClients,
         csi: CsiClient,
         stores: Stores,
         driver: &DriverInfo,
@@ -178,14 +183,14 @@ impl Controller {
             topology: driver.plugin.accessibility_constraints,
         };
         Arc::new(Controller {
-            events: events::Events::new(client.clone(), &settings.driver),
+            events: events::Events::new(clients.events, &settings.driver),
             scope: Scope {
                 driver: settings.driver.clone(),
                 all: switches.bind_all,
             },
             index: queues.index,
             unseen: Mutex::default(),
-            client,
+            client: clients.state,
             csi,
             stores,
             settings,
@@ -201,6 +206,7 @@ impl Controller {
             ),
             handle_volume_inuse_error: switches.handle_volume_inuse_error,
             resizes: expansion::Resizes::default(),
+            claim_written: Mutex::default(),
         })
     }
 
@@ -276,6 +282,32 @@ impl Controller {
 
     fn index(&self) -> std::sync::RwLockReadGuard<'_, VolumeIndex> {
         self.index.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers the version of a claim we just wrote (see `claim_written`).
+    fn wrote_claim(&self, claim: &PersistentVolumeClaim) {
+        if let Some(rv) = numeric_version(claim) {
+            self.claim_written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(ObjectRef::from_obj(claim), rv);
+        }
+    }
+
+    /// True when the store's copy of the claim is older than our last write to it. A copy that
+    /// caught up (or a claim gone from the store) ends the wait.
+    fn claim_is_behind(&self, key: &ClaimKey, cached: Option<&PersistentVolumeClaim>) -> bool {
+        let mut written = self.claim_written.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(&wrote) = written.get(key) else {
+            return false;
+        };
+        match cached.and_then(numeric_version) {
+            Some(seen) if seen < wrote => true,
+            _ => {
+                written.remove(key);
+                false
+            }
+        }
     }
 
     /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
@@ -439,6 +471,44 @@ where
             e,
         )),
     }
+}
+
+/// Takes `finalizer` off `object` whatever its version, for when what it guards is over however
+/// the object changed meanwhile (the backend volume is deleted). A strategic merge patch removes
+/// just that entry, so another controller taking its own finalizer off at the same moment (KCM's
+/// pv-protection, on every PV we delete) cannot make it fail with a conflict and cost a retry.
+/// Returns the object as the API answered, or None when it is gone.
+async fn drop_finalizer<K>(
+    api: &kube::Api<K>,
+    object: &K,
+    finalizer: &str,
+) -> Result<Option<K>, SyncError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}
+    });
+    match api
+        .patch(
+            &object.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(patch),
+        )
+        .await
+    {
+        Ok(updated) => Ok(Some(updated)),
+        Err(e) if error::is_status(&e, 404) => Ok(None),
+        Err(e) => Err(SyncError::api(
+            format!("remove the finalizer {finalizer} of {}", object.name_any()),
+            e,
+        )),
+    }
+}
+
+/// etcd's resourceVersions are increasing integers; the PV index compares them the same way.
+fn numeric_version<K: kube::Resource>(object: &K) -> Option<u64> {
+    object.meta().resource_version.as_deref()?.parse().ok()
 }
 
 /// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.

@@ -8,7 +8,7 @@ use tracing::{debug, info, warn};
 
 use super::claims::reference;
 use super::error::is_status;
-use super::{Controller, Outcome, SyncError, set_finalizers, without};
+use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, without};
 use crate::binder::matching::claim_ref_key;
 use crate::binder::{
     self,
@@ -231,7 +231,7 @@ impl Controller {
         if let Some(pv) = &remaining
             && pv.finalizers().iter().any(|f| f == FINALIZER_VOLUME)
         {
-            remaining = set_finalizers(&self.pvs(), pv, without(pv, FINALIZER_VOLUME)).await?;
+            remaining = drop_finalizer(&self.pvs(), pv, FINALIZER_VOLUME).await?;
         }
         // The index learns that our part is over before the watch says so: the events our own
         // writes cause then decide "nothing to do" without asking the API again.
