@@ -428,7 +428,8 @@ impl VolumeIndex {
     }
 
     /// Stores `pv` unless a newer version is known; true if stored.
-    pub fn upsert(&mut self, pv: PersistentVolume) -> bool {
+    pub fn upsert(&mut self, pv: impl Into<Arc<PersistentVolume>>) -> bool {
+        let pv: Arc<PersistentVolume> = pv.into();
         let Some(name) = pv.metadata.name.clone() else {
             return false;
         };
@@ -441,7 +442,6 @@ impl VolumeIndex {
             let old = old.clone();
             self.unlink(&old);
         }
-        let pv = Arc::new(pv);
         self.link(&pv);
         self.volumes.insert(name, pv);
         true

@@ -27,8 +27,9 @@ pub struct Stores {
 pub enum Change<'a> {
     Claim(&'a PersistentVolumeClaim),
     ClaimGone(&'a PersistentVolumeClaim),
-    Volume(&'a PersistentVolume),
-    VolumeGone(&'a PersistentVolume),
+    /// The store's own copy, so that the PV index can share it rather than hold a second.
+    Volume(&'a Arc<PersistentVolume>),
+    VolumeGone(&'a Arc<PersistentVolume>),
     Class(&'a StorageClass),
 }
 
@@ -95,13 +96,14 @@ impl Stores {
 fn reflect<K>(
     api: Api<K>,
     on_change: OnChange,
-    wrap: for<'a> fn(&'a K, bool) -> Change<'a>,
+    wrap: for<'a> fn(&'a Arc<K>, bool) -> Change<'a>,
 ) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store::<K>();
+    let store = reader.clone();
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let run = watcher(api, watcher::Config::default())
         .default_backoff()
@@ -111,9 +113,14 @@ where
         .for_each(move |event| {
             match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                    on_change(wrap(&o, false))
+                    // The store already holds this version: hand its Arc on, not a copy.
+                    let shared = store
+                        .get(&reflector::ObjectRef::from_obj(&o))
+                        .filter(|s| s.resource_version() == o.resource_version())
+                        .unwrap_or_else(|| Arc::new(o));
+                    on_change(wrap(&shared, false))
                 }
-                Ok(watcher::Event::Delete(o)) => on_change(wrap(&o, true)),
+                Ok(watcher::Event::Delete(o)) => on_change(wrap(&Arc::new(o), true)),
                 Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }

@@ -265,7 +265,7 @@ impl Controller {
             }
             *unseen = missing;
             for v in &volumes {
-                index.upsert((**v).clone());
+                index.upsert(v.clone());
             }
         }
         for c in self.stores.claims.state() {
