@@ -450,27 +450,13 @@ async fn set_finalizers<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = serde_json::json!({
+    let patch = kube::api::Patch::Merge(serde_json::json!({
         "metadata": {
             "resourceVersion": object.resource_version(),
             "finalizers": finalizers,
         }
-    });
-    match api
-        .patch(
-            &object.name_any(),
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(patch),
-        )
-        .await
-    {
-        Ok(updated) => Ok(Some(updated)),
-        Err(e) if error::is_status(&e, 404) => Ok(None),
-        Err(e) => Err(SyncError::api(
-            format!("update the finalizers of {}", object.name_any()),
-            e,
-        )),
-    }
+    }));
+    patch_unless_gone(api, object, &patch, "update the finalizers").await
 }
 
 /// Takes `finalizer` off `object` whatever its version, for when what it guards is over however
@@ -486,23 +472,31 @@ async fn drop_finalizer<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = serde_json::json!({
+    let patch = kube::api::Patch::Strategic(serde_json::json!({
         "metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}
-    });
+    }));
+    let action = format!("remove the finalizer {finalizer}");
+    patch_unless_gone(api, object, &patch, &action).await
+}
+
+/// Patches `object`; None when it is gone. `action` names the patch in the error.
+async fn patch_unless_gone<K>(
+    api: &kube::Api<K>,
+    object: &K,
+    patch: &kube::api::Patch<serde_json::Value>,
+    action: &str,
+) -> Result<Option<K>, SyncError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.name_any();
     match api
-        .patch(
-            &object.name_any(),
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Strategic(patch),
-        )
+        .patch(&name, &kube::api::PatchParams::default(), patch)
         .await
     {
         Ok(updated) => Ok(Some(updated)),
         Err(e) if error::is_status(&e, 404) => Ok(None),
-        Err(e) => Err(SyncError::api(
-            format!("remove the finalizer {finalizer} of {}", object.name_any()),
-            e,
-        )),
+        Err(e) => Err(SyncError::api(format!("{action} of {name}"), e)),
     }
 }
 
