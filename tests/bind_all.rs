@@ -71,17 +71,12 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
     for i in 0..3 {
         volumes.insert(host_path_pv(&world, &format!("local-{i}"), &class).await);
     }
-    let names: Vec<String> = (0..8).map(|i| format!("racer-{i}")).collect();
-    let creates = names
-        .iter()
-        .map(|name| world.create_claim(name, "local", "1Gi", json!({})));
-    futures::future::join_all(creates).await;
+    let names = world.create_claims("racer", "local", 8).await;
     let settled = eventually(LIMIT, || async {
         let mut bound = Vec::new();
-        for i in 0..8 {
-            let name = format!("racer-{i}");
-            if world.phase(&name).await.as_deref() == Some("Bound") {
-                bound.push(world.claim(&name).await?);
+        for name in &names {
+            if world.phase(name).await.as_deref() == Some("Bound") {
+                bound.push(world.claim(name).await?);
             }
         }
         (bound.len() == 3).then_some(bound)
@@ -104,8 +99,7 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
     }
     assert_eq!(taken, volumes);
     let mut pending = Vec::new();
-    for i in 0..8 {
-        let name = format!("racer-{i}");
+    for name in names {
         let claim = world.claim(&name).await.unwrap();
         if claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending") {
             assert!(claim.spec.unwrap().volume_name.is_none(), "{name}");

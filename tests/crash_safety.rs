@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use kube::api::DeleteParams;
 use serde_json::json;
-use support::cluster::{World, eventually};
+use support::cluster::{World, eventually, finalizers};
 use support::fake_driver::{DriverConfig, Fault};
 
 const CLAIMS: usize = 50;
@@ -77,13 +77,7 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
             .inject("DeleteVolume", Fault::Delay(Duration::from_millis(150)));
     }
 
-    let names: Vec<String> = (0..CLAIMS).map(|i| format!("burst-{i:02}")).collect();
-    join_all(
-        names
-            .iter()
-            .map(|n| world.create_claim(n, "burst", "1Gi", json!({}))),
-    )
-    .await;
+    let names = world.create_claims("burst", "burst", CLAIMS).await;
     for _ in 0..KILLS {
         tokio::time::sleep(Duration::from_millis(200 + random.below(1500))).await;
         world.kill_and_restart();
@@ -121,12 +115,7 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
     assert_eq!(pv_handles, handles, "every PV records a live volume");
     for claim in &claims {
         assert!(
-            claim
-                .metadata
-                .finalizers
-                .clone()
-                .unwrap_or_default()
-                .is_empty(),
+            finalizers(claim).is_empty(),
             "intent left on {:?}",
             claim.metadata.name
         );
@@ -174,13 +163,7 @@ async fn sigterm_under_load_exits_cleanly_and_a_restart_finishes_the_work() {
             .driver
             .inject("CreateVolume", Fault::Delay(Duration::from_millis(300)));
     }
-    let names: Vec<String> = (0..CLAIMS).map(|i| format!("busy-{i:02}")).collect();
-    join_all(
-        names
-            .iter()
-            .map(|n| world.create_claim(n, "busy", "1Gi", json!({}))),
-    )
-    .await;
+    world.create_claims("busy", "busy", CLAIMS).await;
     let busy = eventually(Duration::from_secs(30), || async {
         (!world.driver.calls_of("CreateVolume").is_empty()).then_some(())
     })
@@ -216,12 +199,7 @@ async fn sigterm_under_load_exits_cleanly_and_a_restart_finishes_the_work() {
     );
     for claim in &claims {
         assert!(
-            claim
-                .metadata
-                .finalizers
-                .clone()
-                .unwrap_or_default()
-                .is_empty(),
+            finalizers(claim).is_empty(),
             "intent left on {:?}",
             claim.metadata.name
         );

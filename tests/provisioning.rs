@@ -10,7 +10,7 @@ use csi_pv_controller::csi::v1 as csi;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::cluster::{World, annotations, eventually};
+use support::cluster::{World, annotations, eventually, finalizers};
 use support::fake_driver::{Call, DriverConfig, Fault};
 use tonic::Code;
 
@@ -135,7 +135,7 @@ async fn provisions_binds_in_one_pass_and_deletes() {
         world.driver_name
     );
     assert_eq!(
-        pv.metadata.finalizers.clone().unwrap_or_default(),
+        finalizers(&pv),
         ["external-provisioner.volume.kubernetes.io/finalizer"]
     );
     assert_eq!(pv.status.unwrap().phase.as_deref(), Some("Bound"));
@@ -153,12 +153,7 @@ async fn provisions_binds_in_one_pass_and_deletes() {
         world.driver_name
     );
     assert!(
-        claim
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .is_empty(),
+        finalizers(&claim).is_empty(),
         "the provisioning intent is gone once bound"
     );
     let status = claim.status.unwrap();
@@ -211,11 +206,7 @@ async fn retain_keeps_the_volume_after_the_claim_is_gone() {
     let (_, pv) = world.bound("kept", BIND_LIMIT).await;
     let name = pv.metadata.name.clone().unwrap();
     assert!(
-        pv.metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .is_empty(),
+        finalizers(&pv).is_empty(),
         "no deletion finalizer on a retained volume"
     );
     world
@@ -392,12 +383,7 @@ async fn claim_deleted_while_create_volume_hangs_leaves_nothing() {
     assert!(claim.is_some(), "CreateVolume never came");
     let pending = world.claim("doomed").await.unwrap();
     assert!(
-        pending
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .contains(&"csi-pv-controller.storage.k8s.io/provisioning".to_string()),
+        finalizers(&pending).contains(&"csi-pv-controller.storage.k8s.io/provisioning".to_string()),
         "the intent is recorded before CreateVolume"
     );
     let name = format!("pvc-{}", pending.metadata.uid.unwrap());

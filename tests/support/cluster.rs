@@ -134,6 +134,18 @@ impl World {
             .unwrap()
     }
 
+    /// `count` claims `<prefix>-NN` of `class`, 1Gi each, created at once; their names.
+    pub async fn create_claims(&self, prefix: &str, class: &str, count: usize) -> Vec<String> {
+        let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i:02}")).collect();
+        futures::future::join_all(
+            names
+                .iter()
+                .map(|n| self.create_claim(n, class, "1Gi", json!({}))),
+        )
+        .await;
+        names
+    }
+
     pub async fn claim(&self, name: &str) -> Option<PersistentVolumeClaim> {
         self.claims().get_opt(name).await.unwrap()
     }
@@ -281,4 +293,8 @@ pub fn merge(base: &mut Value, extra: Value) {
 
 pub fn annotations(claim: &PersistentVolumeClaim) -> BTreeMap<String, String> {
     claim.metadata.annotations.clone().unwrap_or_default()
+}
+
+pub fn finalizers<K: kube::Resource>(object: &K) -> Vec<String> {
+    object.meta().finalizers.clone().unwrap_or_default()
 }
