@@ -111,14 +111,12 @@ impl Controller {
             }
             ClaimStep::Lost(notice) => self.lose(&claim, notice).await,
             ClaimStep::AssignDefaultClass(name) => {
-                self.claims_api(&claim)
-                    .patch(
-                        &claim.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(bind::default_class(&claim, &name)),
-                    )
-                    .await
-                    .map_err(|e| SyncError::api("give the claim the default StorageClass", e))?;
+                self.patch_claim(
+                    &claim,
+                    bind::default_class(&claim, &name),
+                    "give the claim the default StorageClass",
+                )
+                .await?;
                 info!(class = %name, "assigned the default StorageClass");
                 // The watch brings the changed claim back.
                 Ok(Outcome::Done)
@@ -213,7 +211,28 @@ impl Controller {
         Ok(())
     }
 
-    /// A merge patch of the claim's status; `action` says what it does, for the error.
+    /// A merge patch of the claim, its version remembered (`wrote_claim`); `action` says what it
+    /// does, for the error.
+    pub(super) async fn patch_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        action: &str,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        let updated = self
+            .claims_api(claim)
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action, e))?;
+        self.wrote_claim(&updated);
+        Ok(updated)
+    }
+
+    /// The same for the claim's status.
     pub(super) async fn patch_claim_status(
         &self,
         claim: &PersistentVolumeClaim,
@@ -279,21 +298,16 @@ impl Controller {
             .map(String::as_str)
             != Some(provisioner)
         {
+            let patch = json!({"metadata": {
+                "resourceVersion": claim.resource_version(),
+                "annotations": {
+                    ANN_STORAGE_PROVISIONER: provisioner,
+                    ANN_BETA_STORAGE_PROVISIONER: provisioner,
+                },
+            }});
             claim = self
-                .claims_api(&claim)
-                .patch(
-                    &claim.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {
-                        "resourceVersion": claim.resource_version(),
-                        "annotations": {
-                            ANN_STORAGE_PROVISIONER: provisioner,
-                            ANN_BETA_STORAGE_PROVISIONER: provisioner,
-                        },
-                    }})),
-                )
-                .await
-                .map_err(|e| SyncError::api("save the claim's provisioner", e))?;
+                .patch_claim(&claim, patch, "save the claim's provisioner")
+                .await?;
         }
         let notice = Notice {
             warning: false,
@@ -325,15 +339,8 @@ impl Controller {
         let mut wrote = false;
         if let Some(patch) = bind::claim_spec(&claim, &pv) {
             claim = self
-                .claims_api(&claim)
-                .patch(
-                    &claim.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(patch),
-                )
-                .await
-                .map_err(|e| SyncError::api("bind the claim to its PersistentVolume", e))?;
-            self.wrote_claim(&claim);
+                .patch_claim(&claim, patch, "bind the claim to its PersistentVolume")
+                .await?;
             wrote = true;
         }
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {

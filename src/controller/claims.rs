@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::CSINode;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info, warn};
@@ -194,15 +194,12 @@ impl Controller {
             });
         }
         let updated = self
-            .claims_api(claim)
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": metadata })),
+            .patch_claim(
+                claim,
+                json!({ "metadata": metadata }),
+                "record the provisioning intent on the claim",
             )
-            .await
-            .map_err(|e| SyncError::api("record the provisioning intent on the claim", e))?;
-        self.wrote_claim(&updated);
+            .await?;
         self.events
             .normal(
                 &reference(&updated),
@@ -291,17 +288,12 @@ impl Controller {
     /// Removes `volume.kubernetes.io/selected-node`, so that the scheduler picks a node again.
     /// The intent stays: with no node the claim waits (nothing was created by this attempt).
     async fn reschedule(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
-        self.claims_api(claim)
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {
-                    "resourceVersion": claim.resource_version(),
-                    "annotations": {ANN_SELECTED_NODE: null},
-                }})),
-            )
-            .await
-            .map_err(|e| SyncError::api("remove the claim's selected node", e))?;
+        let patch = json!({"metadata": {
+            "resourceVersion": claim.resource_version(),
+            "annotations": {ANN_SELECTED_NODE: null},
+        }});
+        self.patch_claim(claim, patch, "remove the claim's selected node")
+            .await?;
         info!("selected node removed: the scheduler will choose again");
         Ok(())
     }
