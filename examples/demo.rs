@@ -46,6 +46,8 @@ async fn main() {
         &[
             format!("--csi-address={}", driver.endpoint()),
             format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
+            // No kube-controller-manager runs here: the sidecar is the binder of its claims.
+            "--binder=driver".to_string(),
         ],
     );
     if !sidecar.wait_ready(Duration::from_secs(60)).await {

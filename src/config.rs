@@ -105,8 +105,14 @@ pub struct Config {
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub resync_period: Duration,
 
+    /// Who binds claims to PVs: external (kube-controller-manager's PV binder, as in every
+    /// cluster that runs it: we provision what it hands to the driver and never bind), driver
+    /// (we bind this driver's claims; its binder must be off) or all (we bind every claim).
+    #[arg(long, default_value = "external")]
+    pub binder: crate::binder::Binder,
+
     /// Bind every claim and PV in the cluster, not only this driver's: for clusters that run
-    /// kube-controller-manager with its PV binder switched off.
+    /// kube-controller-manager with its PV binder switched off. The same as --binder=all.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub bind_all: bool,
 
@@ -185,6 +191,12 @@ impl Config {
         if self.volume_name_uuid_length < -1 {
             return bad("volume-name-uuid-length", "must be -1 or at least 0");
         }
+        if self.bind_all && self.binder == crate::binder::Binder::Driver {
+            return bad(
+                "bind-all",
+                "means --binder=all and cannot go with --binder=driver",
+            );
+        }
         if self.resync_period.is_zero() {
             return bad("resync-period", "must be greater than 0");
         }
@@ -229,6 +241,15 @@ impl Config {
             flag: "http-endpoint",
             reason: format!("{value:?} is not host:port or :port ({reason})"),
         })
+    }
+
+    /// Who binds: `--binder`, or `all` with `--bind-all`.
+    pub fn binder(&self) -> crate::binder::Binder {
+        if self.bind_all {
+            crate::binder::Binder::All
+        } else {
+            self.binder
+        }
     }
 
     /// `--volume-name-uuid-length` as an optional cut (-1 = none).
@@ -363,6 +384,24 @@ mod tests {
     }
 
     #[test]
+    fn kube_controller_manager_binds_unless_told_otherwise() {
+        use crate::binder::Binder;
+        assert_eq!(parse(&[]).unwrap().binder(), Binder::External);
+        assert_eq!(
+            parse(&["--binder=driver"]).unwrap().binder(),
+            Binder::Driver
+        );
+        assert_eq!(parse(&["--binder=all"]).unwrap().binder(), Binder::All);
+        assert_eq!(parse(&["--bind-all"]).unwrap().binder(), Binder::All);
+        assert_eq!(
+            parse(&["--bind-all=false", "--binder=driver"])
+                .unwrap()
+                .binder(),
+            Binder::Driver
+        );
+    }
+
+    #[test]
     fn nonsense_is_rejected_with_the_flag_named() {
         for (args, flag) in [
             (&["--timeout=-1s"][..], "timeout"),
@@ -379,6 +418,8 @@ mod tests {
             (&["--kubeconfig=/does/not/exist"], "kubeconfig"),
             (&["--volume-name-prefix="], "volume-name-prefix"),
             (&["--volume-name-uuid-length=-2"], "volume-name-uuid-length"),
+            (&["--binder=kcm"], "binder"),
+            (&["--bind-all", "--binder=driver"], "bind-all"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(flag), "{args:?}: {err}");

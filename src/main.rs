@@ -113,7 +113,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             config.kube_api_burst,
         )
         .await?;
-        let (stores, watch) = Stores::watch(&clients.state, on_change);
+        let (stores, watch) =
+            Stores::watch_inspecting(&clients.state, on_change, binder_alarm(config.binder()));
         tokio::spawn(watch);
         stores
             .synced()
@@ -142,7 +143,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         settings,
         queues,
         controller::Switches {
-            bind_all: config.bind_all,
+            binder: config.binder(),
             handle_volume_inuse_error: config.handle_volume_inuse_error,
         },
     );
@@ -155,6 +156,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 config.kubeconfig.as_deref(),
                 LEASE_CLIENT_QPS,
                 LEASE_CLIENT_BURST,
+                "leader-election",
             )
             .await?;
             let namespace = leader::namespace(&config.leader_election_namespace);
@@ -221,6 +223,31 @@ async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// When this process binds, an error line (at most one a minute) whenever kube-controller-
+/// manager's binder is seen writing a PV too: two binders must not share a cluster.
+fn binder_alarm(
+    binder: csi_pv_controller::binder::Binder,
+) -> Option<cluster::stores::Inspect<k8s_openapi::api::core::v1::PersistentVolume>> {
+    use csi_pv_controller::binder::foreign;
+    if !binder.binds() {
+        return None;
+    }
+    let started =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let last = std::sync::Mutex::new(None::<std::time::Instant>);
+    Some(std::sync::Arc::new(move |pv| {
+        if !foreign::cluster_binder_wrote(&pv.metadata, &started) {
+            return;
+        }
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+            *last = Some(std::time::Instant::now());
+            let name = pv.metadata.name.as_deref().unwrap_or_default();
+            error!("{}", foreign::alarm(name, binder.as_str()));
+        }
+    }))
+}
+
 /// `explain <namespace>/<claim>`: one look at the cluster, the binder's decision, printed.
 async fn explain(config: &Config, target: &str) -> anyhow::Result<()> {
     use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
@@ -236,6 +263,7 @@ async fn explain(config: &Config, target: &str) -> anyhow::Result<()> {
         config.kubeconfig.as_deref(),
         config.kube_api_qps,
         config.kube_api_burst,
+        "explain",
     )
     .await?;
     let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)

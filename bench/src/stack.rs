@@ -180,6 +180,8 @@ impl Stack {
                     format!("--csi-address=unix://{}", socket.display()),
                     kubeconfig,
                     format!("--worker-threads={WORKERS}"),
+                    // kube-controller-manager runs without its binder here: we are the binder.
+                    "--bind-all".into(),
                 ];
                 args.extend(throttle.flags());
                 procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);

@@ -5,7 +5,9 @@
 pub mod bind;
 pub mod claim;
 pub mod explain;
+pub mod foreign;
 pub mod matching;
+pub mod usage;
 pub mod volume;
 
 #[cfg(test)]
@@ -18,25 +20,73 @@ pub use matching::VolumeIndex;
 
 use crate::names::*;
 
-/// Which objects this process binds.
+/// Who binds claims to PersistentVolumes (`--binder`). Two binders must never share a claim:
+/// resourceVersion preconditions keep each write safe, but two binders can each give the same
+/// claim a different PV in the same instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Binder {
+    /// kube-controller-manager's PV binder, as in every cluster that runs it: we provision the
+    /// claims it hands to our driver (`volume.kubernetes.io/storage-provisioner`), create the PV
+    /// pre-bound to its claim and delete the volumes it releases. We never bind.
+    #[default]
+    External,
+    /// We bind our driver's claims and PVs ourselves, provision and bind in one pass; for a
+    /// cluster whose kube-controller-manager runs without its binder and whose other claims
+    /// something else binds (e.g. one csi-pv-controller per driver).
+    Driver,
+    /// We bind every claim and PV of the cluster (`--bind-all`): the cluster's only binder.
+    All,
+}
+
+impl Binder {
+    /// This process writes bindings and binder phases.
+    pub fn binds(self) -> bool {
+        self != Binder::External
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Binder::External => "external",
+            Binder::Driver => "driver",
+            Binder::All => "all",
+        }
+    }
+}
+
+impl std::str::FromStr for Binder {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "external" => Ok(Binder::External),
+            "driver" => Ok(Binder::Driver),
+            "all" => Ok(Binder::All),
+            other => Err(format!(
+                "{other:?}: expected external (kube-controller-manager binds), driver or all"
+            )),
+        }
+    }
+}
+
+/// Which objects this process looks after.
 #[derive(Debug, Clone)]
 pub struct Scope {
     /// Our driver's name.
     pub driver: String,
-    /// `--bind-all`: every claim and PV, for clusters whose own binder is switched off.
-    pub all: bool,
+    pub binder: Binder,
 }
 
 impl Scope {
-    /// By default: claims of our driver's classes (or, with the class gone, annotated for our
-    /// driver), claims carrying our provisioning intent, and claims that name a PV of ours.
+    /// Our driver's: claims of its classes (or, with the class gone, annotated for it), claims
+    /// carrying our provisioning intent, and claims that name a PV of the driver. With
+    /// `Binder::All`, every claim.
     pub fn has_claim(
         &self,
         claim: &PersistentVolumeClaim,
         class: Option<&StorageClass>,
         named_volume: Option<&PersistentVolume>,
     ) -> bool {
-        if self.all || crate::provision::claim::has_intent(claim) {
+        if self.binder == Binder::All || crate::provision::claim::has_intent(claim) {
             return true;
         }
         let ours = match class {
@@ -50,8 +100,8 @@ impl Scope {
         ours || named_volume.is_some_and(|pv| volume::is_drivers(pv, &self.driver))
     }
 
-    /// By default: CSI PVs of our driver.
+    /// CSI PVs of our driver; with `Binder::All`, every PV.
     pub fn has_volume(&self, pv: &PersistentVolume) -> bool {
-        self.all || volume::is_drivers(pv, &self.driver)
+        self.binder == Binder::All || volume::is_drivers(pv, &self.driver)
     }
 }

@@ -1226,6 +1226,81 @@ fn finalizer_upkeep_on_our_volumes() {
     );
 }
 
+#[test]
+fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
+    use crate::binder::volume::beside_cluster_binder;
+    let ours = json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}, "persistentVolumeReclaimPolicy": "Delete"}});
+    let c = requesting("v");
+    let mut released = ours.clone();
+    merge(
+        &mut released,
+        json!({"metadata": {"finalizers": [FINALIZER_VOLUME], "annotations": {ANN_PROVISIONED_BY: DRIVER}}, "status": {"phase": "Released"}}),
+    );
+    let released = bound_pv(released);
+    let mut static_released = released.clone();
+    static_released.metadata.annotations = None;
+    let fail = VolumeStep::Reclaim(Reclaim::Fail(crate::binder::claim::Notice {
+        warning: true,
+        reason: "VolumeFailedRecycle",
+        message: String::new(),
+    }));
+    let table = [
+        (
+            "no claimRef: the binder makes it Available",
+            pv("v", "1Gi", json!({"status": {"phase": "Pending"}})),
+            ClaimLookup::Store(None),
+            None,
+            VolumeStep::None,
+        ),
+        (
+            "claim gone, not Released yet: the binder releases",
+            bound_pv(ours.clone()),
+            ClaimLookup::Live(None),
+            None,
+            VolumeStep::None,
+        ),
+        (
+            "Released by the binder, provisioned by the driver: delete",
+            released.clone(),
+            ClaimLookup::Store(None),
+            None,
+            VolumeStep::Reclaim(Reclaim::Delete),
+        ),
+        (
+            "Released, not provisioned by the driver: not ours to delete",
+            static_released,
+            ClaimLookup::Store(None),
+            None,
+            VolumeStep::None,
+        ),
+        (
+            "our finalizer on a bound Delete PV",
+            bound_pv(ours.clone()),
+            ClaimLookup::Store(Some(&c)),
+            None,
+            VolumeStep::AddFinalizer,
+        ),
+        (
+            "claim bound elsewhere: the binder unbinds",
+            bound_pv(json!({})),
+            ClaimLookup::Store(Some(&requesting("other"))),
+            None,
+            VolumeStep::None,
+        ),
+        (
+            "Recycle: the binder fails it",
+            released,
+            ClaimLookup::Store(None),
+            Some(fail),
+            VolumeStep::None,
+        ),
+    ];
+    for (case, volume, lookup, step, want) in table {
+        let step = step.unwrap_or_else(|| vstep(&volume, lookup));
+        assert_eq!(beside_cluster_binder(&volume, DRIVER, step), want, "{case}");
+    }
+}
+
 // Default class and scope.
 
 #[test]
@@ -1253,7 +1328,7 @@ fn default_class_is_newest_then_by_name() {
 fn scope_by_default_and_bind_all() {
     let scope = super::Scope {
         driver: DRIVER.into(),
-        all: false,
+        binder: super::Binder::External,
     };
     let ours = class(Some("Immediate"));
     let theirs: StorageClass =
@@ -1271,7 +1346,7 @@ fn scope_by_default_and_bind_all() {
     assert!(!scope.has_volume(&pv("hostpath", "1Gi", json!({}))));
     let all = super::Scope {
         driver: DRIVER.into(),
-        all: true,
+        binder: super::Binder::All,
     };
     assert!(all.has_claim(&c, Some(&theirs), None));
     assert!(all.has_volume(&pv("hostpath", "1Gi", json!({}))));

@@ -207,6 +207,27 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
     }
 }
 
+/// Beside kube-controller-manager's binder, the steps of `decide` that stay ours: the upkeep of
+/// our deletion finalizer, and deleting the volumes of PVs that binder released, only those the
+/// driver provisioned (`pv.kubernetes.io/provisioned-by`), as external-provisioner. Phases,
+/// releasing, unbinding and the binder's events are its own.
+pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeStep) -> VolumeStep {
+    match step {
+        VolumeStep::Phase(_)
+        | VolumeStep::Release
+        | VolumeStep::QueueClaim
+        | VolumeStep::ModeMismatch
+        | VolumeStep::Unbind
+        | VolumeStep::Reclaim(Reclaim::Fail(_)) => VolumeStep::None,
+        VolumeStep::Reclaim(Reclaim::Delete)
+            if annotation(&pv.metadata, ANN_PROVISIONED_BY) != Some(driver) =>
+        {
+            VolumeStep::None
+        }
+        step => step,
+    }
+}
+
 /// The mode-mismatch events of row 6: one on the PV, one on the claim.
 pub fn mode_mismatch_notices(pv: &PersistentVolume, claim_name: &str) -> (Notice, Notice) {
     let pv_name = pv.metadata.name.clone().unwrap_or_default();

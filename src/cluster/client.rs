@@ -24,9 +24,15 @@ pub enum ClientError {
 
 /// A client for `kubeconfig` if given, otherwise KUBECONFIG / ~/.kube/config / in-cluster, whose
 /// requests are limited to `qps` per second with bursts of `burst`.
-pub async fn build(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<Client, ClientError> {
+/// `role` goes into the User-Agent, so that audit logs tell our clients apart.
+pub async fn build(
+    kubeconfig: Option<&Path>,
+    qps: f32,
+    burst: u32,
+    role: &'static str,
+) -> Result<Client, ClientError> {
     let config = load(kubeconfig).await?;
-    limited(config, &RateLimitLayer::new(qps, burst))
+    limited(config, &RateLimitLayer::new(qps, burst), role)
 }
 
 /// Two clients on one `qps`/`burst` budget.
@@ -47,8 +53,8 @@ pub async fn build_with_events(
     let config = load(kubeconfig).await?;
     let limit = RateLimitLayer::new(qps, burst);
     Ok(ApiClients {
-        state: limited(config.clone(), &limit)?,
-        events: limited(config, &limit.background())?,
+        state: limited(config.clone(), &limit, "controller")?,
+        events: limited(config, &limit.background(), "events")?,
     })
 }
 
@@ -68,11 +74,37 @@ async fn load(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
     })
 }
 
-fn limited(config: Config, limit: &RateLimitLayer) -> Result<Client, ClientError> {
+fn limited(
+    config: Config,
+    limit: &RateLimitLayer,
+    role: &'static str,
+) -> Result<Client, ClientError> {
+    let agent = axum::http::HeaderValue::from_str(&user_agent(role)).ok();
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(limit)
         .with_layer(&tower::util::MapRequestLayer::new(count_write))
+        .with_layer(&tower::util::MapRequestLayer::new(
+            move |mut request: axum::http::Request<kube::client::Body>| {
+                if let Some(agent) = &agent {
+                    request
+                        .headers_mut()
+                        .insert(axum::http::header::USER_AGENT, agent.clone());
+                }
+                request
+            },
+        ))
         .build())
+}
+
+/// `csi-pv-controller/<version> (<os>/<arch>) <role>`, client-go's shape. The apiserver names
+/// the field manager of our writes after the part before the first `/`.
+pub fn user_agent(role: &str) -> String {
+    format!(
+        "csi-pv-controller/v{} ({}/{}) {role}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
 }
 
 /// Counts a write on its way to the API server (`csi_pv_controller_api_writes_total`).

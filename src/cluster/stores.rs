@@ -36,6 +36,9 @@ pub enum Change<'a> {
 /// Told of every change the watches see.
 pub type OnChange = Arc<dyn Fn(Change<'_>) + Send + Sync>;
 
+/// Shown each object as the watch delivers it, before its managedFields are dropped.
+pub type Inspect<K> = Arc<dyn Fn(&K) + Send + Sync>;
+
 impl Stores {
     /// Creates the stores and the future that keeps them filled; it must be polled (spawned) for
     /// the stores to fill, and runs until dropped. `on_change` hears of every object seen,
@@ -43,6 +46,15 @@ impl Stores {
     pub fn watch(
         client: &Client,
         on_change: OnChange,
+    ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
+        Self::watch_inspecting(client, on_change, None)
+    }
+
+    /// As `watch`; `inspect_volume` sees every PV whole (who wrote it, in managedFields).
+    pub fn watch_inspecting(
+        client: &Client,
+        on_change: OnChange,
+        inspect_volume: Option<Inspect<PersistentVolume>>,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
         let (claims, claims_run) = reflect(
             Api::<PersistentVolumeClaim>::all(client.clone()),
@@ -54,6 +66,7 @@ impl Stores {
                     Change::Claim(o)
                 }
             },
+            None,
         );
         let (volumes, volumes_run) = reflect(
             Api::<PersistentVolume>::all(client.clone()),
@@ -65,11 +78,13 @@ impl Stores {
                     Change::Volume(o)
                 }
             },
+            inspect_volume,
         );
         let (classes, classes_run) = reflect(
             Api::<StorageClass>::all(client.clone()),
             on_change,
             |o, _| Change::Class(o),
+            None,
         );
         let run = async move {
             tokio::join!(claims_run, volumes_run, classes_run);
@@ -97,6 +112,7 @@ fn reflect<K>(
     api: Api<K>,
     on_change: OnChange,
     wrap: for<'a> fn(&'a Arc<K>, bool) -> Change<'a>,
+    inspect: Option<Inspect<K>>,
 ) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
@@ -108,7 +124,12 @@ where
     let run = watcher(api, watcher::Config::default())
         .default_backoff()
         // managedFields are never read here and are a large share of each object's size.
-        .modify(|o| o.managed_fields_mut().clear())
+        .modify(move |o| {
+            if let Some(inspect) = &inspect {
+                inspect(o);
+            }
+            o.managed_fields_mut().clear()
+        })
         .reflect(writer)
         .for_each(move |event| {
             match event {

@@ -18,7 +18,7 @@ use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::matching::{claim_class, claim_has_no_class, default_class, is_available};
 use crate::names::*;
-use crate::provision::claim::has_intent;
+use crate::provision::claim::{Handover, handover, has_intent};
 
 impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
@@ -45,6 +45,9 @@ impl Controller {
             .has_claim(&claim, class.as_deref(), named.as_deref())
         {
             return Ok(Outcome::Done);
+        }
+        if !self.scope.binder.binds() {
+            return self.sync_handed_over(key, claim).await;
         }
         if has_intent(&claim) {
             tracing::Span::current().record("op", "provision");
@@ -147,6 +150,23 @@ impl Controller {
                 self.notify(&reference(&claim), &notice).await;
                 Err(SyncError::Input(error))
             }
+        }
+    }
+
+    /// Beside kube-controller-manager's binder: provision what it handed to the driver, grow
+    /// what it bound; never a binding write.
+    async fn sync_handed_over(
+        &self,
+        key: &ClaimKey,
+        claim: PersistentVolumeClaim,
+    ) -> Result<Outcome, SyncError> {
+        match handover(&claim, &self.settings.driver) {
+            Handover::None => Ok(Outcome::Done),
+            Handover::Provision => {
+                tracing::Span::current().record("op", "provision");
+                self.sync_provisioning(key, claim).await
+            }
+            Handover::Expand => self.sync_expansion(key, &claim).await,
         }
     }
 

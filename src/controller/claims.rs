@@ -76,7 +76,7 @@ impl Controller {
                         return Ok(Outcome::Done);
                     };
                     let had_intent = has_intent(&claim);
-                    self.bind(&claim, &pv).await?;
+                    self.finish(&claim, &pv).await?;
                     self.clear_backoff(key);
                     if had_intent {
                         self.succeeded(&claim, &volume).await;
@@ -112,6 +112,7 @@ impl Controller {
                     claim: source_claim.as_deref(),
                     volume: source_volume.as_deref(),
                 },
+                binds: self.scope.binder.binds(),
             },
         )
     }
@@ -279,10 +280,24 @@ impl Controller {
         };
         let pv = self.save_volume(&pv, claim).await?;
         self.remember(&pv);
-        self.bind(claim, &pv).await?;
+        self.finish(claim, &pv).await?;
         self.clear_backoff(key);
         self.succeeded(claim, &plan.volume_name).await;
         Ok(Outcome::Done)
+    }
+
+    /// The volume is in a PV pre-bound to the claim: bind it in the same pass, or, beside
+    /// kube-controller-manager's binder, only drop the intent and leave the binding to it.
+    async fn finish(
+        &self,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+    ) -> Result<(), SyncError> {
+        if self.scope.binder.binds() {
+            self.bind(claim, pv).await
+        } else {
+            self.drop_intent(claim).await
+        }
     }
 
     /// Removes `volume.kubernetes.io/selected-node`, so that the scheduler picks a node again.

@@ -19,6 +19,7 @@ use tracing::{Instrument, debug, field, info_span, warn};
 
 pub use error::{SyncError, SyncErrorClass};
 
+use crate::binder::usage::ClaimUse;
 use crate::binder::{Scope, VolumeIndex};
 use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
@@ -55,6 +56,7 @@ pub struct Controller {
     stores: Stores,
     /// The last known version of every PV, ours included, indexed for matching.
     index: Arc<RwLock<VolumeIndex>>,
+    usage: Arc<Mutex<ClaimUse>>,
     /// PV names the store did not have at the last resync (dropped from the index at the next).
     unseen: Mutex<std::collections::HashSet<String>>,
     scope: Scope,
@@ -83,8 +85,8 @@ pub struct Controller {
 /// Process-wide switches from the flags.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Switches {
-    /// `--bind-all`.
-    pub bind_all: bool,
+    /// `--binder` (or `--bind-all`).
+    pub binder: crate::binder::Binder,
     /// `--handle-volume-inuse-error`.
     pub handle_volume_inuse_error: bool,
 }
@@ -98,6 +100,8 @@ pub struct Queues {
     /// class became Available.
     pub classes: WorkQueue<String>,
     pub index: Arc<RwLock<VolumeIndex>>,
+    /// Which claim each PV served, for the deletion check.
+    pub usage: Arc<Mutex<ClaimUse>>,
 }
 
 impl Queues {
@@ -107,7 +111,12 @@ impl Queues {
             volumes: WorkQueue::named(backoff, "volumes"),
             classes: WorkQueue::named(backoff, "classes"),
             index: Arc::default(),
+            usage: Arc::default(),
         }
+    }
+
+    fn usage(&self) -> MutexGuard<'_, ClaimUse> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn index(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
@@ -122,6 +131,7 @@ impl Queues {
         let queues = self.clone();
         Arc::new(move |change| match change {
             Change::Claim(c) | Change::ClaimGone(c) => {
+                queues.usage().saw_claim(c);
                 queues.claims.add(ObjectRef::from_obj(c));
                 if let Some(v) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) {
                     queues.volumes.add(v);
@@ -138,6 +148,7 @@ impl Queues {
                 let opened = match change {
                     Change::VolumeGone(_) => {
                         queues.index().remove(&v.name_any());
+                        queues.usage().volume_gone(&v.name_any());
                         false
                     }
                     _ => {
@@ -186,9 +197,10 @@ impl Controller {
             events: events::Events::new(clients.events, &settings.driver),
             scope: Scope {
                 driver: settings.driver.clone(),
-                all: switches.bind_all,
+                binder: switches.binder,
             },
             index: queues.index,
+            usage: queues.usage,
             unseen: Mutex::default(),
             client: clients.state,
             csi,

@@ -34,7 +34,10 @@ impl Controller {
                 None => ClaimLookup::Store(stored.as_deref()),
                 Some(c) => ClaimLookup::Live(c.as_ref()),
             };
-            let step = binder::volume::decide(&pv, lookup, &self.settings.driver);
+            let mut step = binder::volume::decide(&pv, lookup, &self.settings.driver);
+            if !self.scope.binder.binds() {
+                step = binder::volume::beside_cluster_binder(&pv, &self.settings.driver, step);
+            }
             if step != VolumeStep::None {
                 // Checking the claim is a read on the way to the operation, not one.
                 if step != VolumeStep::CheckClaim {
@@ -200,6 +203,19 @@ impl Controller {
     /// DeleteVolume, then the PV, then our finalizer, for a live PV whose claim is confirmed gone.
     async fn delete_released(&self, pv: &PersistentVolume) -> Result<Outcome, SyncError> {
         let name = pv.name_any();
+        if !self.served_its_claim(pv) {
+            let first = self
+                .usage
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .first_refusal(&name);
+            if first {
+                let notice = binder::usage::refusal(pv);
+                warn!("{}", notice.message);
+                self.notify(&reference(pv), &notice).await;
+            }
+            return Ok(Outcome::Done);
+        }
         let handle = pv
             .spec
             .as_ref()
@@ -239,6 +255,22 @@ impl Controller {
             self.remember(&pv);
         }
         Ok(Outcome::Done)
+    }
+
+    /// See `binder::usage`: deleted only for the claim it was made for or was used by.
+    fn served_its_claim(&self, pv: &PersistentVolume) -> bool {
+        let usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        binder::usage::served_its_claim(
+            pv,
+            |uid| {
+                crate::provision::request::volume_name(
+                    &self.settings.volume_name_prefix,
+                    uid,
+                    self.settings.volume_name_uuid_length,
+                )
+            },
+            usage.user_of(&pv.name_any()),
+        )
     }
 
     /// The secret for DeleteVolume. As upstream: a secret that cannot be read is logged, and

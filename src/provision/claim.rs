@@ -9,6 +9,11 @@
 //! | intent or unbound | bound to this claim | `Bind` (claim side of the binding, drops the intent) |
 //! | intent, deleting or bound elsewhere | absent | `Abandon` (make sure no volume is left behind) |
 //! | intent, deleting | bound to this claim | `DropIntent` (the PV's reclaim takes over) |
+//!
+//! Beside kube-controller-manager's binder (`binds` false) a claim is ours to provision only
+//! once that binder has handed it to the driver (`volume.kubernetes.io/storage-provisioner`),
+//! which it does only when no existing PV matches; `Bind` then only drops our intent, and the
+//! binder binds the PV we made pre-bound to the claim.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -27,6 +32,8 @@ pub struct ClaimContext<'a> {
     /// The PV whose name is this claim's volume name, if it exists.
     pub volume: Option<&'a PersistentVolume>,
     pub clone_source: CloneSource<'a>,
+    /// This process binds (`--binder` driver or all); false beside kube-controller-manager's.
+    pub binds: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -43,7 +50,8 @@ pub enum ClaimAction {
     RecordIntent,
     /// Create the volume (again, idempotently), record it in a PV and bind.
     Provision(Box<Plan>),
-    /// The PV exists and points at the claim: finish the claim side of the binding.
+    /// The PV exists and points at the claim: finish the claim side of the binding (beside
+    /// kube-controller-manager's binder: only drop the intent; it binds).
     Bind { volume: String },
     /// The intent is settled (the volume is recorded in a PV).
     DropIntent,
@@ -112,6 +120,11 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             return ClaimAction::None;
         }
         return match (bound_to, our_pv) {
+            // Bound by kube-controller-manager's binder, or not yet: either way not ours to do.
+            (_, Some(_)) if !ctx.binds => ClaimAction::None,
+            (None, None) if !ctx.binds && !handed_over(claim, &ctx.settings.driver) => {
+                ClaimAction::None
+            }
             // A PV of ours points at the claim (recorded by a run that stopped before binding).
             (None, Some(_)) => ClaimAction::Bind {
                 volume: volume_name,
@@ -165,6 +178,46 @@ fn is_ours(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> bool {
                 .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
                 == Some(ctx.settings.driver.as_str())
         }
+    }
+}
+
+/// kube-controller-manager's binder found no PV for the claim and handed it to `driver`.
+pub fn handed_over(claim: &PersistentVolumeClaim, driver: &str) -> bool {
+    annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
+        .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
+        == Some(driver)
+}
+
+/// What a claim pass does beside kube-controller-manager's binder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handover {
+    /// Nothing: the binder has not handed the claim to us, or is binding it.
+    None,
+    /// Handed to our driver, or carrying our intent: provisioning decides the rest.
+    Provision,
+    /// Bound: its size may need to grow.
+    Expand,
+}
+
+/// The claim pass beside kube-controller-manager's binder.
+pub fn handover(claim: &PersistentVolumeClaim, driver: &str) -> Handover {
+    let volume = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .filter(|v| !v.is_empty());
+    if has_intent(claim) {
+        Handover::Provision
+    } else if volume.is_some() {
+        if claim_bound(claim) {
+            Handover::Expand
+        } else {
+            Handover::None
+        }
+    } else if handed_over(claim, driver) {
+        Handover::Provision
+    } else {
+        Handover::None
     }
 }
 
@@ -430,8 +483,116 @@ mod tests {
                 class,
                 volume,
                 clone_source: CloneSource::default(),
+                binds: true,
             };
             assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+        }
+    }
+
+    /// Beside kube-controller-manager's binder: nothing before its hand-over, no claim-side
+    /// bind writes, and the intent still guards every CreateVolume.
+    #[test]
+    fn decision_table_beside_the_cluster_binder() {
+        let s = settings();
+        let ours = class(DRIVER, json!({}));
+        let our_pv = pv(DRIVER, UID);
+        let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let beta = json!({"metadata": {"annotations": {ANN_BETA_STORAGE_PROVISIONER: DRIVER}}});
+        let other = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "x.csi"}}});
+        let handed_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let bound_by_binder = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
+        let table: Vec<Row<'_>> = vec![
+            ("not handed over yet", json!({}), Some(&ours), None, "none"),
+            ("handed to another driver", other, Some(&ours), None, "none"),
+            (
+                "handed over",
+                handed.clone(),
+                Some(&ours),
+                None,
+                "record-intent",
+            ),
+            (
+                "handed over (beta annotation)",
+                beta,
+                Some(&ours),
+                None,
+                "record-intent",
+            ),
+            (
+                "intent",
+                handed_intent.clone(),
+                Some(&ours),
+                None,
+                "provision",
+            ),
+            (
+                "intent, PV made: drop the intent, the binder binds",
+                handed_intent,
+                Some(&ours),
+                Some(&our_pv),
+                "bind",
+            ),
+            (
+                "PV made, no intent: the binder's to bind",
+                handed,
+                Some(&ours),
+                Some(&our_pv),
+                "none",
+            ),
+            (
+                "bound by the binder",
+                bound_by_binder,
+                Some(&ours),
+                Some(&our_pv),
+                "none",
+            ),
+        ];
+        for (case, patch, class, volume, want) in table {
+            let c = claim(patch);
+            let ctx = ClaimContext {
+                settings: &s,
+                features: Features::default(),
+                class,
+                volume,
+                clone_source: CloneSource::default(),
+                binds: false,
+            };
+            assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_pass_beside_the_cluster_binder() {
+        let table = [
+            ("no annotation", json!({}), Handover::None),
+            (
+                "handed over",
+                json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}}),
+                Handover::Provision,
+            ),
+            (
+                "another driver's",
+                json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "x"}}}),
+                Handover::None,
+            ),
+            (
+                "intent",
+                json!({"metadata": {"finalizers": [INTENT]}}),
+                Handover::Provision,
+            ),
+            (
+                "binder half-way: volumeName without bind-completed",
+                json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": "v"}}),
+                Handover::None,
+            ),
+            (
+                "bound",
+                json!({"metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": "v"}, "status": {"phase": "Bound"}}),
+                Handover::Expand,
+            ),
+        ];
+        for (case, patch, want) in table {
+            assert_eq!(handover(&claim(patch), DRIVER), want, "{case}");
         }
     }
 

@@ -59,6 +59,11 @@ impl World {
             "--retry-interval-start=200ms".to_string(),
             "--retry-interval-max=2s".to_string(),
         ];
+        // The shared control plane runs no kube-controller-manager: this sidecar binds its
+        // driver's claims itself, unless the test chooses another binder.
+        if !extra_args.iter().any(|a| a.starts_with("--bind")) {
+            args.push("--binder=driver".to_string());
+        }
         args.extend(extra_args.iter().map(|a| a.to_string()));
         let mut sidecar = Sidecar::start(dir.path(), &args);
         assert!(
