@@ -10,7 +10,7 @@ export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
 
-.PHONY: all build peers peers-bench peers-hostpath lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers
+.PHONY: all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers
 
 all: build
 
@@ -22,10 +22,6 @@ peers:
 
 peers-bench:
 	./peers/build.sh bench
-
-# Blocked on these machines (the Go module proxy refuses csi-driver-host-path); see README.
-peers-hostpath:
-	./peers/build.sh hostpath
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the real peers the tests run against, from the Go modules pinned in this folder, into a
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
-# run is a no-op. Usage: peers/build.sh [test|bench|hostpath]
-#   test      etcd, kube-apiserver, csi-sanity: what `make test` needs
-#   bench     also kube-controller-manager, csi-provisioner and csi-resizer: the upstream stack of
-#             the side-by-side benchmark (`make bench-stacks`)
-#   hostpath  csi-driver-host-path's hostpathplugin; blocked here (see peers/hostpath/go.mod)
+# run is a no-op. Usage: peers/build.sh [test|bench]
+#   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity and hostpathplugin: what
+#             `make test` needs
+#   bench     also csi-provisioner and csi-resizer: the upstream stack of the side-by-side
+#             benchmark (`make bench-stacks`)
+#
+# hostpathplugin is built offline from a source archive with its vendor/ folder (see
+# peers/hostpath/source), found in $PEER_SOURCES: by default shared/peers beside the clone.
 #
 # Layout: $PEERS_CACHE/<name>-<version>/<name>, and $PEERS_CACHE/bin/<name> -> that file.
 set -euo pipefail
@@ -57,15 +60,50 @@ kube_ldflags() {
   echo "$f"
 }
 
+# hostpathplugin from its source archive: checksum checked, vendored, no network.
+build_hostpath() {
+  local version archive sha256
+  version=$(sed -n 's/^version=//p' "$here/hostpath/source")
+  archive=$(sed -n 's/^archive=//p' "$here/hostpath/source")
+  sha256=$(sed -n 's/^sha256=//p' "$here/hostpath/source")
+  local out="$cache/hostpathplugin-$version/hostpathplugin"
+  if [[ -x "$out" ]]; then
+    echo "peers: hostpathplugin $version cached at $out"
+  else
+    local sources=${PEER_SOURCES:-$here/../../shared/peers}
+    local file="$sources/$archive"
+    if [[ ! -f "$file" ]]; then
+      echo "peers: $file is missing: hostpathplugin $version is built from that source archive (with vendor/)." >&2
+      echo "peers: set PEER_SOURCES to the folder that holds it (default: shared/peers beside the clone)." >&2
+      exit 1
+    fi
+    if ! echo "$sha256  $file" | sha256sum -c --quiet -; then
+      echo "peers: $file does not have the sha256 pinned in peers/hostpath/source; not building it" >&2
+      exit 1
+    fi
+    echo "peers: building hostpathplugin $version from $file (offline, vendored)"
+    local start=$SECONDS tmp="$cache/hostpathplugin-$version.tmp"
+    rm -rf "$tmp" && mkdir -p "$tmp/src"
+    tar xzf "$file" -C "$tmp/src" --strip-components=1
+    # GetPluginInfo answers Unavailable unless main.version is set at link time.
+    (cd "$tmp/src" && GOFLAGS="-mod=vendor -buildvcs=false" GOPROXY=off \
+      go build -trimpath -ldflags="-s -w -X main.version=$version" -o "$tmp/hostpathplugin" ./cmd/hostpathplugin)
+    rm -rf "$tmp/src" "$cache/hostpathplugin-$version" && mv "$tmp" "$cache/hostpathplugin-$version"
+    echo "peers: built hostpathplugin $version in $((SECONDS - start))s"
+  fi
+  ln -sfn "$out" "$cache/bin/hostpathplugin"
+}
+
 build etcd "$ETCD_VERSION" etcd go.etcd.io/etcd/server/v3 -ldflags="-s -w"
 build csi-sanity "$SANITY_VERSION" csi github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity \
   -ldflags="-s -w -X main.VERSION=$SANITY_VERSION"
 build kube-apiserver "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver \
   -tags=selinux,notest -ldflags="$(kube_ldflags)"
+build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
+  -tags=selinux,notest -ldflags="$(kube_ldflags)"
+build_hostpath
 
 if [[ "$set_name" == bench ]]; then
-  build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
-    -tags=selinux,notest -ldflags="$(kube_ldflags)"
   # Both report main.version in their logs and metrics; upstream's release builds set it.
   build csi-provisioner "$PROVISIONER_VERSION" provisioner \
     github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
@@ -73,17 +111,6 @@ if [[ "$set_name" == bench ]]; then
   build csi-resizer "$RESIZER_VERSION" resizer \
     github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer \
     -ldflags="-s -w -X main.version=$RESIZER_VERSION"
-fi
-
-if [[ "$set_name" == hostpath ]]; then
-  HOSTPATH_VERSION=$(pinned hostpath github.com/kubernetes-csi/csi-driver-host-path)
-  if [[ ! -x "$cache/hostpathplugin-$HOSTPATH_VERSION/hostpathplugin" ]]; then
-    (cd "$here/hostpath" && go mod tidy)
-  fi
-  # GetPluginInfo answers Unavailable unless main.version is set at link time.
-  build hostpathplugin "$HOSTPATH_VERSION" hostpath \
-    github.com/kubernetes-csi/csi-driver-host-path/cmd/hostpathplugin \
-    -ldflags="-s -w -X main.version=$HOSTPATH_VERSION"
 fi
 
 echo "peers: ready in $cache/bin"
