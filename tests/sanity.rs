@@ -1,5 +1,6 @@
-//! csi-sanity (Identity and Controller specs) against our fault-injecting fake driver: the fake is
-//! only a fair stand-in for real drivers if it keeps the same contract.
+//! csi-sanity against our fault-injecting fake driver (Identity and Controller specs: the fake is
+//! only a fair stand-in for real drivers if it keeps the same contract), and against the real
+//! hostpathplugin, Node specs included (they mount for real; these machines run them as root).
 
 mod support;
 
@@ -36,6 +37,41 @@ async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
         ..DriverConfig::default()
     };
     assert_sanity("topology, offline expansion", config, 15).await;
+}
+
+/// Every spec hostpathplugin takes part in: Identity, Controller and Node (NodeStage/Publish
+/// make real bind mounts), in its default configuration and as a controller-expansion-less,
+/// capacity-limited driver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostpathplugin_passes_csi_sanity_node_specs_included() {
+    use support::hostpath::{Hostpath, HostpathConfig};
+    for (label, flags, min_passed) in [
+        ("defaults", vec![], 70),
+        (
+            "node-only expansion, 20Gi per volume",
+            vec![
+                "--disable-controller-expansion".to_string(),
+                format!("--max-volume-size={}", 20u64 << 30),
+            ],
+            60,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let driver = Hostpath::start(
+            dir.path(),
+            HostpathConfig {
+                flags,
+                ..HostpathConfig::named("hostpath.csi.k8s.io")
+            },
+        )
+        .await;
+        let report = support::sanity::run_specs(&driver.endpoint(), dir.path(), &[]).await;
+        println!(
+            "csi-sanity against hostpathplugin ({label}): {} passed, {} failed, {} pending, {} skipped",
+            report.passed, report.failed, report.pending, report.skipped
+        );
+        report.assert_green(min_passed);
+    }
 }
 
 #[test]

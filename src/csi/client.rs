@@ -290,6 +290,29 @@ impl CsiClient {
             .map(|_| ())
     }
 
+    /// Every volume the driver reports (LIST_VOLUMES), following its pages: the driver's own
+    /// account of what exists, to check ours against.
+    pub async fn list_volumes(&self) -> Result<Vec<csi::Volume>, CsiError> {
+        let mut volumes = Vec::new();
+        let mut starting_token = String::new();
+        loop {
+            let mut c = self.controller();
+            let request = csi::ListVolumesRequest {
+                max_entries: 0,
+                starting_token: starting_token.clone(),
+            };
+            let page = self
+                .unary("ListVolumes", request, |r| c.list_volumes(r))
+                .await?;
+            volumes.extend(page.entries.into_iter().filter_map(|e| e.volume));
+            // A driver that hands back the token it was given would loop forever.
+            if page.next_token.is_empty() || page.next_token == starting_token {
+                return Ok(volumes);
+            }
+            starting_token = page.next_token;
+        }
+    }
+
     /// Whether NodeGetCapabilities lists EXPAND_VOLUME. A controller-only driver that does not
     /// serve the Node service at all (Unimplemented) expands nowhere.
     pub async fn node_expands(&self) -> Result<bool, CsiError> {

@@ -1,0 +1,173 @@
+//! csi-driver-host-path's hostpathplugin (built by `make peers` from its source archive) on a
+//! unix socket, as a real driver for the end-to-end suites, the demo and the benchmark.
+//!
+//! hostpathplugin v1.18.0 rewrites its `state.json` in place, so a SIGKILL in the middle of that
+//! write leaves the file empty and the driver cannot start again. `kill` therefore stops the
+//! process first (SIGSTOP), waits until the file parses, and only then sends SIGKILL: the crash
+//! still comes at an instant the driver did not choose, but never inside that one write.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use csi_pv_controller::csi::CsiClient;
+
+use super::peers::peer;
+
+/// The topology key hostpathplugin reports, with the node id as its value.
+pub const TOPOLOGY_KEY: &str = "topology.hostpath.csi/node";
+
+/// How hostpathplugin is started.
+#[derive(Debug, Clone)]
+pub struct HostpathConfig {
+    pub driver_name: String,
+    pub node_id: String,
+    /// Extra flags, e.g. `--disable-controller-expansion`, `--max-volume-size=…`,
+    /// `--capacity=kind=…`.
+    pub flags: Vec<String>,
+}
+
+impl HostpathConfig {
+    pub fn named(driver_name: &str) -> HostpathConfig {
+        HostpathConfig {
+            driver_name: driver_name.to_string(),
+            node_id: "node-1".to_string(),
+            flags: Vec::new(),
+        }
+    }
+}
+
+/// A running hostpathplugin; killed when dropped.
+pub struct Hostpath {
+    pub config: HostpathConfig,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub log: PathBuf,
+    child: Option<tokio::process::Child>,
+    starts: u32,
+}
+
+impl Hostpath {
+    /// Starts the driver with its socket and state under `dir` and waits until it answers Probe.
+    pub async fn start(dir: &Path, config: HostpathConfig) -> Hostpath {
+        let mut driver = Hostpath {
+            config,
+            dir: dir.to_path_buf(),
+            socket: dir.join("hostpath.sock"),
+            state_dir: dir.join("hostpath-state"),
+            log: dir.join("hostpath-0.log"),
+            child: None,
+            starts: 0,
+        };
+        driver.launch().await;
+        driver
+    }
+
+    async fn launch(&mut self) {
+        std::fs::create_dir_all(&self.state_dir).expect("hostpath state folder");
+        let _ = std::fs::remove_file(&self.socket);
+        self.log = self.dir.join(format!("hostpath-{}.log", self.starts));
+        self.starts += 1;
+        let file = std::fs::File::create(&self.log).expect("hostpath log");
+        let child = tokio::process::Command::new(peer("hostpathplugin"))
+            .arg(format!("--endpoint=unix://{}", self.socket.display()))
+            .arg(format!("--nodeid={}", self.config.node_id))
+            .arg(format!("--drivername={}", self.config.driver_name))
+            .arg(format!("--statedir={}", self.state_dir.display()))
+            .arg("--v=3")
+            .args(&self.config.flags)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cannot start hostpathplugin");
+        self.child = Some(child);
+        let client = self.client();
+        client
+            .wait_ready(Some(Duration::from_secs(30)))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "hostpathplugin did not answer Probe: {e}\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                )
+            });
+    }
+
+    /// `unix:///…`, for `--csi-address` and csi-sanity.
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    pub fn client(&self) -> CsiClient {
+        CsiClient::new(&self.endpoint(), Duration::from_secs(10)).expect("socket address")
+    }
+
+    /// The driver's own account of its volumes (ListVolumes), by volume id.
+    pub async fn volume_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .client()
+            .list_volumes()
+            .await
+            .expect("ListVolumes")
+            .into_iter()
+            .map(|v| v.volume_id)
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The volumes' folders (filesystem) or image files (block) the driver keeps on disk.
+    pub fn data_entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.state_dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n != "state.json")
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// kill -9 at a moment its state file is whole (see the module comment).
+    pub async fn kill(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Some(pid) = child.id() {
+            // SAFETY: signals to our own child process.
+            unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+            let state = self.state_dir.join("state.json");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && !parses(&state) {
+                // Stopped inside the write: let it finish the write, then stop it again.
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+            }
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let _ = child.wait().await;
+    }
+
+    /// Starts again with the same socket, state and flags.
+    pub async fn restart(&mut self) {
+        self.kill().await;
+        self.launch().await;
+    }
+}
+
+/// No file yet (no volume was ever made) is whole too.
+fn parses(state: &Path) -> bool {
+    match std::fs::read(state) {
+        Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes).is_ok(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
