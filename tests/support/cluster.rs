@@ -16,17 +16,18 @@ use serde_json::{Value, json};
 
 use super::control_plane::{ControlPlane, control_plane};
 use super::fake_driver::{DriverConfig, FakeDriver};
+use super::hostpath::{Hostpath, HostpathConfig};
 use super::sidecar::{Sidecar, apply_deploy_rbac};
 
 /// One test's world: its namespace, its own driver name (so parallel tests never act on each
-/// other's claims), the fake driver and the sidecar.
-pub struct World {
+/// other's claims), the driver (our fake by default, or hostpathplugin) and the sidecar.
+pub struct World<D = FakeDriver> {
     pub plane: &'static ControlPlane,
     pub dir: tempfile::TempDir,
     pub client: kube::Client,
     pub namespace: String,
     pub driver_name: String,
-    pub driver: FakeDriver,
+    pub driver: D,
     pub sidecar: Sidecar,
     pub kubeconfig: PathBuf,
     pub args: Vec<String>,
@@ -34,14 +35,10 @@ pub struct World {
     pub user: String,
 }
 
-impl World {
-    /// `name` is a DNS label; it names the namespace, the driver and the RBAC objects.
+impl World<FakeDriver> {
+    /// `name` is a DNS label; it names the namespace, the driver and the RBAC objects. On the
+    /// test binary's shared control plane, which runs no kube-controller-manager.
     pub async fn start(name: &str, config: DriverConfig, extra_args: &[&str]) -> World {
-        let plane = control_plane();
-        let client = plane.client().await;
-        let account = apply_deploy_rbac(plane, name, name).await;
-        let token = plane.service_account_token(name, &account).await;
-        let kubeconfig = plane.token_kubeconfig(name, &token);
         let dir = tempfile::tempdir().unwrap();
         let driver_name = format!("{name}.csi.test");
         let driver = FakeDriver::start(
@@ -53,17 +50,71 @@ impl World {
         )
         .await
         .unwrap();
+        let endpoint = driver.endpoint();
+        // No kube-controller-manager binds here: this sidecar binds its driver's claims
+        // itself, unless the test chooses another binder.
+        let mut args: Vec<&str> = extra_args.to_vec();
+        if !extra_args.iter().any(|a| a.starts_with("--bind")) {
+            args.push("--binder=driver");
+        }
+        World::assemble(
+            control_plane(),
+            name,
+            dir,
+            driver_name,
+            driver,
+            &endpoint,
+            &args,
+        )
+        .await
+    }
+}
+
+impl World<Hostpath> {
+    /// hostpathplugin named `<name>.csi.test` beside the sidecar, on `plane`; the sidecar's
+    /// flags are `extra_args` only (so by default kube-controller-manager binds).
+    pub async fn start_hostpath(
+        plane: &'static ControlPlane,
+        name: &str,
+        flags: &[&str],
+        extra_args: &[&str],
+    ) -> World<Hostpath> {
+        let dir = tempfile::tempdir().unwrap();
+        let driver_name = format!("{name}.csi.test");
+        let driver = Hostpath::start(
+            dir.path(),
+            HostpathConfig {
+                flags: flags.iter().map(|f| f.to_string()).collect(),
+                ..HostpathConfig::named(&driver_name)
+            },
+        )
+        .await;
+        let endpoint = driver.endpoint();
+        World::assemble(plane, name, dir, driver_name, driver, &endpoint, extra_args).await
+    }
+}
+
+impl<D> World<D> {
+    /// The namespace, deploy/ RBAC and a token for it, and the sidecar on `endpoint`.
+    async fn assemble(
+        plane: &'static ControlPlane,
+        name: &str,
+        dir: tempfile::TempDir,
+        driver_name: String,
+        driver: D,
+        endpoint: &str,
+        extra_args: &[&str],
+    ) -> World<D> {
+        let client = plane.client().await;
+        let account = apply_deploy_rbac(plane, name, name).await;
+        let token = plane.service_account_token(name, &account).await;
+        let kubeconfig = plane.token_kubeconfig(name, &token);
         let mut args = vec![
-            format!("--csi-address={}", driver.endpoint()),
+            format!("--csi-address={endpoint}"),
             format!("--kubeconfig={}", kubeconfig.display()),
             "--retry-interval-start=200ms".to_string(),
             "--retry-interval-max=2s".to_string(),
         ];
-        // The shared control plane runs no kube-controller-manager: this sidecar binds its
-        // driver's claims itself, unless the test chooses another binder.
-        if !extra_args.iter().any(|a| a.starts_with("--bind")) {
-            args.push("--binder=driver".to_string());
-        }
         args.extend(extra_args.iter().map(|a| a.to_string()));
         let mut sidecar = Sidecar::start(dir.path(), &args);
         assert!(

@@ -1,8 +1,9 @@
 //! A real control plane for tests: etcd and kube-apiserver (built by `make peers`) on loopback
 //! ports chosen at run time, TLS with an admin client certificate, RBAC authorization and
-//! service-account signing keys, and no kube-controller-manager.
+//! service-account signing keys. kube-controller-manager runs where a test starts it (`Kcm`).
 //!
-//! One control plane per test binary, started by the first test that asks for it. Tests isolate
+//! One shared control plane per test binary, started by the first test that asks for it (and
+//! fresh ones for tests that need a cluster of their own, `fresh_plane`). Tests isolate
 //! themselves by namespace and unique names. The processes are started from a thread that lives
 //! as long as the test binary and get SIGKILL when it exits (PR_SET_PDEATHSIG), so they go away
 //! also when a test panics or the binary is killed.
@@ -48,14 +49,36 @@ static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 /// The test binary's control plane, started on first use. Panics (failing the test) if a peer is
 /// missing or the apiserver does not become ready.
 pub fn control_plane() -> &'static ControlPlane {
-    let result = PLANE.get_or_init(|| {
+    let result = PLANE.get_or_init(|| start_on_own_thread(PlaneOptions::TESTS));
+    match result {
+        Ok(plane) => plane,
+        Err(e) => panic!("control plane did not start: {e}"),
+    }
+}
+
+/// A control plane of the calling test's own, alive until the test binary exits: for a cluster
+/// whose kube-controller-manager the test starts and stops, with the protection finalizers on
+/// as in a real cluster.
+pub fn fresh_plane() -> &'static ControlPlane {
+    let options = PlaneOptions {
+        audit: true,
+        protection_finalizers: true,
+    };
+    match start_on_own_thread(options) {
+        Ok(plane) => Box::leak(Box::new(plane)),
+        Err(e) => panic!("control plane did not start: {e}"),
+    }
+}
+
+fn start_on_own_thread(options: PlaneOptions) -> Result<ControlPlane, String> {
+    {
         let (tx, rx) = std::sync::mpsc::channel();
         // The thread that spawns the processes must outlive every test: PR_SET_PDEATHSIG fires
         // when the spawning *thread* exits.
         std::thread::Builder::new()
             .name("control-plane".into())
             .spawn(move || {
-                let started = launch(PlaneOptions::TESTS);
+                let started = launch(options);
                 let children_alive = started.is_ok();
                 let (plane, children) = match started {
                     Ok((plane, children)) => (Ok(plane), children),
@@ -72,10 +95,52 @@ pub fn control_plane() -> &'static ControlPlane {
             .expect("cannot spawn the control-plane thread");
         rx.recv()
             .unwrap_or_else(|_| Err("control-plane thread died".into()))
-    });
-    match result {
-        Ok(plane) => plane,
-        Err(e) => panic!("control plane did not start: {e}"),
+    }
+}
+
+/// kube-controller-manager as in every cluster: the PV binder, the expander and both protection
+/// controllers, against `plane` as admin. Killed when dropped (and when the test binary exits).
+/// Start it from the test's own thread: the process dies with the thread that spawned it.
+pub struct Kcm {
+    child: Child,
+    pub log: PathBuf,
+}
+
+/// Its four storage controllers, by their names in v1.36.
+pub const KCM_STORAGE_CONTROLLERS: &str = "persistentvolume-binder-controller,persistentvolume-expander-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller";
+
+impl Kcm {
+    pub fn start(plane: &ControlPlane, controllers: &str) -> Kcm {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = plane.dir.join(format!("kube-controller-manager-{n}.log"));
+        let mut command = Command::new(peer("kube-controller-manager"));
+        command
+            .arg(format!("--kubeconfig={}", plane.admin_kubeconfig.display()))
+            .arg(format!("--controllers={controllers}"))
+            .arg("--leader-elect=false")
+            .arg("--secure-port=0")
+            .arg("--use-service-account-credentials=false")
+            .arg("--v=2");
+        let child = spawn(command, &log).unwrap_or_else(|e| panic!("{e}"));
+        Kcm { child, log }
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// kill -9 (it is started again with `start`).
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Kcm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -246,6 +311,7 @@ pub struct AuditedWrite {
     pub namespace: String,
     pub name: String,
     pub code: i64,
+    pub user_agent: String,
 }
 
 impl ControlPlane {
@@ -265,6 +331,7 @@ impl ControlPlane {
                     namespace: s(&e["objectRef"]["namespace"]),
                     name: s(&e["objectRef"]["name"]),
                     code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
+                    user_agent: s(&e["userAgent"]),
                 }
             })
             .collect()

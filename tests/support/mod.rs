@@ -9,3 +9,4 @@ pub mod hostpath;
 pub mod peers;
 pub mod sanity;
 pub mod sidecar;
+pub mod watchdog;

@@ -1,0 +1,439 @@
+//! csi-pv-controller as users run it: beside hostpathplugin, in a cluster whose
+//! kube-controller-manager runs its PV binder, expander and both protection controllers (every
+//! managed cluster does). kube-controller-manager binds; we provision what it hands to the
+//! driver, grow what it bound and delete what it released. Each test has a control plane of its
+//! own, so that only one kube-controller-manager acts on it.
+//!
+//! Watched throughout: no PV is ever Bound to a claim that names another PV (a double bind), no
+//! volume is made for a claim a static PV could serve, no volume is deleted that its claim never
+//! used, and no Warning event comes from the two controllers' writes meeting.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use csi_pv_controller::csi::v1 as csi;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use support::cluster::{World, eventually};
+use support::control_plane::{KCM_STORAGE_CONTROLLERS, Kcm, fresh_plane};
+use support::hostpath::Hostpath;
+use support::watchdog::DoubleBindWatch;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// A 1Gi volume made directly in the driver, as an admin would before writing a static PV.
+async fn make_volume(driver: &Hostpath, name: &str) -> String {
+    let request = csi::CreateVolumeRequest {
+        name: name.to_string(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: 1 << 30,
+            limit_bytes: 0,
+        }),
+        volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
+            &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
+            false,
+            None,
+            &[],
+        ),
+        ..Default::default()
+    };
+    driver
+        .client()
+        .create_volume(request)
+        .await
+        .expect("CreateVolume")
+        .volume_id
+}
+
+/// A static PV of `world`'s driver and class `class`, already pointing at `handle`. With
+/// `provisioned`, it carries `pv.kubernetes.io/provisioned-by` as if the driver had made it.
+fn static_pv(
+    world: &World<Hostpath>,
+    name: &str,
+    class: &str,
+    handle: &str,
+    policy: &str,
+) -> Value {
+    let mut pv = json!({
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": class,
+            "persistentVolumeReclaimPolicy": policy,
+            "csi": {"driver": world.driver_name, "volumeHandle": handle},
+        }
+    });
+    if policy == "Delete" {
+        pv["metadata"]["annotations"] =
+            json!({"pv.kubernetes.io/provisioned-by": world.driver_name});
+    }
+    pv
+}
+
+use serde_json::Value;
+
+/// Warning events in the world's namespace and on PVs: (object, reason, note).
+async fn warnings(world: &World<Hostpath>) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    for api in [
+        Api::<Event>::namespaced(world.client.clone(), &world.namespace),
+        Api::<Event>::namespaced(world.client.clone(), "default"),
+    ] {
+        for e in api.list(&ListParams::default()).await.unwrap().items {
+            if e.type_.as_deref() == Some("Warning") {
+                found.push((
+                    e.regarding.and_then(|r| r.name).unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Writes to claims and PVs, by writer: ours (the sidecar's account), kube-controller-manager's
+/// (by its User-Agent); the test's own creates and deletes are neither.
+struct Writes {
+    ours: usize,
+    kcm: usize,
+    conflicts_ours: usize,
+    conflicts_kcm: usize,
+    our_agents: BTreeSet<String>,
+}
+
+fn writes(world: &World<Hostpath>) -> Writes {
+    let mut w = Writes {
+        ours: 0,
+        kcm: 0,
+        conflicts_ours: 0,
+        conflicts_kcm: 0,
+        our_agents: BTreeSet::new(),
+    };
+    for write in world.plane.audited_writes() {
+        let state =
+            write.resource == "persistentvolumeclaims" || write.resource == "persistentvolumes";
+        if write.user == world.user {
+            w.our_agents.insert(write.user_agent.clone());
+            if state {
+                w.ours += 1;
+                w.conflicts_ours += usize::from(write.code == 409);
+            }
+        } else if write.user_agent.starts_with("kube-controller-manager/") && state {
+            w.kcm += 1;
+            w.conflicts_kcm += usize::from(write.code == 409);
+        }
+    }
+    w
+}
+
+async fn claims_bound(
+    world: &World<Hostpath>,
+    names: &[String],
+) -> BTreeMap<String, PersistentVolumeClaim> {
+    let found = eventually(LIMIT, || async {
+        let list = world.claims().list(&ListParams::default()).await.ok()?;
+        let bound: BTreeMap<String, PersistentVolumeClaim> = list
+            .items
+            .into_iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .map(|c| (c.metadata.name.clone().unwrap_or_default(), c))
+            .collect();
+        names.iter().all(|n| bound.contains_key(n)).then_some(bound)
+    })
+    .await;
+    found.unwrap_or_else(|| {
+        panic!(
+            "not every claim Bound within {LIMIT:?}; sidecar log:\n{}",
+            world.sidecar.log_text()
+        )
+    })
+}
+
+async fn delete_all_claims(world: &World<Hostpath>) {
+    world
+        .claims()
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    let gone = eventually(LIMIT, || async {
+        world
+            .claims()
+            .list(&ListParams::default())
+            .await
+            .ok()
+            .filter(|l| l.items.is_empty())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "claims stuck in deletion: {:?}",
+        world
+            .claims()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|c| (c.metadata.name.clone(), c.metadata.finalizers.clone()))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// 50 claims against 50 Available static PVs of the driver's class, half Retain, half Delete:
+/// kube-controller-manager binds each claim to one PV, we create no volume, and when the claims
+/// go, exactly the Delete PVs' volumes are deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
+    const N: usize = 50;
+    let plane = fresh_plane();
+    // Sidecar first, then kube-controller-manager.
+    let world = World::start_hostpath(plane, "static", &[], &[]).await;
+    let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+    let class = world.create_class("fast", json!({})).await;
+    let class_name = class.metadata.name.clone().unwrap();
+    let mut handles = BTreeMap::new();
+    for i in 0..N {
+        let name = format!("{}-static-{i:02}", world.namespace);
+        let handle = make_volume(&world.driver, &name).await;
+        let policy = if i % 2 == 0 { "Retain" } else { "Delete" };
+        let pv: PersistentVolume =
+            serde_json::from_value(static_pv(&world, &name, &class_name, &handle, policy)).unwrap();
+        world
+            .volumes()
+            .create(&PostParams::default(), &pv)
+            .await
+            .unwrap();
+        handles.insert(name, (handle, policy));
+    }
+    let available = eventually(LIMIT, || async {
+        let pvs = world.driver_volumes_in_api().await;
+        (pvs.iter()
+            .filter(|pv| pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Available"))
+            .count()
+            == N)
+            .then_some(())
+    })
+    .await;
+    assert!(
+        available.is_some(),
+        "kube-controller-manager did not make the PVs Available:\n{}",
+        kcm.log_text()
+    );
+    let before = world.driver.volume_ids().await;
+    assert_eq!(before.len(), N);
+
+    let watch = DoubleBindWatch::start(world.client.clone(), &world.namespace);
+    let names = world.create_claims("claim", "fast", N).await;
+    let bound = claims_bound(&world, &names).await;
+    let used: BTreeSet<String> = bound
+        .values()
+        .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
+        .collect();
+    assert_eq!(used.len(), N, "every claim on a PV of its own");
+    assert!(
+        used.iter().all(|v| handles.contains_key(v)),
+        "bound to static PVs only: {used:?}"
+    );
+    assert_eq!(
+        world.driver.volume_ids().await,
+        before,
+        "no volume created while static PVs match"
+    );
+
+    delete_all_claims(&world).await;
+    let deleted: BTreeSet<String> = handles
+        .iter()
+        .filter(|(_, (_, policy))| *policy == "Delete")
+        .map(|(_, (handle, _))| handle.clone())
+        .collect();
+    let settled = eventually(LIMIT, || async {
+        let left: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();
+        let pvs = world.driver_volumes_in_api().await;
+        let released = pvs
+            .iter()
+            .all(|pv| pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released"));
+        (left.intersection(&deleted).next().is_none() && pvs.len() == N / 2 && released)
+            .then_some((left, pvs))
+    })
+    .await;
+    let (left, pvs) = settled.unwrap_or_else(|| {
+        panic!(
+            "Delete PVs not reclaimed; sidecar log:\n{}",
+            world.sidecar.log_text()
+        )
+    });
+    let kept: BTreeSet<String> = handles
+        .iter()
+        .filter(|(_, (_, policy))| *policy == "Retain")
+        .map(|(_, (handle, _))| handle.clone())
+        .collect();
+    assert_eq!(
+        left, kept,
+        "exactly the Delete PVs' volumes are deleted; Retain keeps the rest"
+    );
+    assert!(
+        pvs.iter()
+            .all(|pv| pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released")),
+        "Retain PVs stay Released"
+    );
+
+    assert_eq!(watch.stop(), Vec::<String>::new(), "double binds");
+    let w = writes(&world);
+    println!(
+        "static, {N} claims beside kube-controller-manager: writes to claims+PVs ours {} ({} conflicts), kube-controller-manager {} ({} conflicts)",
+        w.ours, w.conflicts_ours, w.kcm, w.conflicts_kcm
+    );
+    // Binding is kube-controller-manager's: ours are the Delete half's deletion finalizer
+    // (added once the PV is Bound, as the driver's provisioned PVs carry it), the PV delete,
+    // and the finalizer's removal.
+    assert_eq!(w.conflicts_ours, 0);
+    assert!(w.ours <= N / 2 * 3, "our writes: {}", w.ours);
+    assert_eq!(warnings(&world).await, vec![]);
+    assert!(
+        w.our_agents
+            .iter()
+            .all(|a| a.starts_with("csi-pv-controller/v")),
+        "User-Agent: {:?}",
+        w.our_agents
+    );
+}
+
+/// Dynamic provisioning, expansion and deletion, kube-controller-manager started first, with 10
+/// of the claims created while the sidecar is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamic_lifecycle_with_claims_made_while_down() {
+    const UP: usize = 30;
+    const DOWN: usize = 10;
+    let plane = fresh_plane();
+    let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+    let mut world = World::start_hostpath(plane, "dynamic", &[], &[]).await;
+    world
+        .create_class("fast", json!({"allowVolumeExpansion": true}))
+        .await;
+    let watch = DoubleBindWatch::start(world.client.clone(), &world.namespace);
+    let mut names = world.create_claims("up", "fast", UP).await;
+    claims_bound(&world, &names).await;
+    let _ = world.sidecar.child.start_kill();
+    let _ = world.sidecar.child.wait().await;
+    names.extend(world.create_claims("down", "fast", DOWN).await);
+    world.kill_and_restart();
+    let bound = claims_bound(&world, &names).await;
+
+    // Every claim on the volume made for it, one volume per claim, and the driver agrees.
+    let mut handles = BTreeSet::new();
+    for claim in bound.values() {
+        let uid = claim.metadata.uid.clone().unwrap();
+        let volume = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.clone())
+            .unwrap();
+        assert_eq!(volume, format!("pvc-{uid}"));
+        let pv = world.volumes().get(&volume).await.unwrap();
+        handles.insert(pv.spec.unwrap().csi.unwrap().volume_handle);
+    }
+    let ids: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();
+    assert_eq!(
+        ids, handles,
+        "the driver's volumes are exactly the PVs' volumes"
+    );
+    assert_eq!(ids.len(), UP + DOWN);
+    for name in &names {
+        world
+            .event(
+                name,
+                "ProvisioningSucceeded",
+                "Successfully provisioned volume",
+                LIMIT,
+            )
+            .await;
+    }
+    let w = writes(&world);
+    let per_claim = (w.ours + w.kcm) as f64 / (UP + DOWN) as f64;
+    println!(
+        "dynamic, {} claims beside kube-controller-manager: writes to claims+PVs per claim {per_claim:.2} (ours {}, {} conflicts; kube-controller-manager {}, {} conflicts)",
+        UP + DOWN,
+        w.ours,
+        w.conflicts_ours,
+        w.kcm,
+        w.conflicts_kcm
+    );
+    assert_eq!(
+        w.conflicts_ours, 0,
+        "our writes never conflict with the binder's"
+    );
+    // Upstream's five (the hand-over annotation, the PV, the binder's three) and our intent
+    // finalizer's two: what makes a kill -9 between CreateVolume and the PV leak nothing.
+    assert!(per_claim <= 7.0 + 0.5, "{per_claim} writes per claim");
+
+    // Expansion: ControllerExpandVolume, then the node's part is pending (no kubelet here).
+    let grown: Vec<&String> = names.iter().take(10).collect();
+    for name in &grown {
+        world
+            .claims()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}})),
+            )
+            .await
+            .unwrap();
+    }
+    for name in &grown {
+        let pending = eventually(LIMIT, || async {
+            let claim = world.claim(name).await?;
+            let pv = world
+                .volumes()
+                .get(claim.spec.as_ref()?.volume_name.as_deref()?)
+                .await
+                .ok()?;
+            let capacity = pv
+                .spec
+                .as_ref()?
+                .capacity
+                .as_ref()?
+                .get("storage")?
+                .0
+                .clone();
+            let conditions: Vec<String> = claim
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| c.type_.clone())
+                .collect();
+            (capacity == "2Gi" && conditions.contains(&"FileSystemResizePending".to_string()))
+                .then_some(conditions)
+        })
+        .await;
+        assert!(
+            pending.is_some(),
+            "claim {name} not expanded; sidecar log:\n{}",
+            world.sidecar.log_text()
+        );
+    }
+
+    delete_all_claims(&world).await;
+    let empty = eventually(LIMIT, || async {
+        (world.driver_volumes_in_api().await.is_empty()
+            && world.driver.volume_ids().await.is_empty())
+        .then_some(())
+    })
+    .await;
+    assert!(
+        empty.is_some(),
+        "volumes left: {:?}",
+        world.driver.volume_ids().await
+    );
+    assert_eq!(watch.stop(), Vec::<String>::new(), "double binds");
+    assert_eq!(warnings(&world).await, vec![]);
+    drop(kcm);
+}
