@@ -196,6 +196,7 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
     // Sidecar first, then kube-controller-manager.
     let world = World::start_hostpath(plane, "static", &[], &[]).await;
     let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+    world.register_node().await;
     let class = world.create_class("fast", json!({})).await;
     let class_name = class.metadata.name.clone().unwrap();
     let mut handles = BTreeMap::new();
@@ -314,6 +315,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     let plane = fresh_plane();
     let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
     let mut world = World::start_hostpath(plane, "dynamic", &[], &[]).await;
+    world.register_node().await;
     world
         .create_class("fast", json!({"allowVolumeExpansion": true}))
         .await;

@@ -78,7 +78,8 @@ impl Controller {
                     let had_intent = has_intent(&claim);
                     self.finish(&claim, &pv).await?;
                     self.clear_backoff(key);
-                    if had_intent {
+                    // Beside the cluster's binder, the event was given when the PV was made.
+                    if had_intent && self.scope.binder.binds() {
                         self.succeeded(&claim, &volume).await;
                     }
                     return Ok(Outcome::Done);
@@ -286,8 +287,9 @@ impl Controller {
         Ok(Outcome::Done)
     }
 
-    /// The volume is in a PV pre-bound to the claim: bind it in the same pass, or, beside
-    /// kube-controller-manager's binder, only drop the intent and leave the binding to it.
+    /// The volume is in a PV pre-bound to the claim: bind it in the same pass. Beside
+    /// kube-controller-manager's binder, leave the binding to it, and drop the intent once it
+    /// has bound the claim (see `provision::claim`).
     async fn finish(
         &self,
         claim: &PersistentVolumeClaim,
@@ -295,8 +297,10 @@ impl Controller {
     ) -> Result<(), SyncError> {
         if self.scope.binder.binds() {
             self.bind(claim, pv).await
-        } else {
+        } else if claim::claim_bound(claim) {
             self.drop_intent(claim).await
+        } else {
+            Ok(())
         }
     }
 

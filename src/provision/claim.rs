@@ -12,8 +12,9 @@
 //!
 //! Beside kube-controller-manager's binder (`binds` false) a claim is ours to provision only
 //! once that binder has handed it to the driver (`volume.kubernetes.io/storage-provisioner`),
-//! which it does only when no existing PV matches; `Bind` then only drops our intent, and the
-//! binder binds the PV we made pre-bound to the claim.
+//! which it does only when no existing PV matches. The binder binds the PV we made pre-bound to
+//! the claim, and `Bind` only drops our intent, once the claim is Bound (not while the binder is
+//! writing the claim, which would make its writes conflict).
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -141,6 +142,10 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     if our_pv.is_some() {
         return if deleting || bound_to.is_some_and(|b| b != volume_name) {
             ClaimAction::DropIntent
+        } else if !ctx.binds && !claim_bound(claim) {
+            // The cluster's binder is binding it; our claim write then would conflict with
+            // its own. The intent goes once the claim is Bound.
+            ClaimAction::None
         } else {
             ClaimAction::Bind {
                 volume: volume_name,
@@ -500,6 +505,8 @@ mod tests {
         let beta = json!({"metadata": {"annotations": {ANN_BETA_STORAGE_PROVISIONER: DRIVER}}});
         let other = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "x.csi"}}});
         let handed_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let bound_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
+        let deleting_intent = json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
         let bound_by_binder = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
         let table: Vec<Row<'_>> = vec![
             ("not handed over yet", json!({}), Some(&ours), None, "none"),
@@ -526,11 +533,25 @@ mod tests {
                 "provision",
             ),
             (
-                "intent, PV made: drop the intent, the binder binds",
-                handed_intent,
+                "intent, PV made: the binder binds",
+                handed_intent.clone(),
+                Some(&ours),
+                Some(&our_pv),
+                "none",
+            ),
+            (
+                "intent, PV made, bound by the binder: drop the intent",
+                bound_intent,
                 Some(&ours),
                 Some(&our_pv),
                 "bind",
+            ),
+            (
+                "intent, PV made, claim deleted",
+                deleting_intent,
+                Some(&ours),
+                Some(&our_pv),
+                "drop-intent",
             ),
             (
                 "PV made, no intent: the binder's to bind",
