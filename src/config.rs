@@ -121,6 +121,11 @@ pub struct Config {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub handle_volume_inuse_error: bool,
 
+    /// Feature gates as the Go sidecars take them (Name=true,...): AnnotateFsResize (off by
+    /// default, as in csi-resizer); gates that are GA upstream are accepted when on.
+    #[arg(long, default_value = "")]
+    pub feature_gates: crate::feature_gates::FeatureGates,
+
     /// Log format: text, or json (one object per line).
     #[arg(long, alias = "logging-format", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
@@ -419,6 +424,7 @@ mod tests {
             (&["--volume-name-prefix="], "volume-name-prefix"),
             (&["--volume-name-uuid-length=-2"], "volume-name-uuid-length"),
             (&["--binder=kcm"], "binder"),
+            (&["--feature-gates=Nope=true"], "feature-gates"),
             (&["--bind-all", "--binder=driver"], "bind-all"),
         ] {
             let err = parse(args).unwrap_err();

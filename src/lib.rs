@@ -7,6 +7,7 @@ pub mod config;
 pub mod controller;
 pub mod csi;
 pub mod expand;
+pub mod feature_gates;
 pub mod http;
 pub mod leader;
 pub mod metrics;

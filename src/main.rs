@@ -145,6 +145,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         controller::Switches {
             binder: config.binder(),
             handle_volume_inuse_error: config.handle_volume_inuse_error,
+            annotate_fs_resize: config.feature_gates.annotate_fs_resize,
         },
     );
     // Ready means the caches are warm: a standby is ready to take over at once.

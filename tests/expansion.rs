@@ -273,7 +273,13 @@ async fn node_expansion_leaves_the_filesystem_to_kubelet() {
         node_expansion_required: true,
         ..DriverConfig::default()
     };
-    let world = World::start("grow-node", config, &[]).await;
+    // The pre-resize annotation is csi-resizer's alpha gate, off unless asked for.
+    let world = World::start(
+        "grow-node",
+        config,
+        &["--feature-gates=AnnotateFsResize=true"],
+    )
+    .await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     let pv_name = pv.metadata.name.clone().unwrap();
 

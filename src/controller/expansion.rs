@@ -290,7 +290,8 @@ impl Controller {
             .and_then(|s| s.capacity.as_ref()?.get("storage"))
             .map(|q| q.0.clone())
             .unwrap_or_default();
-        let patch = expand::volume_capacity(pv, capacity, node_required, &old);
+        let annotate = node_required && self.annotate_fs_resize;
+        let patch = expand::volume_capacity(pv, capacity, annotate, &old);
         self.patch_volume(
             pv,
             patch,

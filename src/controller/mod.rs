@@ -75,6 +75,8 @@ pub struct Controller {
     expander: Option<crate::expand::Expander>,
     /// `--handle-volume-inuse-error`: after "volume in use", wait until no pod uses the claim.
     handle_volume_inuse_error: bool,
+    /// Record the pre-resize capacity on PVs the node still has to grow (`AnnotateFsResize`).
+    annotate_fs_resize: bool,
     resizes: expansion::Resizes,
     /// Per claim: the resourceVersion our last write to it answered with. A pass on an older
     /// copy from the store (the watch behind our own write) would write on stale data and
@@ -89,6 +91,8 @@ pub struct Switches {
     pub binder: crate::binder::Binder,
     /// `--handle-volume-inuse-error`.
     pub handle_volume_inuse_error: bool,
+    /// `--feature-gates=AnnotateFsResize=true`.
+    pub annotate_fs_resize: bool,
 }
 
 /// The queues and the PV index, to be fed by the watches before the controller exists.
@@ -217,6 +221,7 @@ impl Controller {
                 driver.node_expansion,
             ),
             handle_volume_inuse_error: switches.handle_volume_inuse_error,
+            annotate_fs_resize: switches.annotate_fs_resize,
             resizes: expansion::Resizes::default(),
             claim_written: Mutex::default(),
         })

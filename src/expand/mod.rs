@@ -311,17 +311,17 @@ pub fn start(claim: &PersistentVolumeClaim, bytes: u64, restart: bool, now: &str
     })
 }
 
-/// T2a/T3a: the PV's new capacity; the claim's old capacity is kept in an annotation while the
-/// node still has to grow the filesystem.
+/// T2a/T3a: the PV's new capacity; with `annotate` (the node still has to grow the filesystem,
+/// and the AnnotateFsResize gate is on), the claim's old capacity is kept in an annotation.
 pub fn volume_capacity(
     pv: &PersistentVolume,
     bytes: u64,
-    node_required: bool,
+    annotate: bool,
     old_capacity: &str,
 ) -> Value {
     let mut patch = json!({"spec": {"capacity": {"storage": storage_quantity(bytes)}}});
     let annotated = annotation(&pv.metadata, ANN_PRE_RESIZE_CAPACITY).is_some();
-    if node_required && !annotated && !old_capacity.is_empty() {
+    if annotate && !annotated && !old_capacity.is_empty() {
         patch["metadata"] = json!({"annotations": {ANN_PRE_RESIZE_CAPACITY: old_capacity}});
     }
     patch
