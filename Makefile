@@ -1,8 +1,9 @@
 # csi-pv-controller — the two commands a newcomer needs are `make demo` and `make test`.
 #
-# Real peers (etcd, kube-apiserver, csi-sanity) are built from the Go modules pinned in peers/
-# into a cache outside the clone, keyed by version: the first `make peers` takes minutes, later
-# ones are no-ops.
+# Real peers (etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin) are
+# built from the Go modules pinned in peers/ (hostpathplugin from its source archive, see
+# peers/hostpath/source) into a cache outside the clone, keyed by version: the first `make peers`
+# takes minutes, later ones are no-ops.
 
 SHELL := /bin/bash
 PEERS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-pv-controller/peers
@@ -31,13 +32,17 @@ unit:
 	$(CARGO) test --locked --lib --bins
 	$(CARGO) test --locked -p csi-pv-bench
 
-# csi-sanity (Identity + Controller specs) against our fake driver; prints the counts.
+# csi-sanity against our fake driver (Identity + Controller specs) and against hostpathplugin
+# (Node specs too); prints the counts.
 sanity: peers
 	$(CARGO) test --locked --test sanity -- --nocapture
 
-# Everything else against the real kube-apiserver and the fake driver.
+# Everything else against the real kube-apiserver: with the fake driver on the shared plane
+# (no kube-controller-manager, the sidecar binds), then hostpathplugin beside
+# kube-controller-manager's storage controllers, one fresh plane per test, one at a time.
 integration: peers
 	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test expansion --test leader_election
+	$(CARGO) test --locked --test beside_kcm -- --test-threads=1
 
 test: peers lint unit sanity integration demo-ci
 

@@ -445,3 +445,35 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     assert_eq!(warnings(&world).await, vec![]);
     drop(kcm);
 }
+
+/// Told to bind (`--binder=driver`) in a cluster whose kube-controller-manager binds too, the
+/// sidecar says so in an error line naming the flags to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_binding_sidecar_beside_the_cluster_binder_says_so() {
+    let plane = fresh_plane();
+    let _kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+    let world = World::start_hostpath(plane, "alarm", &[], &["--binder=driver"]).await;
+    let class = world.create_class("fast", json!({})).await;
+    let pv: PersistentVolume = serde_json::from_value(static_pv(
+        &world,
+        "alarm-static",
+        class.metadata.name.as_deref().unwrap(),
+        "h",
+        "Retain",
+    ))
+    .unwrap();
+    world
+        .volumes()
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    let said = eventually(LIMIT, || async {
+        let log = world.sidecar.log_text();
+        log.lines()
+            .find(|l| l.contains("ERROR") && l.contains("kube-controller-manager's PV binder"))
+            .map(str::to_string)
+    })
+    .await;
+    let line = said.unwrap_or_else(|| panic!("no alarm:\n{}", world.sidecar.log_text()));
+    assert!(line.contains("--binder=external"), "{line}");
+}

@@ -408,3 +408,69 @@ async fn wait_for_first_consumer_names_the_pods_waiting_to_be_scheduled() {
     assert_eq!(world.phase("data").await.as_deref(), Some("Pending"));
     assert!(world.driver.calls_of("CreateVolume").is_empty());
 }
+
+/// A Delete PV whose claimRef names a claim that never used it (as two binders racing leave it)
+/// is released but never deleted: its data is kept, and a Warning says why and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_its_claim_never_used_is_not_deleted() {
+    let world = World::start("bind-stray", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    let claim = world.create_claim("data", "std", "1Gi", json!({})).await;
+    let used = bound_volume(&world, "data").await;
+    let stray = format!("{}-stray", world.namespace);
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": stray, "annotations": {
+            "pv.kubernetes.io/provisioned-by": world.driver_name}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": format!("{}-std", world.namespace),
+            "persistentVolumeReclaimPolicy": "Delete",
+            "csi": {"driver": world.driver_name, "volumeHandle": "stray-handle"},
+            "claimRef": {"namespace": world.namespace, "name": "data",
+                         "uid": claim.metadata.uid},
+        }
+    }))
+    .unwrap();
+    world
+        .volumes()
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(world.client.clone(), "default");
+    let refused = eventually(LIMIT, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(stray.as_str())
+                    && e.reason.as_deref() == Some("VolumeDeletionRefused")
+            })
+            .and_then(|e| e.note)
+    })
+    .await;
+    let note = refused.unwrap_or_else(|| panic!("no refusal; {}", world.sidecar.log_text()));
+    assert!(note.contains("never used it"), "{note}");
+    assert_eq!(pv_phase(&world, &stray).await.as_deref(), Some("Released"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deleted: Vec<String> = world
+        .driver
+        .calls_of("DeleteVolume")
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::DeleteVolume(r) => Some(r.volume_id),
+            _ => None,
+        })
+        .collect();
+    assert!(deleted.is_empty(), "DeleteVolume sent: {deleted:?}");
+    assert!(world.volumes().get_opt(&stray).await.unwrap().is_some());
+    assert_eq!(
+        bound_volume(&world, "data").await,
+        used,
+        "the claim keeps its own"
+    );
+}
