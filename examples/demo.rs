@@ -1,10 +1,13 @@
-//! `make demo`: a real kube-apiserver on etcd, a CSI driver on a unix socket and csi-pv-controller
-//! beside it, narrated, left running until Ctrl-C.
+//! `make demo`: a real kube-apiserver on etcd, kube-controller-manager with its storage
+//! controllers, csi-driver-host-path's hostpathplugin on a unix socket and csi-pv-controller
+//! beside it, narrated, left running until Ctrl-C: the cluster as users run it.
 //!
-//! The driver is our fake (tests/support/fake_driver.rs): csi-driver-host-path cannot be built on
-//! these machines (see README, "Peers"). The demo applies a StorageClass and a claim and narrates
-//! the lifecycle: Pending → volume created → Bound → request raised → expanded → claim deleted →
-//! volume gone. With DEMO_EXIT=1 it exits 0 after that (CI); otherwise it stays up until Ctrl-C.
+//! The demo applies a StorageClass and a claim and narrates the lifecycle, showing the volume in
+//! the driver's state at each step: Pending → volume created → Bound → request raised →
+//! expanded (the node's part pending: no kubelet runs here) → claim deleted → volume gone.
+//! `DEMO_DRIVER=fake` runs our fake driver instead, and kube-controller-manager without its
+//! binder (the sidecar then binds, `--binder=driver`). With DEMO_EXIT=1 it exits 0 after the lifecycle (CI);
+//! otherwise it stays up until Ctrl-C.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -16,40 +19,117 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use support::control_plane::control_plane;
+use support::control_plane::{KCM_STORAGE_CONTROLLERS, Kcm, fresh_plane};
 use support::fake_driver::{DriverConfig, FakeDriver};
+use support::hostpath::{Hostpath, HostpathConfig};
 use support::sidecar::Sidecar;
+
+/// The driver the demo runs, and how to show what it holds.
+enum Driver {
+    Hostpath(Hostpath),
+    Fake(FakeDriver),
+}
+
+impl Driver {
+    fn name(&self) -> String {
+        match self {
+            Driver::Hostpath(h) => h.config.driver_name.clone(),
+            Driver::Fake(f) => f.config().name.clone(),
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        match self {
+            Driver::Hostpath(h) => h.endpoint(),
+            Driver::Fake(f) => f.endpoint(),
+        }
+    }
+
+    /// (id, bytes, where) of every volume the driver holds.
+    fn volumes(&self) -> Vec<(String, i64, String)> {
+        match self {
+            Driver::Hostpath(h) => h
+                .state_volumes()
+                .into_iter()
+                .map(|v| (v.id, v.size, v.path))
+                .collect(),
+            Driver::Fake(f) => f
+                .volumes()
+                .into_iter()
+                .map(|v| (v.id, v.capacity_bytes, "in memory".to_string()))
+                .collect(),
+        }
+    }
+
+    /// One line per volume, as the driver's state has it.
+    fn show(&self) {
+        let volumes = self.volumes();
+        let place = match self {
+            Driver::Hostpath(h) => format!("{}/state.json", h.state_dir.display()),
+            Driver::Fake(_) => "the fake driver's memory".to_string(),
+        };
+        if volumes.is_empty() {
+            println!("    driver state ({place}): no volume");
+        }
+        for (id, bytes, path) in volumes {
+            println!("    driver state ({place}): volume {id}, {bytes} bytes, at {path}");
+        }
+    }
+}
 
 #[tokio::main]
 async fn main() {
+    let fake = std::env::var("DEMO_DRIVER").is_ok_and(|d| d == "fake");
     println!("==> starting etcd and kube-apiserver (built by `make peers`)");
-    let plane = tokio::task::spawn_blocking(control_plane)
+    let plane = tokio::task::spawn_blocking(fresh_plane)
         .await
         .expect("control plane");
     println!("    kube-apiserver ready at {}", plane.server);
+    // With the fake driver the sidecar binds, so kube-controller-manager runs only the
+    // protection controllers (the plane keeps their admission plugin on, as real clusters do).
+    let controllers = if fake {
+        "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+    } else {
+        KCM_STORAGE_CONTROLLERS
+    };
+    println!("==> starting kube-controller-manager ({controllers})");
+    let kcm = Kcm::start(plane, controllers);
 
     let work = plane.dir.join("demo");
     std::fs::create_dir_all(&work).expect("demo folder");
-    let socket = work.join("csi.sock");
-    let driver = FakeDriver::start(&socket, DriverConfig::default())
-        .await
-        .expect("fake driver");
+    let driver = if fake {
+        Driver::Fake(
+            FakeDriver::start(&work.join("csi.sock"), DriverConfig::default())
+                .await
+                .expect("fake driver"),
+        )
+    } else {
+        Driver::Hostpath(Hostpath::start(&work, HostpathConfig::named("hostpath.csi.k8s.io")).await)
+    };
     println!(
         "==> CSI driver {:?} serving on {}",
-        driver.config().name,
-        socket.display()
+        driver.name(),
+        driver.endpoint()
     );
+    let client = plane.client().await;
+    if let Driver::Hostpath(h) = &driver {
+        register_node(&client, h).await;
+        println!(
+            "    registered Node {} and its CSINode, as kubelet does for the driver",
+            h.config.node_id
+        );
+    }
 
     println!("==> starting csi-pv-controller");
-    let mut sidecar = Sidecar::start(
-        &work,
-        &[
-            format!("--csi-address={}", driver.endpoint()),
-            format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
-            // No kube-controller-manager runs here: the sidecar is the binder of its claims.
-            "--binder=driver".to_string(),
-        ],
-    );
+    let mut args = vec![
+        format!("--csi-address={}", driver.endpoint()),
+        format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
+    ];
+    if fake {
+        // No kube-controller-manager runs then: the sidecar binds its driver's claims.
+        args.push("--binder=driver".to_string());
+    }
+    let mut sidecar = Sidecar::start(&work, &args);
     if !sidecar.wait_ready(Duration::from_secs(60)).await {
         eprintln!(
             "csi-pv-controller did not become ready; its log:\n{}",
@@ -68,7 +148,6 @@ async fn main() {
         "==> csi-pv-controller is ready: http://127.0.0.1:{}/readyz answers 200",
         sidecar.http_port
     );
-    let client = plane.client().await;
     if let Err(step) = lifecycle(&client, &driver).await {
         eprintln!("demo failed: {step}\nsidecar log:\n{}", sidecar.log_text());
         std::process::exit(1);
@@ -77,6 +156,7 @@ async fn main() {
         println!("==> DEMO_EXIT=1: stopping");
         let code = sidecar.terminate(Duration::from_secs(20)).await;
         println!("    csi-pv-controller exited with {code:?}");
+        drop(kcm);
         drop(driver);
         let _ = std::fs::remove_dir_all(&plane.dir);
         std::process::exit(if code == Some(0) { 0 } else { 1 });
@@ -92,8 +172,32 @@ async fn main() {
     let _ = tokio::signal::ctrl_c().await;
     println!("\n==> stopping");
     let _ = sidecar.terminate(Duration::from_secs(15)).await;
+    drop(kcm);
     drop(driver);
     let _ = std::fs::remove_dir_all(&plane.dir);
+}
+
+/// The Node and CSINode kubelet's registration of the driver leaves (topology key included).
+async fn register_node(client: &kube::Client, driver: &Hostpath) {
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::storage::v1::CSINode;
+    use support::hostpath::TOPOLOGY_KEY;
+    let id = &driver.config.node_id;
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": id, "labels": {TOPOLOGY_KEY: id}},
+    }))
+    .expect("node");
+    let csi_node: CSINode = serde_json::from_value(json!({
+        "metadata": {"name": id},
+        "spec": {"drivers": [{"name": driver.config.driver_name, "nodeID": id,
+                              "topologyKeys": [TOPOLOGY_KEY]}]},
+    }))
+    .expect("csinode");
+    let pp = PostParams::default();
+    let _ = Api::<Node>::all(client.clone()).create(&pp, &node).await;
+    let _ = Api::<CSINode>::all(client.clone())
+        .create(&pp, &csi_node)
+        .await;
 }
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -131,7 +235,7 @@ fn capacity(c: &PersistentVolumeClaim) -> String {
 }
 
 /// The narrated lifecycle of one claim.
-async fn lifecycle(client: &kube::Client, driver: &FakeDriver) -> Result<(), String> {
+async fn lifecycle(client: &kube::Client, driver: &Driver) -> Result<(), String> {
     let fail = |what: &str| {
         let what = what.to_string();
         move |e: kube::Error| format!("{what}: {e}")
@@ -145,7 +249,7 @@ async fn lifecycle(client: &kube::Client, driver: &FakeDriver) -> Result<(), Str
         .map_err(fail("create namespace demo"))?;
     let class: StorageClass = serde_json::from_value(json!({
         "metadata": {"name": "demo-fast"},
-        "provisioner": driver.config().name,
+        "provisioner": driver.name(),
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "Immediate",
         "allowVolumeExpansion": true,
@@ -157,7 +261,7 @@ async fn lifecycle(client: &kube::Client, driver: &FakeDriver) -> Result<(), Str
         .map_err(fail("create StorageClass"))?;
     println!(
         "==> applied StorageClass demo-fast (provisioner {}, expandable)",
-        driver.config().name
+        driver.name()
     );
 
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "demo");
@@ -188,11 +292,9 @@ async fn lifecycle(client: &kube::Client, driver: &FakeDriver) -> Result<(), Str
                 println!("    claim phase: {p}");
                 seen = p.clone();
             }
-            if !volume_seen && let Some(v) = driver.volumes().first() {
-                println!(
-                    "    driver: CreateVolume made volume {} ({} bytes)",
-                    v.id, v.capacity_bytes
-                );
+            if !volume_seen && !driver.volumes().is_empty() {
+                println!("    driver: CreateVolume made a volume");
+                driver.show();
                 volume_seen = true;
             }
             if p == "Bound" {
@@ -221,20 +323,36 @@ async fn lifecycle(client: &kube::Client, driver: &FakeDriver) -> Result<(), Str
         .map_err(fail("raise the request"))?;
     println!("==> raised the request to 2Gi");
     let started = Instant::now();
-    until("claim capacity 2Gi", || async {
+    let node_step = until("the volume grown to 2Gi", || async {
         let c = claims.get_opt("data").await.ok()??;
-        (capacity(&c) == "2Gi").then_some(())
+        let pending = c
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "FileSystemResizePending");
+        if capacity(&c) == "2Gi" {
+            Some(false)
+        } else if pending {
+            Some(true)
+        } else {
+            None
+        }
     })
     .await?;
-    let size = driver
-        .volumes()
-        .first()
-        .map(|v| v.capacity_bytes)
-        .unwrap_or_default();
-    println!(
-        "==> expanded: claim capacity 2Gi, driver volume {size} bytes, after {:?}",
-        started.elapsed()
-    );
+    if node_step {
+        println!(
+            "==> expanded by ControllerExpandVolume after {:?}: PV capacity 2Gi; the claim says FileSystemResizePending (kubelet grows the filesystem when a pod mounts it; no kubelet runs here)",
+            started.elapsed()
+        );
+    } else {
+        println!(
+            "==> expanded: claim capacity 2Gi, after {:?}",
+            started.elapsed()
+        );
+    }
+    driver.show();
 
     claims
         .delete("data", &DeleteParams::default())
@@ -252,5 +370,6 @@ async fn lifecycle(client: &kube::Client, driver: &FakeDriver) -> Result<(), Str
         "==> PersistentVolume {pv_name} and the driver's volume are gone, after {:?}",
         started.elapsed()
     );
+    driver.show();
     Ok(())
 }

@@ -171,3 +171,31 @@ fn parses(state: &Path) -> bool {
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
+
+/// One volume as hostpathplugin records it in its state file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateVolume {
+    pub name: String,
+    pub id: String,
+    pub size: i64,
+    pub path: String,
+}
+
+impl Hostpath {
+    /// The volumes in the driver's own state file (empty when it has none yet).
+    pub fn state_volumes(&self) -> Vec<StateVolume> {
+        let text = std::fs::read_to_string(self.state_dir.join("state.json")).unwrap_or_default();
+        let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        state["Volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|v| StateVolume {
+                name: v["VolName"].as_str().unwrap_or_default().to_string(),
+                id: v["VolID"].as_str().unwrap_or_default().to_string(),
+                size: v["VolSize"].as_i64().unwrap_or_default(),
+                path: v["VolPath"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect()
+    }
+}
