@@ -26,7 +26,7 @@ use support::sidecar::Sidecar;
 
 /// The driver the demo runs, and how to show what it holds.
 enum Driver {
-    Hostpath(Hostpath),
+    Hostpath(Box<Hostpath>),
     Fake(FakeDriver),
 }
 
@@ -104,7 +104,9 @@ async fn main() {
                 .expect("fake driver"),
         )
     } else {
-        Driver::Hostpath(Hostpath::start(&work, HostpathConfig::named("hostpath.csi.k8s.io")).await)
+        Driver::Hostpath(Box::new(
+            Hostpath::start(&work, HostpathConfig::named("hostpath.csi.k8s.io")).await,
+        ))
     };
     println!(
         "==> CSI driver {:?} serving on {}",
