@@ -2,15 +2,17 @@
 //! PV binder and expander, csi-provisioner, csi-resizer), side by side in one run, on the same
 //! machine, the same etcd and kube-apiserver builds and the same CSI driver process.
 //!
-//! Every run gets a fresh etcd + kube-apiserver and a fresh driver. The driver is our fake
-//! (tests/support/fake_driver.rs), served from this process on a unix socket: csi-driver-host-path
-//! cannot be built on these machines (the Go module proxy refuses it; see the README). The fake
-//! answers at once, so the figures are those of the controllers, not of a disk.
+//! Every run gets a fresh etcd + kube-apiserver and a fresh driver: csi-driver-host-path's
+//! hostpathplugin by default (`--driver hostpath`), or our fake (`--driver fake`, in memory, no
+//! latency: the figures are then those of the controllers alone). Three stacks: upstream's,
+//! ours as the binder (kube-controller-manager's binder off, `--bind-all`), and ours beside
+//! kube-controller-manager's binder (`--binder=external`, the default), as most clusters run it.
 
 #[path = "../../tests/support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
 
+mod driver;
 mod report;
 mod scenario;
 mod stack;
@@ -24,13 +26,13 @@ use clap::Parser;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 
+use driver::{BenchDriver, DriverKind};
 use report::{Better, Figure, Latencies, Results};
 use scenario::{DYNAMIC_CLASS, STATIC_CLASS};
 use stack::{Stack, StackKind, Throttle};
 use support::control_plane::{OwnedPlane, PlaneOptions, create_namespace};
-use support::fake_driver::{DriverConfig, FakeDriver};
 
-const DRIVER: &str = "bench.csi.fake";
+const DRIVER: &str = "bench.csi.k8s.io";
 const NAMESPACE: &str = "bench";
 
 #[derive(Parser, Debug)]
@@ -51,9 +53,14 @@ struct Args {
     /// (no client-side limit in any component).
     #[arg(long, value_delimiter = ',', default_value = "defaults,equal,off")]
     throttles: Vec<String>,
-    /// Which stacks (both by default; one alone is for looking into a figure, not a report).
-    #[arg(long, value_delimiter = ',', default_value = "upstream,ours")]
+    /// Which stacks: upstream, ours (we bind; kube-controller-manager's binder off), beside (ours
+    /// with default flags beside kube-controller-manager's binder). One alone is for looking into
+    /// a figure, not a report.
+    #[arg(long, value_delimiter = ',', default_value = "upstream,ours,beside")]
     stacks: Vec<String>,
+    /// The CSI driver: hostpath (csi-driver-host-path's hostpathplugin) or fake.
+    #[arg(long, value_enum, default_value = "hostpath")]
+    driver: DriverKind,
     #[arg(long, default_value_t = 200)]
     equal_qps: u32,
     #[arg(long, default_value_t = 400)]
@@ -177,7 +184,6 @@ impl Bench {
         })?;
         let dir = plane.plane.dir.join("run");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let socket = dir.join("csi.sock");
         let args = &self.args;
         let (client, driver) = runtime.block_on(async {
             let client = plane.plane.client().await;
@@ -189,14 +195,8 @@ impl Bench {
                     .await
                     .map_err(|e| format!("class {name}: {e}"))?;
             }
-            let config = DriverConfig {
-                name: DRIVER.into(),
-                node_expansion_required: false,
-                ..DriverConfig::default()
-            };
-            let driver = FakeDriver::start(&socket, config)
-                .await
-                .map_err(|e| format!("driver: {e}"))?;
+            let driver = BenchDriver::start(args.driver, DRIVER, &dir).await?;
+            driver.register_node(&client, DRIVER).await?;
             let setup = Instant::now();
             match scenario {
                 "static" => {
@@ -219,7 +219,7 @@ impl Bench {
             id.kind,
             id.throttle,
             &plane.plane,
-            &socket,
+            driver.socket(),
             &args.sidecar,
             &dir,
         )?;
@@ -253,7 +253,7 @@ impl Bench {
         id: RunId,
         scenario: &str,
         client: &kube::Client,
-        driver: &FakeDriver,
+        driver: &BenchDriver,
         stack: &Stack,
     ) -> Result<(), String> {
         let limit = self.args.limit;
@@ -362,7 +362,7 @@ impl Bench {
                 let n = self.args.claims;
                 let burst = scenario::burst(client, NAMESPACE, STATIC_CLASS, n, limit).await?;
                 // Only the warm-up claim was provisioned: every other one took an existing PV.
-                let created = driver.volume_count();
+                let created = driver.volume_count().await?;
                 if created != 1 {
                     return Err(format!(
                         "static binding provisioned {} volumes instead of binding",
@@ -564,7 +564,14 @@ fn main() -> ExitCode {
         date: jiff::Timestamp::now().to_string(),
         machine: machine(),
         versions: versions(&args.sidecar),
-        driver: format!("{DRIVER}: the project's fake CSI driver (in memory, no latency)"),
+        driver: match args.driver {
+            DriverKind::Hostpath => format!(
+                "{DRIVER}: csi-driver-host-path's hostpathplugin v1.18.0 (--disable-node-expansion), state on local disk"
+            ),
+            DriverKind::Fake => {
+                format!("{DRIVER}: the project's fake CSI driver (in memory, no latency)")
+            }
+        },
         ..Results::default()
     };
     let scenarios = args.scenarios.clone();
@@ -575,9 +582,9 @@ fn main() -> ExitCode {
             for &throttle in &throttles {
                 // Alternate which stack goes first, so neither always gets the cooler machine.
                 let order = if run % 2 == 0 {
-                    [StackKind::Upstream, StackKind::Ours]
+                    [StackKind::Upstream, StackKind::Ours, StackKind::Beside]
                 } else {
-                    [StackKind::Ours, StackKind::Upstream]
+                    [StackKind::Beside, StackKind::Ours, StackKind::Upstream]
                 };
                 for kind in order {
                     if !bench.args.stacks.contains(&kind.to_string()) {

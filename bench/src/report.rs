@@ -97,7 +97,7 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "- machine: {}", results.machine);
     let _ = writeln!(
         out,
-        "- CSI driver (the same process for both stacks): {}",
+        "- CSI driver (the same process for every stack): {}",
         results.driver
     );
     for (name, version) in &results.versions {
@@ -105,14 +105,16 @@ pub fn markdown(results: &Results) -> String {
     }
     let _ = writeln!(
         out,
-        "\nEach cell: median of the runs (min–max). Ratio = ours / upstream of the medians; \
+        "\nEach cell: median of the runs (min–max). ours: csi-pv-controller as the binder \
+         (kube-controller-manager's binder off); beside: csi-pv-controller with default flags \
+         beside kube-controller-manager's binder. Ratio = that stack / upstream of the medians; \
          the last column says which way is better.\n"
     );
     let _ = writeln!(
         out,
-        "| scenario | figure | throttle | upstream | ours | ratio | better |"
+        "| scenario | figure | throttle | upstream | ours | ratio | beside | ratio | better |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut keys: Vec<(&str, &str, &str, &str, Better)> = Vec::new();
     for f in &results.figures {
         let key = (
@@ -142,11 +144,12 @@ pub fn markdown(results: &Results) -> String {
         };
         let upstream = Spread::of(&values(StackKind::Upstream));
         let ours = Spread::of(&values(StackKind::Ours));
-        let ratio = match (ours, upstream) {
+        let beside = Spread::of(&values(StackKind::Beside));
+        let ratio = |stack: Option<Spread>| match (stack, upstream) {
             (Some(o), Some(u)) => {
                 stats::ratio(o.median, u.median).map_or("—".into(), |r| format!("{r:.2}×"))
             }
-            _ => "—".into(),
+            _ => "—".to_string(),
         };
         let better = match better {
             Better::Lower => "lower",
@@ -154,9 +157,12 @@ pub fn markdown(results: &Results) -> String {
         };
         let _ = writeln!(
             out,
-            "| {scenario} | {metric} ({unit}) | {throttle} | {} | {} | {ratio} | {better} |",
+            "| {scenario} | {metric} ({unit}) | {throttle} | {} | {} | {} | {} | {} | {better} |",
             fmt_spread(upstream),
-            fmt_spread(ours)
+            fmt_spread(ours),
+            ratio(ours),
+            fmt_spread(beside),
+            ratio(beside),
         );
     }
     if !results.failures.is_empty() {
@@ -287,12 +293,15 @@ mod tests {
         for (run, v) in [5.0, 4.0, 6.0].into_iter().enumerate() {
             results.figures.push(figure(StackKind::Ours, run, v));
         }
+        for (run, v) in [8.0, 10.0, 12.0].into_iter().enumerate() {
+            results.figures.push(figure(StackKind::Beside, run, v));
+        }
         results
             .failures
             .push("ours static: timed out\nlog tail".into());
         let text = markdown(&results);
         assert!(
-            text.contains("| burst 100 | time to all Bound (s) | defaults | 20.0 (10.0–30.0) | 5.00 (4.00–6.00) | 0.25× | lower |"),
+            text.contains("| burst 100 | time to all Bound (s) | defaults | 20.0 (10.0–30.0) | 5.00 (4.00–6.00) | 0.25× | 10.0 (8.00–12.0) | 0.50× | lower |"),
             "{text}"
         );
         assert!(text.contains("- ours static: timed out\n"), "{text}");
@@ -304,6 +313,6 @@ mod tests {
         let mut results = Results::default();
         results.figures.push(figure(StackKind::Ours, 0, 0.5));
         let text = markdown(&results);
-        assert!(text.contains("| — | 0.500 | — | lower |"), "{text}");
+        assert!(text.contains("| — | 0.500 | — | — | — | lower |"), "{text}");
     }
 }

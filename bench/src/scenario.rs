@@ -13,8 +13,8 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::driver::BenchDriver;
 use crate::stats;
-use crate::support::fake_driver::FakeDriver;
 
 /// How many API requests the benchmark itself keeps in flight when it sets a scene up.
 const SETUP_CONCURRENCY: usize = 64;
@@ -325,7 +325,7 @@ pub async fn delete(
     client: &kube::Client,
     namespace: &str,
     names: &[String],
-    driver: &FakeDriver,
+    driver: &BenchDriver,
     keep: usize,
     limit: Duration,
 ) -> Result<f64, String> {
@@ -358,7 +358,7 @@ pub async fn delete(
     let deadline = start + limit;
     loop {
         let pvs = volumes.state().len();
-        let in_driver = driver.volume_count();
+        let in_driver = driver.volume_count().await?;
         if pvs <= keep && in_driver <= keep {
             return Ok(start.elapsed().as_secs_f64());
         }

@@ -2,7 +2,11 @@
 //!
 //! - upstream: kube-controller-manager with the PV binder, the expander and both protection
 //!   controllers; csi-provisioner and csi-resizer on the driver's socket.
-//! - ours: kube-controller-manager with the two protection controllers only; csi-pv-controller.
+//! - ours: kube-controller-manager with the two protection controllers only; csi-pv-controller
+//!   as the binder (`--bind-all`).
+//! - beside: kube-controller-manager as upstream's (binder, expander, both protection
+//!   controllers); csi-pv-controller with default flags (`--binder=external`): what a managed
+//!   cluster gets.
 //!
 //! Every process is started from the benchmark's main thread (see `OwnedPlane::start` on why
 //! that thread), logs to the run's folder, and is killed when its `Proc` is dropped.
@@ -20,6 +24,7 @@ use crate::support::peers::peer;
 pub enum StackKind {
     Upstream,
     Ours,
+    Beside,
 }
 
 impl fmt::Display for StackKind {
@@ -27,6 +32,7 @@ impl fmt::Display for StackKind {
         f.write_str(match self {
             StackKind::Upstream => "upstream",
             StackKind::Ours => "ours",
+            StackKind::Beside => "beside",
         })
     }
 }
@@ -135,7 +141,7 @@ impl Stack {
     ) -> Result<Stack, String> {
         let kubeconfig = format!("--kubeconfig={}", plane.admin_kubeconfig.display());
         let controllers = match kind {
-            StackKind::Upstream => {
+            StackKind::Upstream | StackKind::Beside => {
                 "persistentvolume-binder-controller,persistentvolume-expander-controller,\
                  persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
             }
@@ -175,14 +181,16 @@ impl Stack {
                     procs.push(Proc::start(name, &peer(name), &args, dir)?);
                 }
             }
-            StackKind::Ours => {
+            StackKind::Ours | StackKind::Beside => {
                 let mut args = vec![
                     format!("--csi-address=unix://{}", socket.display()),
                     kubeconfig,
                     format!("--worker-threads={WORKERS}"),
-                    // kube-controller-manager runs without its binder here: we are the binder.
-                    "--bind-all".into(),
                 ];
+                if kind == StackKind::Ours {
+                    // kube-controller-manager runs without its binder here: we are the binder.
+                    args.push("--bind-all".into());
+                }
                 args.extend(throttle.flags());
                 procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);
             }
