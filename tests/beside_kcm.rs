@@ -98,6 +98,19 @@ async fn warnings(world: &World<Hostpath>) -> Vec<(String, String, String)> {
     found
 }
 
+/// The reporting controllers of the namespace's events, by reason.
+async fn event_sources(world: &World<Hostpath>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut sources: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let api = Api::<Event>::namespaced(world.client.clone(), &world.namespace);
+    for e in api.list(&ListParams::default()).await.unwrap().items {
+        sources
+            .entry(e.reason.unwrap_or_default())
+            .or_default()
+            .insert(e.reporting_controller.unwrap_or_default());
+    }
+    sources
+}
+
 /// Writes to claims and PVs, by writer: ours (the sidecar's account), kube-controller-manager's
 /// (by its User-Agent); the test's own creates and deletes are neither.
 struct Writes {
@@ -357,6 +370,20 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
             )
             .await;
     }
+    // Events name the component upstream sends them from, so filters on sources keep working.
+    let sources = event_sources(&world).await;
+    let provisioner = format!("{}_", world.driver_name);
+    assert!(
+        sources["ProvisioningSucceeded"]
+            .iter()
+            .all(|s| s.starts_with(&provisioner)),
+        "{sources:?}"
+    );
+    assert_eq!(
+        sources["ExternalProvisioning"],
+        BTreeSet::from(["persistentvolume-controller".to_string()]),
+        "the cluster's binder"
+    );
     let w = writes(&world);
     let per_claim = (w.ours + w.kcm) as f64 / (UP + DOWN) as f64;
     println!(
@@ -428,6 +455,15 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
         let annotations = pv.metadata.annotations.unwrap_or_default();
         assert!(!annotations.contains_key("volume.alpha.kubernetes.io/pre-resize-capacity"));
     }
+    let sources = eventually(LIMIT, || async {
+        Some(event_sources(&world).await).filter(|s| s.contains_key("Resizing"))
+    })
+    .await
+    .unwrap_or_default();
+    assert_eq!(
+        sources.get("Resizing").cloned().unwrap_or_default(),
+        BTreeSet::from([format!("external-resizer {}", world.driver_name)])
+    );
 
     delete_all_claims(&world).await;
     let empty = eventually(LIMIT, || async {
