@@ -322,6 +322,35 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
         "nothing is created from bad input"
     );
     assert!(world.driver.volumes().is_empty());
+    // Refused before the intent: nothing holds such a claim back when it is deleted.
+    for claim in ["a-key", "b-template", "c-secret", "d-limit"] {
+        let claim = world.claim(claim).await.unwrap();
+        assert!(
+            !finalizers(&claim).contains(&"csi-pv-controller.storage.k8s.io/provisioning".into()),
+            "{:?}",
+            claim.metadata
+        );
+    }
+    world
+        .create_claim("g-secret", "secret", "1Gi", json!({}))
+        .await;
+    world
+        .event(
+            "g-secret",
+            "ProvisioningFailed",
+            "creds-g-secret named by the StorageClass does not exist",
+            limit,
+        )
+        .await;
+    world
+        .claims()
+        .delete("g-secret", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        world.claim("g-secret").await.is_none(),
+        "deleted at once, as upstream"
+    );
 
     // The missing secret appears: the claim is provisioned with it, and its value never
     // reaches the log.

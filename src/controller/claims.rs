@@ -47,7 +47,15 @@ impl Controller {
                     }
                     return Ok(self.provision_failed(key, &claim, e.to_string()).await);
                 }
-                ClaimAction::RecordIntent => {
+                ClaimAction::RecordIntent(plan) => {
+                    // A missing secret is refused before the intent: nothing was created, so
+                    // nothing may hold the claim back when it is deleted.
+                    if let Err(note) = self.provisioner_secrets(&plan).await {
+                        if self.backing_off(key, &claim) {
+                            return Ok(Outcome::Waiting);
+                        }
+                        return Ok(self.provision_failed(key, &claim, note).await);
+                    }
                     claim = self.record_intent(&claim).await?;
                     fresh = true;
                 }

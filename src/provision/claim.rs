@@ -47,8 +47,9 @@ pub enum ClaimAction {
     Populator { kind: String, name: String },
     /// Cannot be provisioned as asked: warn, create nothing, keep the claim Pending.
     Reject(PlanError),
-    /// Ours, and valid: make the intent durable before any CreateVolume.
-    RecordIntent,
+    /// Ours, and valid: make the intent durable before any CreateVolume (once the plan's
+    /// secret is known to exist: a claim that cannot be provisioned gets no intent).
+    RecordIntent(Box<Plan>),
     /// Create the volume (again, idempotently), record it in a PV and bind.
     Provision(Box<Plan>),
     /// The PV exists and points at the claim: finish the claim side of the binding (beside
@@ -71,7 +72,7 @@ impl ClaimAction {
             ClaimAction::WaitForConsumer => "wait-for-consumer",
             ClaimAction::Populator { .. } => "populator",
             ClaimAction::Reject(_) => "reject",
-            ClaimAction::RecordIntent => "record-intent",
+            ClaimAction::RecordIntent(_) => "record-intent",
             ClaimAction::Provision(_) => "provision",
             ClaimAction::Bind { .. } => "bind",
             ClaimAction::DropIntent => "drop-intent",
@@ -247,7 +248,7 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         };
     }
     match plan::build(claim, class, ctx.settings, ctx.features, ctx.clone_source) {
-        Ok(_) => ClaimAction::RecordIntent,
+        Ok(plan) => ClaimAction::RecordIntent(Box::new(plan)),
         Err(e) => ClaimAction::Reject(e),
     }
 }
