@@ -477,6 +477,44 @@ async fn driver_errors_are_retried_with_events_and_the_same_name() {
     assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "1Gi");
 }
 
+/// After a driver outage long enough for the backoff to grow past 10 s, the claims that failed
+/// because the driver was unreachable are retried as soon as it answers Probe again, not when
+/// their backoff runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_stranded_by_a_driver_outage_go_on_when_it_returns() {
+    let world = World::start(
+        "prov-outage",
+        DriverConfig::default(),
+        &["--retry-interval-start=1s", "--retry-interval-max=5m"],
+    )
+    .await;
+    world.create_class("std", json!({})).await;
+    world.driver.stop();
+    let names = world.create_claims("c", "std", 5).await;
+    // Failures at about 0, 1, 3, 7 and 15 s: the next retries are due near 31 s.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(world.driver.volumes().is_empty());
+    world.driver.restart().await.unwrap();
+    let back = std::time::Instant::now();
+    for name in &names {
+        world.bound(name, Duration::from_secs(60)).await;
+    }
+    let waited = back.elapsed();
+    assert!(
+        waited < Duration::from_secs(6),
+        "bound {waited:?} after the driver returned; the backoff alone would wait about 11 s"
+    );
+    assert!(
+        world
+            .sidecar
+            .log_text()
+            .contains("the driver answers again; retrying at once"),
+        "{}",
+        world.sidecar.log_text()
+    );
+    assert_eq!(world.driver.volumes().len(), names.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_first_consumer_waits_for_the_selected_node() {
     let world = World::start("prov-wffc", DriverConfig::default(), &[]).await;

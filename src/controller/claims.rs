@@ -264,6 +264,7 @@ impl Controller {
                 return Ok(self.provision_failed(key, claim, note).await);
             }
             Err(e) => {
+                self.stranded.claim(key, &e);
                 let infeasible = e.class(Operation::Create) == ErrorClass::Infeasible;
                 let note = if infeasible {
                     format!(
@@ -504,6 +505,7 @@ impl Controller {
                     }
                 }
                 if let Err(e) = self.delete_backend(&answer.volume_id, secrets).await {
+                    self.stranded.claim(key, &e);
                     let note = format!(
                         "cannot delete volume {} made for this claim, which no longer needs it: {e}",
                         answer.volume_id
@@ -514,21 +516,24 @@ impl Controller {
                 self.drop_intent(claim).await?;
                 Ok(Outcome::Done)
             }
-            Err(e) => match (e.class(Operation::Create), e.code()) {
-                // Exists, with other parameters: it must not be forgotten.
-                (_, Some(tonic::Code::AlreadyExists)) | (ErrorClass::InProgress, _) => {
-                    let note = format!(
-                        "cannot find out whether volume {} exists, to delete it: {e}",
-                        plan.volume_name
-                    );
-                    Ok(self.cleanup_failed(key, claim, note).await)
+            Err(e) => {
+                self.stranded.claim(key, &e);
+                match (e.class(Operation::Create), e.code()) {
+                    // Exists, with other parameters: it must not be forgotten.
+                    (_, Some(tonic::Code::AlreadyExists)) | (ErrorClass::InProgress, _) => {
+                        let note = format!(
+                            "cannot find out whether volume {} exists, to delete it: {e}",
+                            plan.volume_name
+                        );
+                        Ok(self.cleanup_failed(key, claim, note).await)
+                    }
+                    // The driver finished and made nothing.
+                    _ => {
+                        self.drop_intent(claim).await?;
+                        Ok(Outcome::Done)
+                    }
                 }
-                // The driver finished and made nothing.
-                _ => {
-                    self.drop_intent(claim).await?;
-                    Ok(Outcome::Done)
-                }
-            },
+            }
         }
     }
 

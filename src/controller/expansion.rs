@@ -60,6 +60,13 @@ impl Resizes {
     pub(super) fn forget(&self, key: &ClaimKey) {
         self.lock().remove(key);
     }
+
+    /// The next pass may try again at once (the driver is back after an outage).
+    pub(super) fn lift_wait(&self, key: &ClaimKey) {
+        if let Some(memory) = self.lock().get_mut(key) {
+            memory.wait = None;
+        }
+    }
 }
 
 /// How a ControllerExpandVolume attempt ended, as far as the claim's status is concerned.
@@ -193,7 +200,7 @@ impl Controller {
 
         let outcome = match expander {
             Expander::NodeOnly => Ok((bytes, true)),
-            Expander::Controller => self.expand_in_driver(&pv, bytes).await,
+            Expander::Controller => self.expand_in_driver(key, &pv, bytes).await,
         };
         match outcome {
             Ok((capacity, node_required)) => {
@@ -233,6 +240,7 @@ impl Controller {
     /// node must finish.
     async fn expand_in_driver(
         &self,
+        key: &ClaimKey,
         pv: &PersistentVolume,
         bytes: u64,
     ) -> Result<(u64, bool), Failure> {
@@ -265,7 +273,10 @@ impl Controller {
             .csi
             .controller_expand_volume(request)
             .await
-            .map_err(|e| classify(&e))?;
+            .map_err(|e| {
+                self.stranded.claim(key, &e);
+                classify(&e)
+            })?;
         let capacity =
             expand::answer(bytes, answer.capacity_bytes).map_err(|e| Failure::Final {
                 message: e.to_string(),

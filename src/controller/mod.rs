@@ -6,6 +6,7 @@ mod claims;
 mod error;
 mod events;
 mod expansion;
+mod stranded;
 mod volumes;
 
 use std::collections::HashMap;
@@ -78,6 +79,8 @@ pub struct Controller {
     /// Record the pre-resize capacity on PVs the node still has to grow (`AnnotateFsResize`).
     annotate_fs_resize: bool,
     resizes: expansion::Resizes,
+    /// Keys to retry at once when the driver answers again.
+    stranded: stranded::Stranded,
     /// Per claim: the resourceVersion our last write to it answered with. A pass on an older
     /// copy from the store (the watch behind our own write) would write on stale data and
     /// conflict; it waits for the watch instead, whose event queues the claim again.
@@ -223,6 +226,7 @@ impl Controller {
             handle_volume_inuse_error: switches.handle_volume_inuse_error,
             annotate_fs_resize: switches.annotate_fs_resize,
             resizes: expansion::Resizes::default(),
+            stranded: stranded::Stranded::default(),
             claim_written: Mutex::default(),
         })
     }
@@ -240,6 +244,10 @@ impl Controller {
             let me = self.clone();
             tokio::spawn(async move { me.class_worker().await })
         };
+        let recovery = {
+            let me = self.clone();
+            tokio::spawn(async move { me.resume_when_driver_returns().await })
+        };
         let resync = {
             let me = self.clone();
             tokio::spawn(async move {
@@ -253,6 +261,7 @@ impl Controller {
         };
         stop.await;
         resync.abort();
+        recovery.abort();
         self.claims.close();
         self.volumes.close();
         self.classes.close();

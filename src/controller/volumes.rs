@@ -224,6 +224,7 @@ impl Controller {
             .unwrap_or_default();
         let secrets = self.deletion_secrets(pv).await;
         if let Err(e) = self.delete_backend(&handle, secrets).await {
+            self.stranded.volume(&name, &e);
             let note = format!("failed to delete volume {handle}: {e}");
             self.events
                 .warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note)

@@ -71,6 +71,15 @@ pub enum CsiError {
 }
 
 impl CsiError {
+    /// The driver could not be reached: the connection failed, or it said `Unavailable`.
+    pub fn unreachable(&self) -> bool {
+        match self {
+            CsiError::Transport { .. } => true,
+            CsiError::Status { code, .. } => *code == Code::Unavailable,
+            _ => false,
+        }
+    }
+
     pub(crate) fn from_status(method: &'static str, status: &tonic::Status) -> Self {
         let code = status.code();
         let message = status.message().to_string();
