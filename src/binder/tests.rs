@@ -1260,6 +1260,13 @@ fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
             VolumeStep::None,
         ),
         (
+            "claim missing from the store, PV not Released: nothing to read yet",
+            bound_pv(ours.clone()),
+            ClaimLookup::Store(None),
+            None,
+            VolumeStep::None,
+        ),
+        (
             "Released by the binder, provisioned by the driver: delete",
             released.clone(),
             ClaimLookup::Store(None),

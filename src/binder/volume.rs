@@ -224,6 +224,10 @@ pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeSt
         {
             VolumeStep::None
         }
+        // Only a Released PV is ours to act on: no need to read its claim before then.
+        VolumeStep::CheckClaim if !matches!(phase(pv), PHASE_RELEASED | "Failed") => {
+            VolumeStep::None
+        }
         step => step,
     }
 }
