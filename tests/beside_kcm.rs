@@ -489,15 +489,11 @@ async fn a_binding_sidecar_beside_the_cluster_binder_says_so() {
     let plane = fresh_plane();
     let _kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
     let world = World::start_hostpath(plane, "alarm", &[], &["--binder=driver"]).await;
-    let class = world.create_class("fast", json!({})).await;
-    let pv: PersistentVolume = serde_json::from_value(static_pv(
-        &world,
-        "alarm-static",
-        class.metadata.name.as_deref().unwrap(),
-        "h",
-        "Retain",
-    ))
-    .unwrap();
+    // Another driver's PV: only kube-controller-manager's binder writes its phase (for one of
+    // ours, this sidecar may set Available first, and the binder then has nothing to write).
+    let mut pv = static_pv(&world, "alarm-static", "other", "h", "Retain");
+    pv["spec"]["csi"]["driver"] = json!("other.csi.test");
+    let pv: PersistentVolume = serde_json::from_value(pv).unwrap();
     world
         .volumes()
         .create(&PostParams::default(), &pv)

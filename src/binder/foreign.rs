@@ -11,12 +11,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 pub const CLUSTER_BINDER_MANAGER: &str = "kube-controller-manager";
 
 /// Whether the PV with this metadata had its status written by kube-controller-manager at or
-/// after `since`.
+/// after `since`. managedFields keep whole seconds, so the second of `since` counts.
 pub fn cluster_binder_wrote(meta: &ObjectMeta, since: &Time) -> bool {
     meta.managed_fields.iter().flatten().any(|entry| {
         entry.manager.as_deref() == Some(CLUSTER_BINDER_MANAGER)
             && entry.subresource.as_deref() == Some("status")
-            && entry.time.as_ref().is_some_and(|t| t.0 >= since.0)
+            && entry
+                .time
+                .as_ref()
+                .is_some_and(|t| t.0.as_second() >= since.0.as_second())
     })
 }
 
@@ -42,7 +45,7 @@ mod tests {
 
     #[test]
     fn only_the_cluster_binders_status_writes_since_start_count() {
-        let since = time("2026-11-23T12:00:00Z");
+        let since = time("2026-11-23T12:00:00.600Z");
         let entry = |manager: &str, sub: Option<&str>, at: &str| {
             let mut e = json!({"manager": manager, "operation": "Update", "time": at});
             if let Some(s) = sub {
@@ -57,6 +60,15 @@ mod tests {
                     CLUSTER_BINDER_MANAGER,
                     Some("status"),
                     "2026-11-23T12:00:05Z"
+                )]),
+                true,
+            ),
+            (
+                "in the second we started (managedFields keep whole seconds)",
+                json!([entry(
+                    CLUSTER_BINDER_MANAGER,
+                    Some("status"),
+                    "2026-11-23T12:00:00Z"
                 )]),
                 true,
             ),
