@@ -42,7 +42,7 @@ sanity: peers
 # kube-controller-manager's storage controllers, one fresh plane per test, one at a time.
 integration: peers
 	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test expansion --test leader_election
-	$(CARGO) test --locked --test beside_kcm -- --test-threads=1
+	$(CARGO) test --locked --test beside_kcm --test hostpath_e2e -- --test-threads=1
 
 test: peers lint unit sanity integration demo-ci
 
