@@ -474,3 +474,67 @@ async fn a_volume_its_claim_never_used_is_not_deleted() {
         "the claim keeps its own"
     );
 }
+
+/// A claim bound to a PV whose claimRef names another claim (same name, another UID) is Lost
+/// with ClaimMisbound, once: no pass after that repeats the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbound_claim_is_lost_once_without_spinning() {
+    let world = World::start("bind-misbound", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    let taken = format!("{}-taken", world.namespace);
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": taken},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": format!("{}-std", world.namespace),
+            "persistentVolumeReclaimPolicy": "Retain",
+            "csi": {"driver": world.driver_name, "volumeHandle": "taken-handle"},
+            "claimRef": {"namespace": world.namespace, "name": "data",
+                         "uid": "00000000-0000-0000-0000-000000000001"},
+        }
+    }))
+    .unwrap();
+    world
+        .volumes()
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    world
+        .create_claim(
+            "data",
+            "std",
+            "1Gi",
+            json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                   "spec": {"volumeName": taken}}),
+        )
+        .await;
+    world
+        .event(
+            "data",
+            "ClaimMisbound",
+            "Two claims are bound to the same volume, this one is bound incorrectly",
+            LIMIT,
+        )
+        .await;
+    assert_eq!(world.phase("data").await.as_deref(), Some("Lost"));
+    let decided = || {
+        world
+            .sidecar
+            .log_text()
+            .matches("binder decided step=\"lost\"")
+            .count()
+    };
+    let before = decided();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = decided();
+    assert!(
+        after - before <= 2,
+        "the Lost decision was taken {} times in 3 s after the claim was Lost",
+        after - before
+    );
+    assert!(
+        before < 20,
+        "{before} Lost decisions before the claim was Lost"
+    );
+}

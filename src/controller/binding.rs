@@ -273,7 +273,8 @@ impl Controller {
     }
 
     /// Lost is terminal and said once. A PV that only the index lacks is read live first: a
-    /// lagging cache must never cost a user their claim.
+    /// lagging cache must never cost a user their claim. A PV the index has (a misbound claim:
+    /// the PV names another claim) was decided on already: looking again would decide the same.
     async fn lose(
         &self,
         claim: &PersistentVolumeClaim,
@@ -287,6 +288,7 @@ impl Controller {
             .as_ref()
             .and_then(|s| s.volume_name.as_deref())
             .filter(|v| !v.is_empty())
+            && self.volume_in_store(name).is_none()
             && let Some(pv) = self.live_volume_if_missing(name).await?
         {
             self.remember(&pv);
