@@ -538,3 +538,34 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
         "{before} Lost decisions before the claim was Lost"
     );
 }
+
+/// A claim bound to a PV of a VolumeAttributesClass reports that class as its current one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_records_the_volume_attributes_class() {
+    let world = World::start("bind-vac", DriverConfig::default(), &[]).await;
+    world.create_class("std", json!({})).await;
+    let gold = static_pv(
+        &world,
+        "gold",
+        "1Gi",
+        json!({"spec": {"volumeAttributesClassName": "gold"}}),
+    )
+    .await;
+    world
+        .create_claim(
+            "data",
+            "std",
+            "1Gi",
+            json!({"spec": {"volumeAttributesClassName": "gold"}}),
+        )
+        .await;
+    assert_eq!(bound_volume(&world, "data").await, gold);
+    let claim = world.claim("data").await.unwrap();
+    assert_eq!(
+        claim
+            .status
+            .and_then(|s| s.current_volume_attributes_class_name)
+            .as_deref(),
+        Some("gold")
+    );
+}

@@ -106,6 +106,17 @@ pub fn claim_status_bound(claim: &PersistentVolumeClaim, pv: &PersistentVolume) 
     if status.access_modes != spec.access_modes {
         changes.insert("accessModes".into(), json!(spec.access_modes));
     }
+    // On binding, the claim's current VolumeAttributesClass is the PV's (upstream's binder
+    // with the VolumeAttributesClass gate, GA since 1.34).
+    if phase_changes
+        && spec.volume_attributes_class_name.is_some()
+        && status.current_volume_attributes_class_name != spec.volume_attributes_class_name
+    {
+        changes.insert(
+            "currentVolumeAttributesClassName".into(),
+            json!(spec.volume_attributes_class_name),
+        );
+    }
     if phase_changes {
         let pre_resize =
             annotation(&pv.metadata, ANN_PRE_RESIZE_CAPACITY).filter(|q| parse_bytes(q).is_ok());
@@ -142,11 +153,13 @@ pub fn claim_status_unbound(claim: &PersistentVolumeClaim, phase: &str) -> Optio
     let status = claim.status.clone().unwrap_or_default();
     let dirty = status.phase.as_deref() != Some(phase)
         || status.access_modes.is_some()
-        || status.capacity.is_some();
+        || status.capacity.is_some()
+        || status.current_volume_attributes_class_name.is_some();
     dirty.then(|| {
         json!({
             "metadata": {"resourceVersion": claim.metadata.resource_version},
-            "status": {"phase": phase, "accessModes": null, "capacity": null},
+            "status": {"phase": phase, "accessModes": null, "capacity": null,
+                       "currentVolumeAttributesClassName": null},
         })
     })
 }

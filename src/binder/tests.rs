@@ -921,6 +921,47 @@ fn s3_4_claim_status_on_binding_copies_modes_and_capacity() {
 }
 
 #[test]
+fn s3_4_claim_status_on_binding_takes_the_volumes_attributes_class() {
+    let with_vac = pv(
+        "v",
+        "2Gi",
+        json!({"spec": {"volumeAttributesClassName": "gold"}}),
+    );
+    let table = [
+        (
+            "PV with a class",
+            claim(json!({})),
+            &with_vac,
+            json!("gold"),
+        ),
+        (
+            "PV without a class",
+            claim(json!({})),
+            &pv("v", "2Gi", json!({})),
+            Value::Null,
+        ),
+    ];
+    for (case, c, v, want) in table {
+        let p = bind::claim_status_bound(&c, v).unwrap();
+        assert_eq!(
+            p["status"]["currentVolumeAttributesClassName"], want,
+            "{case}"
+        );
+    }
+    // Pending again: the current class goes with the volume.
+    let bound =
+        claim(json!({"status": {"phase": "Pending", "currentVolumeAttributesClassName": "gold"}}));
+    let p = bind::claim_status_unbound(&bound, PHASE_PENDING).unwrap();
+    assert_eq!(p["status"]["currentVolumeAttributesClassName"], Value::Null);
+    assert!(
+        p["status"]
+            .as_object()
+            .unwrap()
+            .contains_key("currentVolumeAttributesClassName")
+    );
+}
+
+#[test]
 fn s3_4_claim_status_uses_pre_resize_capacity() {
     let v = pv(
         "v",
