@@ -140,4 +140,66 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
         Some("other.example.com")
     );
     assert!(world.driver.calls_of("CreateVolume").is_empty());
+
+    // A Delete PV nothing here can delete (in-tree, no provisioner named): Failed, with the
+    // reason on the PV and in a Warning, as upstream's binder leaves it.
+    let doomed: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "doomed-host-path"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Delete",
+            "hostPath": {"path": "/tmp/doomed-host-path"},
+        }
+    }))
+    .unwrap();
+    world
+        .volumes()
+        .create(&PostParams::default(), &doomed)
+        .await
+        .unwrap();
+    world
+        .create_claim(
+            "doomed",
+            "unused",
+            "1Gi",
+            json!({"spec": {"storageClassName": "", "volumeName": "doomed-host-path"}}),
+        )
+        .await;
+    world.bound("doomed", LIMIT).await;
+    world
+        .claims()
+        .delete("doomed", &Default::default())
+        .await
+        .unwrap();
+    let failed = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt("doomed-host-path").await.ok()??;
+        let status = pv.status?;
+        (status.phase.as_deref() == Some("Failed")).then_some(status.message)
+    })
+    .await;
+    let message = failed
+        .unwrap_or_else(|| panic!("not Failed\n{}", world.sidecar.log_text()))
+        .unwrap_or_default();
+    assert!(
+        message.contains("no deletable volume plugin matched"),
+        "{message}"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(world.client.clone(), "default");
+    let warned = eventually(LIMIT, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("doomed-host-path")
+                    && e.reason.as_deref() == Some("VolumeFailedDelete")
+            })
+    })
+    .await;
+    assert!(warned.is_some(), "no VolumeFailedDelete event");
 }

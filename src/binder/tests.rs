@@ -1199,10 +1199,25 @@ fn s3_8_reclaim_by_policy() {
         super::volume::reclaim(&released("Delete", true), DRIVER),
         Reclaim::Delete
     );
-    assert_eq!(
-        super::volume::reclaim(&released("Delete", false), DRIVER),
-        Reclaim::External
+    // Another driver's or an in-tree PV: its provisioner deletes it, if it names one; else
+    // nothing can, and it fails as upstream's does.
+    let mut theirs = released("Delete", false);
+    theirs.metadata.annotations = Some(
+        [(ANN_PROVISIONED_BY.to_string(), "other.csi".to_string())]
+            .into_iter()
+            .collect(),
     );
+    assert_eq!(super::volume::reclaim(&theirs, DRIVER), Reclaim::External);
+    match super::volume::reclaim(&released("Delete", false), DRIVER) {
+        Reclaim::Fail(n) => {
+            assert_eq!(n.reason, "VolumeFailedDelete");
+            assert_eq!(
+                n.message,
+                "error getting deleter volume plugin for volume \"v\": no deletable volume plugin matched"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     match super::volume::reclaim(&released("Recycle", true), DRIVER) {
         Reclaim::Fail(n) => assert_eq!(n.message, "No recycler plugin found for the volume!"),
         other => panic!("{other:?}"),

@@ -110,7 +110,17 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
     match policy(pv) {
         "Retain" => Reclaim::Keep,
         "Delete" if is_drivers(pv, driver) => Reclaim::Delete,
-        "Delete" => Reclaim::External,
+        // Another provisioner made it and deletes it.
+        "Delete" if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some() => Reclaim::External,
+        // Nothing can delete it (no plugin here, no provisioner named): say so, as upstream.
+        "Delete" => Reclaim::Fail(Notice {
+            warning: true,
+            reason: "VolumeFailedDelete",
+            message: format!(
+                "error getting deleter volume plugin for volume {:?}: no deletable volume plugin matched",
+                pv.metadata.name.as_deref().unwrap_or_default()
+            ),
+        }),
         "Recycle" => Reclaim::Fail(Notice {
             warning: true,
             reason: "VolumeFailedRecycle",
