@@ -569,3 +569,42 @@ async fn binding_records_the_volume_attributes_class() {
         Some("gold")
     );
 }
+
+/// A claim that stays Pending repeats its event on every pass: one Event object whose count
+/// grows, from the very first repeats (two passes right after start used to make two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_event_is_one_event_with_a_count() {
+    let world = World::start(
+        "bind-fold",
+        DriverConfig::default(),
+        &["--resync-period=1s"],
+    )
+    .await;
+    world
+        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
+        .await;
+    world.create_claim("data", "late", "1Gi", json!({})).await;
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(world.client.clone(), &world.namespace);
+    let folded = eventually(LIMIT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let mine: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some("data")
+                    && e.reason.as_deref() == Some("WaitForFirstConsumer")
+            })
+            .collect();
+        (mine.iter().map(|e| e.count.unwrap_or(1)).sum::<i32>() >= 3).then_some(mine)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the event did not repeat\n{}", world.sidecar.log_text()));
+    assert_eq!(folded.len(), 1, "one Event object: {folded:?}");
+    let event = &folded[0];
+    assert!(event.count.unwrap_or(1) >= 3);
+    assert_eq!(
+        event.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("persistentvolume-controller")
+    );
+}
