@@ -187,15 +187,7 @@ async fn delete_all_claims(world: &World<Hostpath>) {
     assert!(
         gone.is_some(),
         "claims stuck in deletion: {:?}",
-        world
-            .claims()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|c| (c.metadata.name.clone(), c.metadata.finalizers.clone()))
-            .collect::<Vec<_>>()
+        world.claims_left().await
     );
 }
 

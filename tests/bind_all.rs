@@ -186,20 +186,8 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
         message.contains("no deletable volume plugin matched"),
         "{message}"
     );
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(world.client.clone(), "default");
-    let warned = eventually(LIMIT, || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("doomed-host-path")
-                    && e.reason.as_deref() == Some("VolumeFailedDelete")
-            })
-    })
-    .await;
+    let warned = world
+        .volume_event("doomed-host-path", "VolumeFailedDelete", LIMIT)
+        .await;
     assert!(warned.is_some(), "no VolumeFailedDelete event");
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 use support::cluster::{World, eventually, merge};
-use support::fake_driver::{Call, DriverConfig};
+use support::fake_driver::DriverConfig;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -338,15 +338,7 @@ async fn released_volumes_retain_stays_delete_goes_through_the_driver() {
     })
     .await;
     assert!(deleted.is_some(), "{}", world.sidecar.log_text());
-    let handles: Vec<String> = world
-        .driver
-        .calls_of("DeleteVolume")
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::DeleteVolume(r) => Some(r.volume_id),
-            _ => None,
-        })
-        .collect();
+    let handles = world.driver.deleted_ids();
     assert_eq!(handles, vec![format!("static-{doomed}")]);
     let released = eventually(LIMIT, || async {
         (pv_phase(&world, &kept).await.as_deref() == Some("Released")).then_some(())
@@ -437,35 +429,14 @@ async fn a_volume_its_claim_never_used_is_not_deleted() {
         .create(&PostParams::default(), &pv)
         .await
         .unwrap();
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
-        kube::Api::namespaced(world.client.clone(), "default");
-    let refused = eventually(LIMIT, || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(stray.as_str())
-                    && e.reason.as_deref() == Some("VolumeDeletionRefused")
-            })
-            .and_then(|e| e.note)
-    })
-    .await;
+    let refused = world
+        .volume_event(&stray, "VolumeDeletionRefused", LIMIT)
+        .await;
     let note = refused.unwrap_or_else(|| panic!("no refusal; {}", world.sidecar.log_text()));
     assert!(note.contains("never used it"), "{note}");
     assert_eq!(pv_phase(&world, &stray).await.as_deref(), Some("Released"));
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let deleted: Vec<String> = world
-        .driver
-        .calls_of("DeleteVolume")
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::DeleteVolume(r) => Some(r.volume_id),
-            _ => None,
-        })
-        .collect();
+    let deleted = world.driver.deleted_ids();
     assert!(deleted.is_empty(), "DeleteVolume sent: {deleted:?}");
     assert!(world.volumes().get_opt(&stray).await.unwrap().is_some());
     assert_eq!(

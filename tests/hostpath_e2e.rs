@@ -378,15 +378,7 @@ async fn kill_nine_during_a_burst_and_its_deletion() {
     assert!(
         empty.is_some(),
         "left: claims {:?}, PVs {}, driver volumes {}",
-        world
-            .claims()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|c| (c.metadata.name.clone(), c.metadata.finalizers.clone()))
-            .collect::<Vec<_>>(),
+        world.claims_left().await,
         world.driver_volumes_in_api().await.len(),
         world.driver.volume_ids().await.len()
     );

@@ -29,15 +29,7 @@ fn create_calls(world: &World) -> Vec<csi::CreateVolumeRequest> {
 }
 
 fn delete_calls(world: &World) -> Vec<String> {
-    world
-        .driver
-        .calls_of("DeleteVolume")
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::DeleteVolume(r) => Some(r.volume_id),
-            _ => None,
-        })
-        .collect()
+    world.driver.deleted_ids()
 }
 
 async fn wait_gone(world: &World, claim: &str, volume: &str) {

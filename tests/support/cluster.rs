@@ -301,6 +301,42 @@ impl<D> World<D> {
         }
     }
 
+    /// The note of an event with `reason` about PV `name` (PV events live in "default"),
+    /// waiting up to `limit` for it.
+    pub async fn volume_event(&self, name: &str, reason: &str, limit: Duration) -> Option<String> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), "default");
+        eventually(limit, || async {
+            api.list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.reason.as_deref() == Some(reason)
+                })
+                .map(|e| e.note.unwrap_or_default())
+        })
+        .await
+    }
+
+    /// The claims of this namespace still there, with their finalizers (what holds them).
+    pub async fn claims_left(&self) -> Vec<(String, Vec<String>)> {
+        self.claims()
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                (
+                    c.metadata.name.unwrap_or_default(),
+                    c.metadata.finalizers.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
     /// PVs of this world's driver.
     pub async fn driver_volumes_in_api(&self) -> Vec<PersistentVolume> {
         self.volumes()

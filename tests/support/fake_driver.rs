@@ -333,6 +333,17 @@ impl FakeDriver {
             .collect()
     }
 
+    /// The volume ids of every DeleteVolume call, in order.
+    pub fn deleted_ids(&self) -> Vec<String> {
+        self.calls_of("DeleteVolume")
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::DeleteVolume(r) => Some(r.volume_id),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// How many volumes exist, without copying them.
     pub fn volume_count(&self) -> usize {
         self.shared.state().volumes.len()
