@@ -326,6 +326,22 @@ mod tests {
         &'static str,
     );
 
+    /// Runs a decision table; `binds`: whether this process binds.
+    fn check(s: &Settings, table: Vec<Row<'_>>, binds: bool) {
+        for (case, patch, class, volume, want) in table {
+            let c = claim(patch);
+            let ctx = ClaimContext {
+                settings: s,
+                features: Features::default(),
+                class,
+                volume,
+                clone_source: CloneSource::default(),
+                binds,
+            };
+            assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+        }
+    }
+
     #[test]
     fn decision_table() {
         let s = settings();
@@ -481,18 +497,7 @@ mod tests {
                 "reject",
             ),
         ];
-        for (case, patch, class, volume, want) in table {
-            let c = claim(patch);
-            let ctx = ClaimContext {
-                settings: &s,
-                features: Features::default(),
-                class,
-                volume,
-                clone_source: CloneSource::default(),
-                binds: true,
-            };
-            assert_eq!(decide(&c, &ctx).name(), want, "{case}");
-        }
+        check(&s, table, true);
     }
 
     /// Beside kube-controller-manager's binder: nothing before its hand-over, no claim-side
@@ -569,18 +574,7 @@ mod tests {
                 "none",
             ),
         ];
-        for (case, patch, class, volume, want) in table {
-            let c = claim(patch);
-            let ctx = ClaimContext {
-                settings: &s,
-                features: Features::default(),
-                class,
-                volume,
-                clone_source: CloneSource::default(),
-                binds: false,
-            };
-            assert_eq!(decide(&c, &ctx).name(), want, "{case}");
-        }
+        check(&s, table, false);
     }
 
     #[test]
