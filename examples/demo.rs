@@ -19,9 +19,10 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use support::control_plane::{KCM_STORAGE_CONTROLLERS, Kcm, fresh_plane};
+use support::control_plane::fresh_plane;
 use support::fake_driver::{DriverConfig, FakeDriver};
 use support::hostpath::{Hostpath, HostpathConfig};
+use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 use support::sidecar::Sidecar;
 
 /// The driver the demo runs, and how to show what it holds.

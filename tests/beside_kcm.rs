@@ -20,8 +20,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use support::cluster::{World, eventually};
-use support::control_plane::{KCM_STORAGE_CONTROLLERS, Kcm, fresh_plane};
+use support::control_plane::fresh_plane;
 use support::hostpath::Hostpath;
+use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 use support::watchdog::DoubleBindWatch;
 
 const LIMIT: Duration = Duration::from_secs(120);

@@ -13,8 +13,9 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use support::cluster::{World, eventually};
-use support::control_plane::{KCM_STORAGE_CONTROLLERS, Kcm, fresh_plane};
+use support::control_plane::fresh_plane;
 use support::hostpath::{Hostpath, TOPOLOGY_KEY};
+use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

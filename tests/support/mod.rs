@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod control_plane;
 pub mod fake_driver;
 pub mod hostpath;
+pub mod kcm;
 pub mod peers;
 pub mod sanity;
 pub mod sidecar;
