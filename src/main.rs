@@ -146,6 +146,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             binder: config.binder(),
             handle_volume_inuse_error: config.handle_volume_inuse_error,
             annotate_fs_resize: config.feature_gates.annotate_fs_resize,
+            // Four resyncs (a minute by default): the binder hands a claim over at once.
+            handover_grace: config.resync_period * 4,
         },
     );
     // Ready means the caches are warm: a standby is ready to take over at once.

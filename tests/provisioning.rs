@@ -733,3 +733,27 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
         .unwrap();
     world.bound("full", BIND_LIMIT).await;
 }
+
+/// With the default `--binder=external` and no binder in the cluster (this plane runs no
+/// kube-controller-manager), claims are never handed over: after the grace (four resyncs) the
+/// claim says why it waits and what to change, and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_cluster_binder_the_default_mode_says_what_to_change() {
+    let world = World::start(
+        "prov-nobinder",
+        DriverConfig::default(),
+        &["--binder=external", "--resync-period=1s"],
+    )
+    .await;
+    world.create_class("std", json!({})).await;
+    world.create_claim("data", "std", "1Gi", json!({})).await;
+    let note = world
+        .event("data", "WaitingForBinder", "--binder=driver", BIND_LIMIT)
+        .await;
+    assert!(
+        note.contains("persistentvolume-binder-controller"),
+        "{note}"
+    );
+    assert!(create_calls(&world).is_empty());
+    assert_eq!(world.phase("data").await.as_deref(), Some("Pending"));
+}

@@ -18,7 +18,9 @@ use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::matching::{claim_class, claim_has_no_class, default_class, is_available};
 use crate::names::*;
-use crate::provision::claim::{Handover, handover, has_intent};
+use crate::provision::claim::{
+    Handover, awaits_handover, handover, handover_missing_note, has_intent,
+};
 
 impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
@@ -161,7 +163,32 @@ impl Controller {
         claim: PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
         match handover(&claim, &self.settings.driver) {
-            Handover::None => Ok(Outcome::Done),
+            Handover::None => {
+                let age = claim
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .and_then(crate::metrics::seconds_since)
+                    .map(std::time::Duration::from_secs_f64)
+                    .unwrap_or_default();
+                let class = self.class_of(&claim);
+                if awaits_handover(
+                    &claim,
+                    class.as_deref(),
+                    &self.settings.driver,
+                    age,
+                    self.handover_grace,
+                ) {
+                    let notice = Notice {
+                        warning: true,
+                        reason: "WaitingForBinder",
+                        message: handover_missing_note(&self.settings.driver, age),
+                    };
+                    warn!("{}", notice.message);
+                    self.notify(&reference(&claim), &notice).await;
+                }
+                Ok(Outcome::Done)
+            }
             Handover::Provision => {
                 tracing::Span::current().record("op", "provision");
                 self.sync_provisioning(key, claim).await

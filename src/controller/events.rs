@@ -56,7 +56,8 @@ pub fn role_of(reason: &str) -> Role {
         | EVENT_PROVISIONING_FAILED
         | EVENT_PROVISIONING_CLEANUP_FAILED
         | EVENT_VOLUME_FAILED_DELETE
-        | "VolumeDeletionRefused" => Role::Provisioner,
+        | "VolumeDeletionRefused"
+        | "WaitingForBinder" => Role::Provisioner,
         EVENT_RESIZING
         | EVENT_VOLUME_RESIZE_FAILED
         | EVENT_FS_RESIZE_REQUIRED

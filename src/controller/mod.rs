@@ -78,6 +78,7 @@ pub struct Controller {
     handle_volume_inuse_error: bool,
     /// Record the pre-resize capacity on PVs the node still has to grow (`AnnotateFsResize`).
     annotate_fs_resize: bool,
+    handover_grace: Duration,
     resizes: expansion::Resizes,
     /// Keys to retry at once when the driver answers again.
     stranded: stranded::Stranded,
@@ -88,7 +89,7 @@ pub struct Controller {
 }
 
 /// Process-wide switches from the flags.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Switches {
     /// `--binder` (or `--bind-all`).
     pub binder: crate::binder::Binder,
@@ -96,6 +97,9 @@ pub struct Switches {
     pub handle_volume_inuse_error: bool,
     /// `--feature-gates=AnnotateFsResize=true`.
     pub annotate_fs_resize: bool,
+    /// With `--binder=external`: how long an unbound claim of ours may wait for the cluster's
+    /// binder to hand it over before we say the binder seems missing.
+    pub handover_grace: Duration,
 }
 
 /// The queues and the PV index, to be fed by the watches before the controller exists.
@@ -225,6 +229,7 @@ impl Controller {
             ),
             handle_volume_inuse_error: switches.handle_volume_inuse_error,
             annotate_fs_resize: switches.annotate_fs_resize,
+            handover_grace: switches.handover_grace,
             resizes: expansion::Resizes::default(),
             stranded: stranded::Stranded::default(),
             claim_written: Mutex::default(),

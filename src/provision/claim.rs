@@ -227,6 +227,43 @@ pub fn handover(claim: &PersistentVolumeClaim, driver: &str) -> Handover {
     }
 }
 
+/// An unbound claim of the driver's class that no binder has handed over within `grace` of its
+/// creation (`age`): with `--binder=external` that is the cluster's binder missing, as the binder
+/// hands a claim over at once when no PV matches. WaitForFirstConsumer claims wait for the
+/// scheduler first, and are not counted until it chose a node.
+pub fn awaits_handover(
+    claim: &PersistentVolumeClaim,
+    class: Option<&StorageClass>,
+    driver: &str,
+    age: std::time::Duration,
+    grace: std::time::Duration,
+) -> bool {
+    let Some(class) = class.filter(|c| c.provisioner == driver) else {
+        return false;
+    };
+    let unbound = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .is_none_or(str::is_empty);
+    let waits_for_node = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+        && selected_node(claim).is_none();
+    age >= grace
+        && unbound
+        && !waits_for_node
+        && !handed_over(claim, driver)
+        && !has_intent(claim)
+        && claim.metadata.deletion_timestamp.is_none()
+}
+
+/// What a claim that `awaits_handover` is told.
+pub fn handover_missing_note(driver: &str, age: std::time::Duration) -> String {
+    format!(
+        "no PersistentVolume binder has handed this claim to {driver} in {}s: kube-controller-manager's persistentvolume-binder-controller does so at once when no PersistentVolume matches (annotation volume.kubernetes.io/storage-provisioner). If this cluster runs without that controller, start csi-pv-controller with --binder=driver or --bind-all",
+        age.as_secs()
+    )
+}
+
 /// A claim of ours without intent: can it be provisioned?
 fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
     let Some(class) = ctx.class else {
@@ -575,6 +612,55 @@ mod tests {
             ),
         ];
         check(&s, table, false);
+    }
+
+    #[test]
+    fn a_claim_no_binder_handed_over_is_noticed_after_the_grace() {
+        use std::time::Duration;
+        let ours = class(DRIVER, json!({}));
+        let theirs = class("other.csi", json!({}));
+        let wffc = class(DRIVER, json!({"volumeBindingMode": "WaitForFirstConsumer"}));
+        let old = Duration::from_secs(120);
+        let young = Duration::from_secs(5);
+        let grace = Duration::from_secs(60);
+        let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let node = json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n1"}}});
+        let table = [
+            ("unbound, old, ours", json!({}), &ours, old, true),
+            ("young", json!({}), &ours, young, false),
+            ("handed over", handed, &ours, old, false),
+            ("another provisioner's", json!({}), &theirs, old, false),
+            (
+                "bound",
+                json!({"spec": {"volumeName": "v"}}),
+                &ours,
+                old,
+                false,
+            ),
+            (
+                "WaitForFirstConsumer, no node yet",
+                json!({}),
+                &wffc,
+                old,
+                false,
+            ),
+            ("WaitForFirstConsumer, node chosen", node, &wffc, old, true),
+            (
+                "carrying our intent",
+                json!({"metadata": {"finalizers": [INTENT]}}),
+                &ours,
+                old,
+                false,
+            ),
+        ];
+        for (case, patch, class, age, want) in table {
+            assert_eq!(
+                awaits_handover(&claim(patch), Some(class), DRIVER, age, grace),
+                want,
+                "{case}"
+            );
+        }
+        assert!(handover_missing_note(DRIVER, old).contains("--binder=driver"));
     }
 
     #[test]
