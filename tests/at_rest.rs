@@ -1,0 +1,50 @@
+//! At rest. Its own test binary, so its own control plane: the resync queues every claim and PV
+//! the watches hold, and other tests' objects would count too.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::cluster::World;
+use support::fake_driver::DriverConfig;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Settled objects are worked on only by the resync: no decision whose action changes nothing
+/// puts its key straight back in the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_controller_does_no_work_beyond_its_resync() {
+    const N: usize = 10;
+    let world = World::start(
+        "bind-rest",
+        DriverConfig::default(),
+        &["--resync-period=2s"],
+    )
+    .await;
+    world.create_class("std", json!({})).await;
+    // Bound dynamic claims, a Lost one and a Pending one that no PV fits.
+    let names = world.create_claims("c", "std", N).await;
+    for name in &names {
+        world.bound(name, LIMIT).await;
+    }
+    world.create_claim("huge", "std", "3Ti", json!({})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let adds = |text: &str, queue: &str| -> f64 {
+        let series = format!("workqueue_adds_total{{name=\"{queue}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let before = world.sidecar.metrics().await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let after = world.sidecar.metrics().await;
+    // In 6 s, three or four resyncs queue each claim and each PV once (plus the huge claim's
+    // retries, a few with a 200 ms..2 s backoff). A hot loop would make thousands.
+    let claims = adds(&after, "claims") - adds(&before, "claims");
+    let volumes = adds(&after, "volumes") - adds(&before, "volumes");
+    println!("in 6 s at rest: {claims} claim adds, {volumes} volume adds");
+    assert!(claims <= (4 * (N + 1) + 6) as f64, "{claims} claim adds");
+    assert!(volumes <= (4 * N + 3) as f64, "{volumes} volume adds");
+    assert!(claims >= N as f64, "the resync runs: {claims}");
+}
