@@ -18,7 +18,6 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 pub use matching::VolumeIndex;
 
-use crate::names::*;
 
 /// Who binds claims to PersistentVolumes (`--binder`). Two binders must never share a claim:
 /// resourceVersion preconditions keep each write safe, but two binders can each give the same
@@ -91,11 +90,7 @@ impl Scope {
         }
         let ours = match class {
             Some(c) => c.provisioner == self.driver,
-            None => {
-                annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
-                    .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
-                    == Some(self.driver.as_str())
-            }
+            None => crate::provision::claim::handed_over(claim, &self.driver),
         };
         ours || named_volume.is_some_and(|pv| volume::is_drivers(pv, &self.driver))
     }

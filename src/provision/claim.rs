@@ -179,15 +179,12 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
 fn is_ours(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> bool {
     match ctx.class {
         Some(class) => class.provisioner == ctx.settings.driver,
-        None => {
-            annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
-                .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
-                == Some(ctx.settings.driver.as_str())
-        }
+        None => handed_over(claim, &ctx.settings.driver),
     }
 }
 
-/// kube-controller-manager's binder found no PV for the claim and handed it to `driver`.
+/// The claim's provisioner annotation (GA or beta) names `driver`: a binder found no PV for it
+/// and handed it to the driver.
 pub fn handed_over(claim: &PersistentVolumeClaim, driver: &str) -> bool {
     annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
         .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
