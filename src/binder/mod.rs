@@ -18,7 +18,6 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 pub use matching::VolumeIndex;
 
-
 /// Who binds claims to PersistentVolumes (`--binder`). Two binders must never share a claim:
 /// resourceVersion preconditions keep each write safe, but two binders can each give the same
 /// claim a different PV in the same instant.

@@ -122,17 +122,14 @@ fn fold(seen: Option<&Seen>, now: Timestamp) -> Fold {
 pub struct Events {
     queues: Vec<mpsc::Sender<Queued>>,
     components: [String; 3],
-    host: String,
 }
 
 impl Events {
-    pub fn new(client: Client, driver: &str) -> Self {
+    /// `identity` is this process's provisioner identity (`<ms>-<salt>-<driver>`); its time
+    /// and salt stand for the random part of csi-provisioner's event source.
+    pub fn new(client: Client, driver: &str, identity: &str) -> Self {
         let host = std::env::var("HOSTNAME").unwrap_or_default();
-        let unique = super::provisioner_identity(driver)
-            .split('-')
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("-");
+        let unique = identity.split('-').take(2).collect::<Vec<_>>().join("-");
         let components = [Role::Provisioner, Role::Resizer, Role::Binder]
             .map(|role| component(role, driver, &host, &unique));
         let seen: Arc<Mutex<HashMap<Key, Seen>>> = Arc::default();
@@ -150,11 +147,7 @@ impl Events {
             });
             queues.push(queue);
         }
-        Events {
-            queues,
-            components,
-            host,
-        }
+        Events { queues, components }
     }
 
     pub async fn normal(&self, object: &ObjectReference, reason: &str, note: String) {
@@ -196,7 +189,7 @@ impl Events {
             span: Span::current(),
         };
         if let Err(e) = queue.try_send(queued) {
-            warn!(%reason, object = ?object.name, error = %e, host = %self.host, "event dropped: the event queue is full");
+            warn!(%reason, object = ?object.name, error = %e, "event dropped: the event queue is full");
         }
     }
 }

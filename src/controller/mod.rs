@@ -205,7 +205,7 @@ impl Controller {
             topology: driver.plugin.accessibility_constraints,
         };
         Arc::new(Controller {
-            events: events::Events::new(clients.events, &settings.driver),
+            events: events::Events::new(clients.events, &settings.driver, &settings.identity),
             scope: Scope {
                 driver: settings.driver.clone(),
                 binder: switches.binder,
