@@ -16,6 +16,7 @@ use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
 use crate::provision::claim::{self, ClaimAction, ClaimContext, has_intent};
 use crate::provision::plan::{self, CloneSource, Plan};
+use crate::provision::secrets::SecretRef;
 use crate::provision::topology::{self, SelectedNode, TopologyError};
 use crate::provision::volume;
 
@@ -32,6 +33,8 @@ impl Controller {
         let mut claim = claim;
         // Whether `claim` comes from the API just now rather than from the cache.
         let mut fresh = false;
+        // The provisioner secret read before the intent, for the CreateVolume of the same pass.
+        let mut read: Option<(Option<SecretRef>, HashMap<String, String>)> = None;
         for _ in 0..STEPS_PER_PASS {
             let action = self.decide_claim(&claim);
             debug!(action = action.name(), fresh, "decided");
@@ -50,11 +53,10 @@ impl Controller {
                 ClaimAction::RecordIntent(plan) => {
                     // A missing secret is refused before the intent: nothing was created, so
                     // nothing may hold the claim back when it is deleted.
-                    if let Err(note) = self.provisioner_secrets(&plan).await {
-                        if self.backing_off(key, &claim) {
-                            return Ok(Outcome::Waiting);
-                        }
-                        return Ok(self.provision_failed(key, &claim, note).await);
+                    match self.provisioner_secrets(&plan).await {
+                        Ok(secrets) => read = Some((plan.provisioner_secret.clone(), secrets)),
+                        Err(_) if self.backing_off(key, &claim) => return Ok(Outcome::Waiting),
+                        Err(note) => return Ok(self.provision_failed(key, &claim, note).await),
                     }
                     claim = self.record_intent(&claim).await?;
                     fresh = true;
@@ -67,7 +69,13 @@ impl Controller {
                     }
                     fresh = true;
                 }
-                ClaimAction::Provision(plan) => return self.provision(key, &claim, &plan).await,
+                ClaimAction::Provision(plan) => {
+                    let known = read
+                        .take()
+                        .filter(|(secret, _)| *secret == plan.provisioner_secret)
+                        .map(|(_, secrets)| secrets);
+                    return self.provision(key, &claim, &plan, known).await;
+                }
                 ClaimAction::Abandon(plan) => return self.abandon(key, &claim, &plan).await,
                 ClaimAction::CannotAbandon(e) => {
                     if self.backing_off(key, &claim) {
@@ -224,19 +232,24 @@ impl Controller {
         Ok(updated)
     }
 
-    /// CreateVolume, record the PV, bind. A failed driver call waits for its backoff.
+    /// CreateVolume, record the PV, bind. A failed driver call waits for its backoff. `known`:
+    /// the plan's provisioner secret, when this pass has read it already.
     async fn provision(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
         plan: &Plan,
+        known: Option<HashMap<String, String>>,
     ) -> Result<Outcome, SyncError> {
         if self.backing_off(key, claim) {
             return Ok(Outcome::Waiting);
         }
-        let secrets = match self.provisioner_secrets(plan).await {
-            Ok(s) => s,
-            Err(note) => return Ok(self.provision_failed(key, claim, note).await),
+        let secrets = match known {
+            Some(secrets) => secrets,
+            None => match self.provisioner_secrets(plan).await {
+                Ok(s) => s,
+                Err(note) => return Ok(self.provision_failed(key, claim, note).await),
+            },
         };
         let mut request = plan.request.clone();
         request.secrets = secrets.clone();
