@@ -116,7 +116,10 @@ async fn main() {
     );
     let client = plane.client().await;
     if let Driver::Hostpath(h) = &driver {
-        register_node(&client, h).await;
+        if let Err(e) = h.register_node(&client).await {
+            eprintln!("cannot register the driver's node: {e}");
+            std::process::exit(1);
+        }
         println!(
             "    registered Node {} and its CSINode, as kubelet does for the driver",
             h.config.node_id
@@ -178,29 +181,6 @@ async fn main() {
     drop(kcm);
     drop(driver);
     let _ = std::fs::remove_dir_all(&plane.dir);
-}
-
-/// The Node and CSINode kubelet's registration of the driver leaves (topology key included).
-async fn register_node(client: &kube::Client, driver: &Hostpath) {
-    use k8s_openapi::api::core::v1::Node;
-    use k8s_openapi::api::storage::v1::CSINode;
-    use support::hostpath::TOPOLOGY_KEY;
-    let id = &driver.config.node_id;
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {"name": id, "labels": {TOPOLOGY_KEY: id}},
-    }))
-    .expect("node");
-    let csi_node: CSINode = serde_json::from_value(json!({
-        "metadata": {"name": id},
-        "spec": {"drivers": [{"name": driver.config.driver_name, "nodeID": id,
-                              "topologyKeys": [TOPOLOGY_KEY]}]},
-    }))
-    .expect("csinode");
-    let pp = PostParams::default();
-    let _ = Api::<Node>::all(client.clone()).create(&pp, &node).await;
-    let _ = Api::<CSINode>::all(client.clone())
-        .create(&pp, &csi_node)
-        .await;
 }
 
 const LIMIT: Duration = Duration::from_secs(60);

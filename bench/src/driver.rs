@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::support::fake_driver::{DriverConfig, FakeDriver};
-use crate::support::hostpath::{Hostpath, HostpathConfig, TOPOLOGY_KEY};
+use crate::support::hostpath::{Hostpath, HostpathConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DriverKind {
@@ -68,35 +68,12 @@ impl BenchDriver {
         }
     }
 
-    /// What a real node's kubelet registers for a topology-aware driver: a Node with the
-    /// driver's topology label and its CSINode. csi-provisioner needs them to provision an
-    /// Immediate claim of such a driver.
-    pub async fn register_node(&self, client: &kube::Client, name: &str) -> Result<(), String> {
-        use k8s_openapi::api::core::v1::Node;
-        use k8s_openapi::api::storage::v1::CSINode;
-        use kube::api::{Api, PostParams};
-        let BenchDriver::Hostpath(h) = self else {
-            return Ok(());
-        };
-        let id = &h.config.node_id;
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": id, "labels": {TOPOLOGY_KEY: id}},
-        }))
-        .map_err(|e| e.to_string())?;
-        let csi_node: CSINode = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": id},
-            "spec": {"drivers": [{"name": name, "nodeID": id, "topologyKeys": [TOPOLOGY_KEY]}]},
-        }))
-        .map_err(|e| e.to_string())?;
-        let pp = PostParams::default();
-        Api::<Node>::all(client.clone())
-            .create(&pp, &node)
-            .await
-            .map_err(|e| format!("node: {e}"))?;
-        Api::<CSINode>::all(client.clone())
-            .create(&pp, &csi_node)
-            .await
-            .map_err(|e| format!("CSINode: {e}"))?;
-        Ok(())
+    /// The Node and CSINode a real node's kubelet registers for a topology-aware driver:
+    /// csi-provisioner needs them to provision an Immediate claim of such a driver.
+    pub async fn register_node(&self, client: &kube::Client) -> Result<(), String> {
+        match self {
+            BenchDriver::Hostpath(h) => h.register_node(client).await,
+            BenchDriver::Fake(_) => Ok(()),
+        }
     }
 }

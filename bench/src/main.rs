@@ -196,7 +196,7 @@ impl Bench {
                     .map_err(|e| format!("class {name}: {e}"))?;
             }
             let driver = BenchDriver::start(args.driver, DRIVER, &dir).await?;
-            driver.register_node(&client, DRIVER).await?;
+            driver.register_node(&client).await?;
             let setup = Instant::now();
             match scenario {
                 "static" => {

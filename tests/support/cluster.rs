@@ -95,30 +95,12 @@ impl World<Hostpath> {
 }
 
 impl World<Hostpath> {
-    /// What kubelet's registration of the driver on the driver's node leaves in the API: a
-    /// Node labelled with hostpathplugin's topology key, and its CSINode naming the driver.
+    /// The driver's Node and CSINode, as kubelet registers them (`Hostpath::register_node`).
     pub async fn register_node(&self) {
-        use super::hostpath::TOPOLOGY_KEY;
-        use k8s_openapi::api::core::v1::Node;
-        use k8s_openapi::api::storage::v1::CSINode;
-        let node_id = self.driver.config.node_id.clone();
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": node_id, "labels": {
-                TOPOLOGY_KEY: node_id, "kubernetes.io/hostname": node_id}},
-        }))
-        .unwrap();
-        super::control_plane::create_if_absent(&Api::<Node>::all(self.client.clone()), &node).await;
-        let csi_node: CSINode = serde_json::from_value(json!({
-            "metadata": {"name": node_id},
-            "spec": {"drivers": [{"name": self.driver_name, "nodeID": node_id,
-                                  "topologyKeys": [TOPOLOGY_KEY]}]},
-        }))
-        .unwrap();
-        super::control_plane::create_if_absent(
-            &Api::<CSINode>::all(self.client.clone()),
-            &csi_node,
-        )
-        .await;
+        self.driver
+            .register_node(&self.client)
+            .await
+            .unwrap_or_else(|e| panic!("cannot register the driver's node: {e}"));
     }
 }
 

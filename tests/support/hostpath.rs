@@ -136,6 +136,45 @@ impl Hostpath {
         names
     }
 
+    /// What kubelet's registration of the driver on its node leaves in the API: a Node labelled
+    /// with hostpathplugin's topology key, and its CSINode naming the driver. Either may exist
+    /// already.
+    pub async fn register_node(&self, client: &kube::Client) -> Result<(), String> {
+        use k8s_openapi::api::core::v1::Node;
+        use k8s_openapi::api::storage::v1::CSINode;
+        use kube::api::{Api, PostParams};
+        let id = &self.config.node_id;
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": id, "labels": {TOPOLOGY_KEY: id, "kubernetes.io/hostname": id}},
+        }))
+        .map_err(|e| e.to_string())?;
+        let csi_node: CSINode = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": id},
+            "spec": {"drivers": [{"name": self.config.driver_name, "nodeID": id,
+                                  "topologyKeys": [TOPOLOGY_KEY]}]},
+        }))
+        .map_err(|e| e.to_string())?;
+        let pp = PostParams::default();
+        let absent_ok = |result: Result<(), kube::Error>, what: &str| match result {
+            Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+            other => other.map_err(|e| format!("{what} {id}: {e}")),
+        };
+        absent_ok(
+            Api::<Node>::all(client.clone())
+                .create(&pp, &node)
+                .await
+                .map(drop),
+            "Node",
+        )?;
+        absent_ok(
+            Api::<CSINode>::all(client.clone())
+                .create(&pp, &csi_node)
+                .await
+                .map(drop),
+            "CSINode",
+        )
+    }
+
     /// kill -9 at a moment its state file is whole (see the module comment).
     pub async fn kill(&mut self) {
         let Some(mut child) = self.child.take() else {
