@@ -111,6 +111,14 @@ pub struct Config {
     #[arg(long, default_value = "external")]
     pub binder: crate::binder::Binder,
 
+    /// With --binder=external: keep each provisioning intent (the promise that a volume being
+    /// created is never left behind) in a file in this directory instead of a finalizer on the
+    /// claim, saving two claim writes per volume. The directory must outlive the process (an
+    /// emptyDir does: it survives a container restart). Unused by the binding modes, whose
+    /// finalizer rides on writes they make anyway.
+    #[arg(long, value_name = "DIR")]
+    pub intent_journal: Option<std::path::PathBuf>,
+
     /// Bind every claim and PV in the cluster, not only this driver's: for clusters that run
     /// kube-controller-manager with its PV binder switched off. The same as --binder=all.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]

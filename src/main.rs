@@ -101,6 +101,21 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let queues = Queues::new(backoff);
     let on_change = queues.on_change(config.volume_name_prefix.clone(), config.uuid_length());
+    let journal = match (&config.intent_journal, config.binder().binds()) {
+        (Some(dir), false) => {
+            let journal = controller::Journal::open(dir)
+                .context("cannot use the directory of --intent-journal")?;
+            info!(dir = %dir.display(), open = journal.len(), "provisioning intents kept in the intent journal");
+            Some(std::sync::Arc::new(journal))
+        }
+        (Some(_), true) => {
+            info!(
+                "--intent-journal is not used when this process binds: the claim finalizer rides on the binding writes"
+            );
+            None
+        }
+        (None, _) => None,
+    };
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
         let driver = csi
@@ -148,6 +163,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             annotate_fs_resize: config.feature_gates.annotate_fs_resize,
             // Four resyncs (a minute by default): the binder hands a claim over at once.
             handover_grace: config.resync_period * 4,
+            journal,
         },
     );
     // Ready means the caches are warm: a standby is ready to take over at once.

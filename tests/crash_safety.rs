@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use kube::api::DeleteParams;
 use serde_json::json;
-use support::cluster::{World, eventually, finalizers};
+use support::cluster::{INTENT_JOURNAL, World, eventually, finalizers, journal_entries};
 use support::fake_driver::{DriverConfig, Fault};
 
 const CLAIMS: usize = 50;
@@ -204,4 +204,98 @@ async fn sigterm_under_load_exits_cleanly_and_a_restart_finishes_the_work() {
             claim.metadata.name
         );
     }
+}
+
+/// With the intent journal (`--intent-journal`, beside a binder that hands claims over): the
+/// driver made the volume, the sidecar stopped before recording it in a PV, and the claim was
+/// deleted for good meanwhile; nothing holds the claim back, so only the journal remembers.
+/// The restarted sidecar finds that volume and deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_gone_between_create_volume_and_its_pv_leaves_no_volume_with_the_journal() {
+    let mut world = World::start(
+        "journal-orphan",
+        DriverConfig::default(),
+        &["--binder=external", INTENT_JOURNAL, "--resync-period=2s"],
+    )
+    .await;
+    world.create_class("journaled", json!({})).await;
+    world.driver.inject("CreateVolume", Fault::Hang);
+    let claim = world
+        .create_claim(
+            "orphan",
+            "journaled",
+            "1Gi",
+            // What kube-controller-manager's binder writes when no PV matches: the hand-over.
+            json!({"metadata": {"annotations": {
+                "volume.kubernetes.io/storage-provisioner": world.driver_name.clone()
+            }}}),
+        )
+        .await;
+    let uid = claim.metadata.uid.clone().unwrap();
+    let asked = eventually(Duration::from_secs(30), || async {
+        (!world.driver.calls_of("CreateVolume").is_empty()).then_some(())
+    })
+    .await;
+    assert!(asked.is_some(), "{}", world.sidecar.log_text());
+    assert_eq!(
+        journal_entries(world.dir.path()),
+        [format!("{uid}.json")],
+        "the intent is on disk before CreateVolume"
+    );
+    let live = world.claims().get("orphan").await.unwrap();
+    assert!(
+        finalizers(&live).is_empty(),
+        "no claim write for the intent"
+    );
+
+    // Frozen while the driver finishes: the volume exists, its answer never gets read.
+    let pid = world.sidecar.child.id().unwrap();
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    world.driver.release();
+    let made = eventually(Duration::from_secs(10), || async {
+        (world.driver.volume_count() == 1).then_some(())
+    })
+    .await;
+    assert!(made.is_some(), "the driver made the volume");
+    world
+        .claims()
+        .delete("orphan", &DeleteParams::default())
+        .await
+        .unwrap();
+    world
+        .claims()
+        .patch(
+            "orphan",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .ok();
+    let gone = eventually(Duration::from_secs(10), || async {
+        world
+            .claims()
+            .get_opt("orphan")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the claim is gone");
+    world.kill_and_restart();
+
+    let cleaned = eventually(Duration::from_secs(60), || async {
+        (world.driver.volume_count() == 0 && journal_entries(world.dir.path()).is_empty())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        cleaned.is_some(),
+        "volumes {:?}, journal {:?}:\n{}",
+        world.driver.volumes(),
+        journal_entries(world.dir.path()),
+        world.sidecar.log_text()
+    );
+    assert_eq!(world.driver.deleted_ids().len(), 1);
+    assert!(world.driver_volumes_in_api().await.is_empty(), "no PV");
 }

@@ -190,6 +190,12 @@ impl Stack {
                 if kind == StackKind::Ours {
                     // kube-controller-manager runs without its binder here: we are the binder.
                     args.push("--bind-all".into());
+                } else {
+                    // As deploy/ runs it: provisioning intents in files, not claim finalizers.
+                    args.push(format!(
+                        "--intent-journal={}",
+                        dir.join("intents").display()
+                    ));
                 }
                 args.extend(throttle.flags());
                 procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);

@@ -162,7 +162,7 @@ impl Controller {
         key: &ClaimKey,
         claim: PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
-        match handover(&claim, &self.settings.driver) {
+        match handover(&claim, &self.settings.driver, self.journaled(&claim)) {
             Handover::None => {
                 let age = claim
                     .metadata

@@ -11,7 +11,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::error::is_status;
-use super::{ClaimKey, Controller, Outcome, SyncError, set_finalizers, without};
+use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
 use crate::provision::claim::{self, ClaimAction, ClaimContext, has_intent};
@@ -59,7 +59,8 @@ impl Controller {
                         Err(note) => return Ok(self.provision_failed(key, &claim, note).await),
                     }
                     claim = self.record_intent(&claim).await?;
-                    fresh = true;
+                    // A journaled intent wrote nothing: the copy is still the cache's.
+                    fresh = self.journal.is_none();
                 }
                 ClaimAction::Provision(plan) | ClaimAction::Abandon(plan) if !fresh => {
                     let _ = plan;
@@ -110,7 +111,7 @@ impl Controller {
         Ok(Outcome::Again)
     }
 
-    fn decide_claim(&self, claim: &PersistentVolumeClaim) -> ClaimAction {
+    pub(super) fn decide_claim(&self, claim: &PersistentVolumeClaim) -> ClaimAction {
         let class_name = plan::class_name(claim).unwrap_or_default();
         let class = self
             .stores
@@ -130,6 +131,7 @@ impl Controller {
                     volume: source_volume.as_deref(),
                 },
                 binds: self.scope.binder.binds(),
+                journaled: self.journaled(claim),
             },
         )
     }
@@ -190,46 +192,6 @@ impl Controller {
             .get_opt(name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))
-    }
-
-    /// One write makes the intent durable: our finalizer, and the provisioner annotations the
-    /// binder would write.
-    async fn record_intent(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        let mut finalizers = claim.finalizers().to_vec();
-        finalizers.push(FINALIZER_PROVISIONING.to_string());
-        let mut metadata = json!({
-            "resourceVersion": claim.resource_version(),
-            "finalizers": finalizers,
-        });
-        let driver = &self.settings.driver;
-        if claim.annotations().get(ANN_STORAGE_PROVISIONER) != Some(driver) {
-            metadata["annotations"] = json!({
-                ANN_STORAGE_PROVISIONER: driver,
-                ANN_BETA_STORAGE_PROVISIONER: driver,
-            });
-        }
-        let updated = self
-            .patch_claim(
-                claim,
-                json!({ "metadata": metadata }),
-                "record the provisioning intent on the claim",
-            )
-            .await?;
-        self.events
-            .normal(
-                &reference(&updated),
-                EVENT_PROVISIONING,
-                format!(
-                    "External provisioner is provisioning volume for claim \"{}/{}\"",
-                    updated.namespace().unwrap_or_default(),
-                    updated.name_any()
-                ),
-            )
-            .await;
-        Ok(updated)
     }
 
     /// CreateVolume, record the PV, bind. A failed driver call waits for its backoff. `known`:
@@ -319,7 +281,8 @@ impl Controller {
     ) -> Result<(), SyncError> {
         if self.scope.binder.binds() {
             self.bind(claim, pv).await
-        } else if claim::claim_bound(claim) {
+        } else if claim::claim_bound(claim) || !has_intent(claim) {
+            // A journal entry goes now; a finalizer once the binder has bound the claim.
             self.drop_intent(claim).await
         } else {
             Ok(())
@@ -478,7 +441,7 @@ impl Controller {
 
     /// The claim no longer wants its volume: CreateVolume (idempotent) tells whether the volume
     /// exists and its id; then delete it, or record it when the class retains volumes.
-    async fn abandon(
+    pub(super) async fn abandon(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
@@ -574,22 +537,6 @@ impl Controller {
             Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
             other => other,
         }
-    }
-
-    async fn drop_intent(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
-        if !has_intent(claim) {
-            return Ok(());
-        }
-        let updated = set_finalizers(
-            &self.claims_api(claim),
-            claim,
-            without(claim, FINALIZER_PROVISIONING),
-        )
-        .await?;
-        if let Some(claim) = updated {
-            self.wrote_claim(&claim);
-        }
-        Ok(())
     }
 
     /// A populator source: said once per claim, then left alone.

@@ -36,6 +36,9 @@ pub enum SyncError {
     /// The cluster holds something that contradicts our records; reported in an Event.
     #[error("{0}")]
     Inconsistent(String),
+    /// The intent journal's disk failed; nothing was sent to the driver.
+    #[error(transparent)]
+    Journal(#[from] super::journal::JournalError),
 }
 
 impl SyncError {
@@ -61,6 +64,7 @@ impl SyncError {
             },
             SyncError::Input(_) => SyncErrorClass::Infeasible,
             SyncError::Inconsistent(_) => SyncErrorClass::Final,
+            SyncError::Journal(_) => SyncErrorClass::Final,
         }
     }
 }

@@ -6,6 +6,8 @@ mod claims;
 mod error;
 mod events;
 mod expansion;
+mod intent;
+mod journal;
 mod stranded;
 mod volumes;
 
@@ -19,6 +21,7 @@ use kube::{Client, ResourceExt};
 use tracing::{Instrument, debug, field, info_span, warn};
 
 pub use error::{SyncError, SyncErrorClass};
+pub use journal::{Journal, JournalError};
 
 use crate::binder::usage::ClaimUse;
 use crate::binder::{Scope, VolumeIndex};
@@ -86,10 +89,13 @@ pub struct Controller {
     /// copy from the store (the watch behind our own write) would write on stale data and
     /// conflict; it waits for the watch instead, whose event queues the claim again.
     claim_written: Mutex<HashMap<ClaimKey, u64>>,
+    /// `--intent-journal` beside kube-controller-manager's binder: intents in files, not in a
+    /// claim finalizer.
+    journal: Option<Arc<Journal>>,
 }
 
 /// Process-wide switches from the flags.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Switches {
     /// `--binder` (or `--bind-all`).
     pub binder: crate::binder::Binder,
@@ -100,6 +106,8 @@ pub struct Switches {
     /// With `--binder=external`: how long an unbound claim of ours may wait for the cluster's
     /// binder to hand it over before we say the binder seems missing.
     pub handover_grace: Duration,
+    /// `--intent-journal`, opened; None: intents are claim finalizers.
+    pub journal: Option<Arc<Journal>>,
 }
 
 /// The queues and the PV index, to be fed by the watches before the controller exists.
@@ -233,6 +241,7 @@ impl Controller {
             resizes: expansion::Resizes::default(),
             stranded: stranded::Stranded::default(),
             claim_written: Mutex::default(),
+            journal: switches.journal,
         })
     }
 
@@ -258,9 +267,11 @@ impl Controller {
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(options.resync);
                 tick.tick().await;
+                me.settle_journal().await;
                 loop {
                     tick.tick().await;
                     me.enqueue_all();
+                    me.settle_journal().await;
                 }
             })
         };

@@ -35,6 +35,8 @@ pub struct ClaimContext<'a> {
     pub clone_source: CloneSource<'a>,
     /// This process binds (`--binder` driver or all); false beside kube-controller-manager's.
     pub binds: bool,
+    /// The claim's intent is in the intent journal (`--intent-journal`) rather than a finalizer.
+    pub journaled: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -93,7 +95,8 @@ pub fn has_intent(claim: &PersistentVolumeClaim) -> bool {
 
 /// Decides the next step for `claim`.
 pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
-    let has_intent = has_intent(claim);
+    let finalizer = has_intent(claim);
+    let has_intent = finalizer || ctx.journaled;
     let deleting = claim.metadata.deletion_timestamp.is_some();
     let volume_name = plan::volume_name_for(claim, ctx.settings);
     let bound_to = claim
@@ -142,6 +145,9 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     // The intent exists: a volume may exist in the driver.
     if our_pv.is_some() {
         return if deleting || bound_to.is_some_and(|b| b != volume_name) {
+            ClaimAction::DropIntent
+        } else if !ctx.binds && !finalizer {
+            // A journal entry goes at once: no claim write to conflict with the binder's.
             ClaimAction::DropIntent
         } else if !ctx.binds && !claim_bound(claim) {
             // The cluster's binder is binding it; our claim write then would conflict with
@@ -202,14 +208,15 @@ pub enum Handover {
     Expand,
 }
 
-/// The claim pass beside kube-controller-manager's binder.
-pub fn handover(claim: &PersistentVolumeClaim, driver: &str) -> Handover {
+/// The claim pass beside kube-controller-manager's binder. `journaled`: its intent is in the
+/// intent journal.
+pub fn handover(claim: &PersistentVolumeClaim, driver: &str, journaled: bool) -> Handover {
     let volume = claim
         .spec
         .as_ref()
         .and_then(|s| s.volume_name.as_deref())
         .filter(|v| !v.is_empty());
-    if has_intent(claim) {
+    if has_intent(claim) || journaled {
         Handover::Provision
     } else if volume.is_some() {
         if claim_bound(claim) {
@@ -362,6 +369,11 @@ mod tests {
 
     /// Runs a decision table; `binds`: whether this process binds.
     fn check(s: &Settings, table: Vec<Row<'_>>, binds: bool) {
+        check_with(s, table, binds, false)
+    }
+
+    /// As `check`; `journaled`: the claim's intent is in the intent journal.
+    fn check_with(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool) {
         for (case, patch, class, volume, want) in table {
             let c = claim(patch);
             let ctx = ClaimContext {
@@ -371,6 +383,7 @@ mod tests {
                 volume,
                 clone_source: CloneSource::default(),
                 binds,
+                journaled,
             };
             assert_eq!(decide(&c, &ctx).name(), want, "{case}");
         }
@@ -611,6 +624,57 @@ mod tests {
         check(&s, table, false);
     }
 
+    /// The intent in the journal (`--intent-journal`): the same guard before CreateVolume, and
+    /// it goes as soon as the PV records the volume, with no claim write.
+    #[test]
+    fn decision_table_with_the_intent_journal() {
+        let s = settings();
+        let ours = class(DRIVER, json!({}));
+        let our_pv = pv(DRIVER, UID);
+        let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+        let elsewhere = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": "static-1"}});
+        let table: Vec<Row<'_>> = vec![
+            ("journaled", handed.clone(), Some(&ours), None, "provision"),
+            (
+                "journaled, PV made: dropped at once",
+                handed,
+                Some(&ours),
+                Some(&our_pv),
+                "drop-intent",
+            ),
+            (
+                "journaled, claim deleted (or gone: its copy)",
+                deleting.clone(),
+                Some(&ours),
+                None,
+                "abandon",
+            ),
+            (
+                "journaled, claim deleted, PV made",
+                deleting.clone(),
+                Some(&ours),
+                Some(&our_pv),
+                "drop-intent",
+            ),
+            (
+                "journaled, claim deleted, class gone",
+                deleting,
+                None,
+                None,
+                "cannot-abandon",
+            ),
+            (
+                "journaled, bound to another PV",
+                elsewhere,
+                Some(&ours),
+                None,
+                "abandon",
+            ),
+        ];
+        check_with(&s, table, false, true);
+    }
+
     #[test]
     fn a_claim_no_binder_handed_over_is_noticed_after_the_grace() {
         use std::time::Duration;
@@ -691,7 +755,11 @@ mod tests {
             ),
         ];
         for (case, patch, want) in table {
-            assert_eq!(handover(&claim(patch), DRIVER), want, "{case}");
+            assert_eq!(handover(&claim(patch), DRIVER, false), want, "{case}");
+        }
+        // A journaled intent is ours to finish, whatever the binder did meanwhile.
+        for patch in [json!({}), json!({"spec": {"volumeName": "v"}})] {
+            assert_eq!(handover(&claim(patch), DRIVER, true), Handover::Provision);
         }
     }
 

@@ -125,7 +125,9 @@ impl<D> World<D> {
             "--retry-interval-start=200ms".to_string(),
             "--retry-interval-max=2s".to_string(),
         ];
-        args.extend(extra_args.iter().map(|a| a.to_string()));
+        // `{dir}` stands for the world's directory, which outlives sidecar restarts.
+        let home = dir.path().display().to_string();
+        args.extend(extra_args.iter().map(|a| a.replace("{dir}", &home)));
         let mut sidecar = Sidecar::start(dir.path(), &args);
         assert!(
             sidecar.wait_ready(Duration::from_secs(60)).await,
@@ -364,6 +366,20 @@ impl<D> World<D> {
 }
 
 /// Polls `check` every 200 ms until it gives Some, or `limit` passes.
+/// The intent journal in the world's directory: the same one after every restart.
+pub const INTENT_JOURNAL: &str = "--intent-journal={dir}/intents";
+
+/// The files of the world's intent journal (`INTENT_JOURNAL`).
+pub fn journal_entries(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir.join("intents"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
