@@ -11,7 +11,7 @@ export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
 
-.PHONY: all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers
+.PHONY: all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -42,7 +42,12 @@ sanity: peers
 # kube-controller-manager's storage controllers, one fresh plane per test, one at a time.
 integration: peers
 	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election
-	$(CARGO) test --locked --test beside_kcm --test hostpath_e2e -- --test-threads=1
+	$(CARGO) test --locked --test beside_kcm --test hostpath_e2e --test binder_differential -- --test-threads=1 --nocapture
+
+# The binder against kube-controller-manager's on 500 generated states (BINDER_DIFF_SEED replays
+# a run); `make test` runs 40 of them and the hand-written ones.
+fuzz-binder: peers
+	BINDER_DIFF_STATES=$${BINDER_DIFF_STATES:-500} $(CARGO) test --locked --test binder_differential -- --nocapture
 
 test: peers lint unit sanity integration demo-ci
 

@@ -30,6 +30,9 @@ pub struct CsiLabels {
     pub grpc_status_code: String,
 }
 
+/// Passes one key got in one resync period: a settled key 1, a retried one a few.
+const PASS_BUCKETS: [f64; 8] = [1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 100.0, 1000.0];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct QueueLabels {
     pub name: String,
@@ -49,6 +52,7 @@ pub struct Metrics {
     pub queue_depth: Family<QueueLabels, Gauge>,
     pub queue_adds: Family<QueueLabels, Counter>,
     pub queue_retries: Family<QueueLabels, Counter>,
+    pub passes_per_key: Family<QueueLabels, Histogram, fn() -> Histogram>,
     pub claim_bound: Histogram,
     pub resize_done: Histogram,
     pub api_writes: Family<WriteLabels, Counter>,
@@ -56,6 +60,10 @@ pub struct Metrics {
 
 fn csi_histogram() -> Histogram {
     Histogram::new(CSI_BUCKETS)
+}
+
+fn pass_histogram() -> Histogram {
+    Histogram::new(PASS_BUCKETS)
 }
 
 impl Metrics {
@@ -88,6 +96,15 @@ impl Metrics {
             "Retries scheduled after a failed pass",
             queue_retries.clone(),
         );
+        let passes_per_key =
+            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                pass_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "csi_pv_controller_passes_per_key",
+            "Passes each key of a work queue got in one resync period, observed per key at every resync",
+            passes_per_key.clone(),
+        );
         let claim_bound = Histogram::new(OPERATION_BUCKETS);
         registry.register(
             "csi_pv_controller_claim_bound_seconds",
@@ -112,6 +129,7 @@ impl Metrics {
             queue_depth,
             queue_adds,
             queue_retries,
+            passes_per_key,
             claim_bound,
             resize_done,
             api_writes,

@@ -33,6 +33,8 @@ struct State<K> {
     /// Keys added while a worker had them; they are queued again when that worker is done.
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
+    /// Passes handed out per key since the last [`WorkQueue::take_passes`].
+    passes: HashMap<K, u32>,
     closed: bool,
 }
 
@@ -81,6 +83,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     active: HashSet::new(),
                     dirty: HashSet::new(),
                     failures: HashMap::new(),
+                    passes: HashMap::new(),
                     closed: false,
                 }),
                 wake: Notify::new(),
@@ -201,6 +204,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 if let Some(key) = state.ready.pop_front() {
                     state.queued.remove(&key);
                     state.active.insert(key.clone());
+                    *state.passes.entry(key.clone()).or_insert(0) += 1;
                     let more = !state.ready.is_empty();
                     let depth = state.ready.len();
                     drop(state);
@@ -225,6 +229,28 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             drop(state);
             self.inner.wake.notify_one();
         }
+    }
+
+    /// The passes each key got since the last call, and a fresh count from now on. Called once
+    /// per resync: a settled key gets about one pass per call, a hot loop thousands.
+    pub fn take_passes(&self) -> HashMap<K, u32> {
+        std::mem::take(&mut self.state().passes)
+    }
+
+    /// Takes the passes (`take_passes`) into `csi_pv_controller_passes_per_key`, and returns the
+    /// keys that got at least `hot` of them.
+    pub fn observe_passes(&self, hot: u32) -> Vec<(K, u32)> {
+        let passes = self.take_passes();
+        if let Some(labels) = &self.inner.name {
+            let histogram = crate::metrics::metrics()
+                .passes_per_key
+                .get_or_create(labels)
+                .clone();
+            for count in passes.values() {
+                histogram.observe(f64::from(*count));
+            }
+        }
+        passes.into_iter().filter(|(_, n)| *n >= hot).collect()
     }
 
     /// Keys waiting for a worker.
@@ -308,6 +334,23 @@ mod tests {
         assert!(q.is_empty());
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(q.next().await.unwrap(), "a");
+    }
+
+    #[tokio::test]
+    async fn passes_are_counted_per_key_until_taken() {
+        let q = queue();
+        for _ in 0..3 {
+            q.add("hot");
+            assert_eq!(q.next().await.unwrap(), "hot");
+            q.done(&"hot");
+        }
+        q.add("calm");
+        assert_eq!(q.next().await.unwrap(), "calm");
+        q.done(&"calm");
+        let passes = q.take_passes();
+        assert_eq!(passes.get("hot"), Some(&3));
+        assert_eq!(passes.get("calm"), Some(&1));
+        assert!(q.take_passes().is_empty());
     }
 
     #[tokio::test]

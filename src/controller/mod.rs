@@ -35,6 +35,9 @@ use crate::queue::{Backoff, WorkQueue};
 /// A claim's queue key: namespace and name.
 pub type ClaimKey = ObjectRef<PersistentVolumeClaim>;
 
+/// Passes of one key in one resync period beyond what changes and backoff retries explain.
+const HOT_KEY_PASSES: u32 = 100;
+
 /// How a pass over one key ended, when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -270,6 +273,7 @@ impl Controller {
                 me.settle_journal().await;
                 loop {
                     tick.tick().await;
+                    me.report_hot_keys();
                     me.enqueue_all();
                     me.settle_journal().await;
                 }
@@ -315,6 +319,17 @@ impl Controller {
         }
         for v in volumes {
             self.volumes.add(v.name_any());
+        }
+    }
+
+    /// Once per resync: how often each key was worked on since the last one, into the metric;
+    /// a key worked on far more often than changes and retries explain is a loop, said loudly.
+    fn report_hot_keys(&self) {
+        for (key, passes) in self.claims.observe_passes(HOT_KEY_PASSES) {
+            warn!(claim = %key, passes, "claim worked on {passes} times in one resync period: a hot loop; please report it with this log");
+        }
+        for (key, passes) in self.volumes.observe_passes(HOT_KEY_PASSES) {
+            warn!(volume = %key, passes, "PersistentVolume worked on {passes} times in one resync period: a hot loop; please report it with this log");
         }
     }
 

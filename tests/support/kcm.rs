@@ -22,6 +22,11 @@ pub const KCM_STORAGE_CONTROLLERS: &str = "persistentvolume-binder-controller,pe
 
 impl Kcm {
     pub fn start(plane: &ControlPlane, controllers: &str) -> Kcm {
+        Self::start_with(plane, controllers, &[])
+    }
+
+    /// As `start`, with extra flags (e.g. `--pvclaimbinder-sync-period=1s`).
+    pub fn start_with(plane: &ControlPlane, controllers: &str, extra: &[&str]) -> Kcm {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = plane.dir.join(format!("kube-controller-manager-{n}.log"));
@@ -32,7 +37,8 @@ impl Kcm {
             .arg("--leader-elect=false")
             .arg("--secure-port=0")
             .arg("--use-service-account-credentials=false")
-            .arg("--v=2");
+            .arg("--v=2")
+            .args(extra);
         let child = spawn(command, &log).unwrap_or_else(|e| panic!("{e}"));
         Kcm { child, log }
     }
