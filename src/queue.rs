@@ -253,6 +253,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         passes.into_iter().filter(|(_, n)| *n >= hot).collect()
     }
 
+    /// No key waits and none is being worked on.
+    pub fn is_idle(&self) -> bool {
+        let state = self.state();
+        state.ready.is_empty() && state.active.is_empty()
+    }
+
     /// Keys waiting for a worker.
     pub fn len(&self) -> usize {
         self.state().ready.len()

@@ -150,7 +150,7 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "",
             "persistentVolumeReclaimPolicy": "Delete",
-            "hostPath": {"path": "/tmp/doomed-host-path"},
+            "hostPath": {"path": "/srv/doomed-host-path"},
         }
     }))
     .unwrap();

@@ -34,8 +34,10 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binder_ends_where_kube_controller_managers_ends() {
+/// Plain `#[test]`: the planes start outside any runtime (their launcher runs one of its own), on
+/// this thread, which outlives them.
+#[test]
+fn the_binder_ends_where_kube_controller_managers_ends() {
     let seed = env_number(
         "BINDER_DIFF_SEED",
         std::time::SystemTime::now()
@@ -51,12 +53,31 @@ async fn the_binder_ends_where_kube_controller_managers_ends() {
     for _ in 0..count {
         states.push(State::generate(&mut random));
     }
+    // Every state keeps its number; `BINDER_DIFF_ONLY=s80,s91` replays just those.
+    let only: Vec<String> = std::env::var("BINDER_DIFF_ONLY")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let states: Vec<(String, State)> = states
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (format!("s{i}"), s))
+        .filter(|(id, _)| only.is_empty() || only.contains(id))
+        .collect();
     let started = Instant::now();
     let mut differences = Vec::new();
-    let mut base = 0;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = PlaneOptions {
+        audit: false,
+        protection_finalizers: false,
+    };
     for batch in states.chunks(BATCH) {
-        differences.extend(run_batch(base, batch).await);
-        base += batch.len();
+        let upstream = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
+        let ours = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
+        differences.extend(runtime.block_on(run_batch(&upstream, &ours, batch)));
     }
     println!(
         "binder differential: {} states ({written} hand-written, {count} generated, seed {seed}) compared in {:.0} s: {} differed",
@@ -71,20 +92,17 @@ async fn the_binder_ends_where_kube_controller_managers_ends() {
     );
 }
 
-/// One pair of planes for `batch` (states numbered from `base`): load, run, settle, compare.
-async fn run_batch(base: usize, batch: &[State]) -> Vec<String> {
-    let options = PlaneOptions {
-        audit: false,
-        protection_finalizers: false,
-    };
-    let upstream = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
-    let ours = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
+/// One pair of planes for `batch`: load, run, settle, compare.
+async fn run_batch(
+    upstream: &OwnedPlane,
+    ours: &OwnedPlane,
+    batch: &[(String, State)],
+) -> Vec<String> {
     let upstream_client = upstream.plane.client().await;
     let our_client = ours.plane.client().await;
-    for (i, state) in batch.iter().enumerate() {
-        let id = format!("s{}", base + i);
-        state.load(&upstream_client, &id).await;
-        state.load(&our_client, &id).await;
+    for (id, state) in batch {
+        state.load(&upstream_client, id).await;
+        state.load(&our_client, id).await;
     }
     let kcm = Kcm::start_with(
         &upstream.plane,
@@ -110,12 +128,11 @@ async fn run_batch(base: usize, batch: &[State]) -> Vec<String> {
             "--resync-period=1s".into(),
         ],
     );
-    let ids: Vec<String> = (0..batch.len()).map(|i| format!("s{}", base + i)).collect();
+    let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
     let theirs = settle(&upstream_client, &ids).await;
     let mine = settle(&our_client, &ids).await;
     let mut differences = Vec::new();
-    for (i, state) in batch.iter().enumerate() {
-        let id = &ids[i];
+    for (id, state) in batch {
         let (a, b) = (&theirs[id], &mine[id]);
         if a != b {
             differences.push(format!(
@@ -127,19 +144,23 @@ async fn run_batch(base: usize, batch: &[State]) -> Vec<String> {
         }
     }
     if !differences.is_empty() {
-        println!(
-            "--- sidecar log (last lines):\n{}",
-            tail(&sidecar.log_text(), 40)
+        // Both binders' logs, kept past the planes' removal.
+        let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("binder-differential");
+        let _ = std::fs::create_dir_all(&keep);
+        let first = &batch[0].0;
+        let _ = std::fs::copy(
+            &kcm.log,
+            keep.join(format!("{first}-kube-controller-manager.log")),
         );
+        let _ = std::fs::copy(
+            &sidecar.log,
+            keep.join(format!("{first}-csi-pv-controller.log")),
+        );
+        println!("logs of the batch from {first} kept in {}", keep.display());
     }
     drop(kcm);
     drop(sidecar);
     differences
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// Summaries of every state once they stopped changing for `QUIET`.

@@ -1208,6 +1208,17 @@ fn s3_8_reclaim_by_policy() {
             .collect(),
     );
     assert_eq!(super::volume::reclaim(&theirs, DRIVER), Reclaim::External);
+    // Another driver's CSI PV without the annotation: left Released, as kube-controller-
+    // manager leaves every CSI PV to an external deleter (its differential test shows it).
+    let mut other_csi = released("Delete", false);
+    merge_pv(
+        &mut other_csi,
+        json!({"spec": {"csi": {"driver": "other.csi", "volumeHandle": "h"}}}),
+    );
+    assert_eq!(
+        super::volume::reclaim(&other_csi, DRIVER),
+        Reclaim::External
+    );
     match super::volume::reclaim(&released("Delete", false), DRIVER) {
         Reclaim::Fail(n) => {
             assert_eq!(n.reason, "VolumeFailedDelete");

@@ -110,8 +110,14 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
     match policy(pv) {
         "Retain" => Reclaim::Keep,
         "Delete" if is_drivers(pv, driver) => Reclaim::Delete,
-        // Another provisioner made it and deletes it.
-        "Delete" if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some() => Reclaim::External,
+        // Another provisioner made it and deletes it; any CSI PV is left to its driver's
+        // provisioner (kube-controller-manager's "external deleter": Released, silently).
+        "Delete"
+            if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some()
+                || pv.spec.as_ref().is_some_and(|s| s.csi.is_some()) =>
+        {
+            Reclaim::External
+        }
         // Nothing can delete it (no plugin here, no provisioner named): say so, as upstream.
         "Delete" => Reclaim::Fail(Notice {
             warning: true,

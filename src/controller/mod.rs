@@ -253,9 +253,20 @@ impl Controller {
         let mut tasks = Vec::new();
         for _ in 0..options.workers {
             let me = self.clone();
-            tasks.push(tokio::spawn(async move { me.claim_worker().await }));
-            let me = self.clone();
             tasks.push(tokio::spawn(async move { me.volume_worker().await }));
+        }
+        if self.scope.binder.binds() {
+            // PVs first: one a previous binder left Pending (or unclaimed in another phase) is
+            // Available before claims look for a match, as kube-controller-manager's binder
+            // ends up; else a claim might be handed to a provisioner for nothing.
+            let started = Instant::now();
+            while !self.volumes.is_idle() && started.elapsed() < options.resync {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        for _ in 0..options.workers {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.claim_worker().await }));
         }
         let classes = {
             let me = self.clone();

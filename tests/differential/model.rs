@@ -91,6 +91,8 @@ pub struct ClaimSpec {
     pub bound_by_controller: bool,
     pub phase: Option<&'static str>,
     pub block: bool,
+    /// `volumeAttributesClassName: gold` (the class need not exist for binding).
+    pub vac: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +106,9 @@ pub struct VolumeSpec {
     pub phase: Option<&'static str>,
     pub bound_by_controller: bool,
     pub block: bool,
+    pub vac: bool,
+    /// An in-tree source (hostPath) rather than CSI; never with `vac`, which needs CSI.
+    pub in_tree: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -152,6 +157,7 @@ impl State {
                         (10, Some("Lost")),
                     ]),
                     block: r.chance(10),
+                    vac: r.chance(15),
                     volume,
                 }
             })
@@ -164,7 +170,7 @@ impl State {
                 i += 1;
                 i - 1 == free || c.volume.is_some()
             });
-            for c in &mut claim_specs {
+            for c in claim_specs.iter_mut() {
                 if c.volume.is_some() {
                     c.volume = Some(usize::MAX);
                 }
@@ -173,7 +179,7 @@ impl State {
         let claims = claim_specs.len();
         // Distinct sizes: "the smallest fitting PV" has one answer.
         let mut sizes = vec!["1Gi", "2Gi", "3Gi", "5Gi"];
-        let volume_specs = (0..volumes)
+        let volume_specs: Vec<VolumeSpec> = (0..volumes)
             .map(|_| VolumeSpec {
                 class: r.pick(&classes),
                 size: sizes.remove(r.below(sizes.len() as u64) as usize),
@@ -201,6 +207,8 @@ impl State {
                 ]),
                 bound_by_controller: r.chance(20),
                 block: r.chance(10),
+                vac: r.chance(15),
+                in_tree: r.chance(10),
             })
             .collect();
         State {
@@ -208,6 +216,63 @@ impl State {
             claims: claim_specs,
             volumes: volume_specs,
         }
+        .without_races()
+    }
+
+    /// Which of two claims a binder serves first, and which PVs it has made Available by the
+    /// time a claim looks, are not part of its semantics: kube-controller-manager's own runs of
+    /// one state differ there. So no PV that a claimRef does not tie to one claim is named by
+    /// two claims, and with a claim looking, every unclaimed PV starts Available.
+    pub fn without_races(mut self) -> State {
+        let (claim_specs, volume_specs) = (&mut self.claims, &mut self.volumes);
+        // Two PVs pre-bound to one claim: kube-controller-manager takes whichever its index
+        // (a Go map) yields first. One stays tied; the others name the claim with another UID.
+        let mut tied_to = std::collections::BTreeSet::new();
+        for v in volume_specs.iter_mut() {
+            if let ClaimRef::Claim(i, Uid::Matching | Uid::Empty) = v.claim_ref
+                && !tied_to.insert(i)
+            {
+                v.claim_ref = ClaimRef::Claim(i, Uid::Wrong);
+            }
+        }
+        // A claim naming a PV whose claimRef names another claim: whether the binder sees the
+        // claimRef's claim let go of it first (and the first claim take it) or not (and the first
+        // claim Lost for a moment) is the order of its two workers. So that other claim names the
+        // PV too: a plain double bind.
+        for (k, v) in volume_specs.iter().enumerate() {
+            if let ClaimRef::Claim(i, _) = v.claim_ref
+                && claim_specs
+                    .iter()
+                    .enumerate()
+                    .any(|(j, c)| j != i && c.volume == Some(k))
+            {
+                claim_specs[i].volume = Some(k);
+            }
+        }
+        let tied =
+            |v: &VolumeSpec| matches!(v.claim_ref, ClaimRef::Claim(_, Uid::Matching | Uid::Empty));
+        for (k, v) in volume_specs.iter().enumerate() {
+            if tied(v) {
+                continue;
+            }
+            let mut named = false;
+            for c in claim_specs.iter_mut() {
+                if c.volume == Some(k) {
+                    if named {
+                        c.volume = Some(usize::MAX);
+                    }
+                    named = true;
+                }
+            }
+        }
+        if claim_specs.iter().any(|c| c.volume.is_none()) {
+            for v in volume_specs.iter_mut() {
+                if v.claim_ref == ClaimRef::None {
+                    v.phase = Some("Available");
+                }
+            }
+        }
+        self
     }
 
     pub fn describe(&self) -> String {
@@ -265,6 +330,9 @@ impl State {
             if c.selector {
                 spec["selector"] = json!({"matchLabels": {"tier": "gold"}});
             }
+            if c.vac {
+                spec["volumeAttributesClassName"] = json!("gold");
+            }
             if let Some(v) = c.volume {
                 spec["volumeName"] = json!(volume_name(id, v));
             }
@@ -304,8 +372,17 @@ impl State {
                 "capacity": {"storage": v.size},
                 "persistentVolumeReclaimPolicy": v.reclaim,
                 "volumeMode": if v.block { "Block" } else { "Filesystem" },
-                "hostPath": {"path": format!("/tmp/{name}")},
             });
+            if v.in_tree && !v.vac {
+                // Not under /tmp: kube-controller-manager's in-tree hostPath deleter removes those.
+                spec["hostPath"] = json!({"path": format!("/srv/differential/{name}")});
+            } else {
+                // A driver nobody here serves.
+                spec["csi"] = json!({"driver": "elsewhere.csi.test", "volumeHandle": name});
+            }
+            if v.vac {
+                spec["volumeAttributesClassName"] = json!("gold");
+            }
             match &v.claim_ref {
                 ClaimRef::None => {}
                 ClaimRef::Claim(k, uid) => {
@@ -360,6 +437,7 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
         .map(|l| l.items)
         .unwrap_or_default();
     let mut uid_names = BTreeMap::new();
+    let mut bound_claims = BTreeSet::new();
     for c in &claims {
         let ns = c.metadata.namespace.clone().unwrap_or_default();
         let name = c.metadata.name.clone().unwrap_or_default();
@@ -370,8 +448,18 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
         let Some(summary) = out.get_mut(&ns) else {
             continue;
         };
-        let v = serde_json::to_value(c).unwrap_or_default();
+        let mut v = serde_json::to_value(c).unwrap_or_default();
         let key = format!("claim {name}");
+        if v["status"]["phase"] == "Bound" {
+            // Whether the binder handed a claim to a provisioner before it found the PV it ended
+            // on is timing: kube-controller-manager does it in some runs of one state, when its
+            // claim worker comes before its volume worker made that PV Available.
+            if let Some(a) = v["metadata"]["annotations"].as_object_mut() {
+                a.remove("volume.kubernetes.io/storage-provisioner");
+                a.remove("volume.beta.kubernetes.io/storage-provisioner");
+            }
+            bound_claims.insert((ns.clone(), name.clone()));
+        }
         put(summary, &key, "phase", &v["status"]["phase"]);
         put(summary, &key, "volumeName", &v["spec"]["volumeName"]);
         put(summary, &key, "capacity", &v["status"]["capacity"]);
@@ -435,10 +523,14 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
         let o = &e.involved_object;
         let name = o.name.clone().unwrap_or_default();
         let (state, key) = match o.kind.as_deref() {
-            Some("PersistentVolumeClaim") => (
-                o.namespace.clone().unwrap_or_default(),
-                format!("claim {name}"),
-            ),
+            Some("PersistentVolumeClaim") => {
+                let ns = o.namespace.clone().unwrap_or_default();
+                let handed = e.reason.as_deref() == Some("ExternalProvisioning");
+                if handed && bound_claims.contains(&(ns.clone(), name.clone())) {
+                    continue;
+                }
+                (ns, format!("claim {name}"))
+            }
             Some("PersistentVolume") => match name.split_once('-') {
                 Some((state, short)) => (state.to_string(), format!("pv {short}")),
                 None => continue,
@@ -497,6 +589,7 @@ fn claim(class: Class, size: &'static str, volume: Option<usize>) -> ClaimSpec {
         bound_by_controller: false,
         phase: None,
         block: false,
+        vac: false,
     }
 }
 
@@ -511,6 +604,8 @@ fn volume(class: Class, size: &'static str, claim_ref: ClaimRef) -> VolumeSpec {
         phase: None,
         bound_by_controller: false,
         block: false,
+        vac: false,
+        in_tree: false,
     }
 }
 
@@ -521,20 +616,25 @@ pub fn hand_written() -> Vec<State> {
         phase: Some("Bound"),
         ..c
     };
-    let state = |label: &str, claims: Vec<ClaimSpec>, volumes: Vec<VolumeSpec>| State {
-        label: label.into(),
-        claims,
-        volumes,
+    let state = |label: &str, claims: Vec<ClaimSpec>, volumes: Vec<VolumeSpec>| {
+        State {
+            label: label.into(),
+            claims,
+            volumes,
+        }
+        .without_races()
     };
     vec![
         state(
             "smallest fitting PV is chosen",
             vec![claim(Class::Immediate, "2Gi", None)],
-            vec![
-                volume(Class::Immediate, "5Gi", ClaimRef::None),
-                volume(Class::Immediate, "2Gi", ClaimRef::None),
-                volume(Class::Immediate, "1Gi", ClaimRef::None),
-            ],
+            ["5Gi", "2Gi", "1Gi"]
+                .into_iter()
+                .map(|size| VolumeSpec {
+                    phase: Some("Available"),
+                    ..volume(Class::Immediate, size, ClaimRef::None)
+                })
+                .collect(),
         ),
         state(
             "misbound: the PV names the claim with another UID",
@@ -570,6 +670,16 @@ pub fn hand_written() -> Vec<State> {
         ),
         state(
             "Released Delete PV of an in-tree source: Failed",
+            vec![],
+            vec![VolumeSpec {
+                in_tree: true,
+                reclaim: "Delete",
+                phase: Some("Released"),
+                ..volume(Class::Immediate, "1Gi", ClaimRef::Ghost)
+            }],
+        ),
+        state(
+            "Released Delete PV of another CSI driver: left to its provisioner",
             vec![],
             vec![VolumeSpec {
                 reclaim: "Delete",
@@ -611,6 +721,42 @@ pub fn hand_written() -> Vec<State> {
                 ..claim(Class::Immediate, "1Gi", None)
             }],
             vec![volume(Class::Immediate, "1Gi", ClaimRef::None)],
+        ),
+        state(
+            "attributes class copied into the claim's status on bind",
+            vec![ClaimSpec {
+                vac: true,
+                ..claim(Class::Immediate, "1Gi", None)
+            }],
+            vec![VolumeSpec {
+                vac: true,
+                ..volume(Class::Immediate, "1Gi", ClaimRef::None)
+            }],
+        ),
+        state(
+            "attributes classes differ: no match",
+            vec![ClaimSpec {
+                vac: true,
+                ..claim(Class::Immediate, "1Gi", None)
+            }],
+            vec![volume(Class::Immediate, "1Gi", ClaimRef::None)],
+        ),
+        state(
+            "pre-bound both ways, Released: bound again",
+            vec![bound(claim(Class::Immediate, "1Gi", Some(0)))],
+            vec![VolumeSpec {
+                phase: Some("Released"),
+                ..volume(Class::Immediate, "1Gi", ClaimRef::Claim(0, Uid::Matching))
+            }],
+        ),
+        state(
+            "PV pre-bound to a claim by name only, Delete, claim gone",
+            vec![],
+            vec![VolumeSpec {
+                reclaim: "Delete",
+                phase: Some("Available"),
+                ..volume(Class::Immediate, "1Gi", ClaimRef::Ghost)
+            }],
         ),
         state(
             "missing class, no PV",
