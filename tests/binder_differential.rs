@@ -107,7 +107,13 @@ async fn run_batch(
     let kcm = Kcm::start_with(
         &upstream.plane,
         "persistentvolume-binder-controller",
-        &["--pvclaimbinder-sync-period=1s"],
+        // Its default 20 QPS holds its events back for seconds behind 50 states' writes: the
+        // end state would be read before its last events arrive.
+        &[
+            "--pvclaimbinder-sync-period=1s",
+            "--kube-api-qps=1000",
+            "--kube-api-burst=2000",
+        ],
     );
     let dir = tempfile::tempdir().unwrap();
     let driver = FakeDriver::start(
