@@ -1,21 +1,29 @@
-//! The diagnostics server: /healthz (process up, driver answering Probe), /readyz (driver
-//! probed and stores synced; a standby under leader election is ready) and /metrics.
+//! The diagnostics server: /healthz (liveness: the process serves; neither a driver nor an API
+//! outage is cured by a restart), /readyz (the caches synced and kept current by their watches,
+//! the driver answering Probe; a standby under leader election is ready) and /metrics.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
+use crate::cluster::stores::WatchHealth;
 use crate::csi::CsiClient;
+
+/// A watch failing this long with no success is an outage, not a blip (its own retries start
+/// at 800 ms).
+const STALE_AFTER: Duration = Duration::from_secs(5);
 
 /// What the probes report on.
 pub struct Health {
     csi: CsiClient,
     ready: AtomicBool,
+    watches: OnceLock<Arc<WatchHealth>>,
 }
 
 impl Health {
@@ -23,7 +31,13 @@ impl Health {
         Arc::new(Health {
             csi,
             ready: AtomicBool::new(false),
+            watches: OnceLock::new(),
         })
+    }
+
+    /// The watches whose currency /readyz reports.
+    pub fn watch(&self, watches: Arc<WatchHealth>) {
+        let _ = self.watches.set(watches);
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -35,27 +49,40 @@ impl Health {
     }
 }
 
-async fn healthz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
-    match health.csi.probe().await {
-        Ok(true) => (StatusCode::OK, "ok\n".into()),
-        Ok(false) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "CSI driver answers Probe with ready=false\n".into(),
-        ),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("CSI driver not answering Probe: {e}\n"),
-        ),
-    }
+/// Liveness: answering is the test. A restart cures neither a driver nor an API outage, and a
+/// liveness probe that followed them would restart the sidecar through every such outage.
+async fn healthz() -> (StatusCode, &'static str) {
+    (StatusCode::OK, "ok\n")
 }
 
-async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, &'static str) {
-    if health.is_ready() {
-        (StatusCode::OK, "ok\n")
+/// Readiness, with every failing check named in the body.
+async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
+    if !health.is_ready() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: waiting for the CSI driver and the API caches\n".into(),
+        );
+    }
+    let mut failing = Vec::new();
+    if let Some(watches) = health.watches.get() {
+        for (kind, since) in watches.stale(STALE_AFTER) {
+            failing.push(format!(
+                "the {kind} watch has failed for {}s: the cache may be stale (is the API server reachable?)",
+                since.as_secs()
+            ));
+        }
+    }
+    match health.csi.probe().await {
+        Ok(true) => {}
+        Ok(false) => failing.push("the CSI driver answers Probe with ready=false".into()),
+        Err(e) => failing.push(format!("the CSI driver does not answer Probe: {e}")),
+    }
+    if failing.is_empty() {
+        (StatusCode::OK, "ok\n".into())
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: waiting for the CSI driver and the API caches\n",
+            format!("not ready: {}\n", failing.join("; ")),
         )
     }
 }

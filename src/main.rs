@@ -150,6 +150,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         controller_publish_readonly: config.controller_publish_readonly,
         identity: controller::provisioner_identity(&driver.name),
     };
+    health.watch(stores.watches.clone());
     let controller = Controller::new(
         clients,
         csi.clone(),

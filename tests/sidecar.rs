@@ -43,16 +43,21 @@ async fn becomes_ready_and_stops_on_sigterm() {
         "{log}"
     );
 
-    // /healthz follows the driver: it fails while the driver is gone.
+    // A driver outage shows in /readyz; /healthz (liveness) stays 200: a restart would not
+    // bring the driver back.
     driver.stop();
     assert!(
-        !sidecar.healthy().await,
-        "healthz must fail without a driver"
+        !sidecar.answers("/readyz").await,
+        "readyz must fail without a driver"
+    );
+    assert!(
+        sidecar.healthy().await,
+        "healthz must not follow the driver"
     );
     driver.restart().await.unwrap();
     assert!(
-        sidecar.wait_for("/healthz", Duration::from_secs(5)).await,
-        "healthz must recover when the driver is back"
+        sidecar.wait_for("/readyz", Duration::from_secs(5)).await,
+        "readyz must recover when the driver is back"
     );
 
     assert_eq!(
@@ -148,4 +153,49 @@ async fn bad_flags_are_rejected_with_the_flag_named() {
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// An API server outage shows in /readyz within seconds (the watches fail), and /healthz stays
+/// 200. A plain test: its own plane starts outside any runtime, on this thread.
+#[test]
+fn an_api_outage_shows_in_readyz_not_healthz() {
+    let options = support::control_plane::PlaneOptions {
+        audit: false,
+        protection_finalizers: false,
+    };
+    let owned =
+        support::control_plane::OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (_dir, _driver, mut sidecar) = start_beside_fake(&owned.plane.admin_kubeconfig).await;
+        assert!(
+            sidecar.wait_ready(Duration::from_secs(60)).await,
+            "not ready:\n{}",
+            sidecar.log_text()
+        );
+        let pid = owned.apiserver_pid().expect("apiserver pid");
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let started = std::time::Instant::now();
+        let mut unready = false;
+        while started.elapsed() < Duration::from_secs(30) {
+            if !sidecar.answers("/readyz").await {
+                unready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert!(unready, "readyz still 200 30 s into the outage");
+        println!(
+            "readyz 503 {:.1} s after the apiserver died",
+            started.elapsed().as_secs_f64()
+        );
+        assert!(
+            sidecar.healthy().await,
+            "healthz must not follow the API server"
+        );
+    });
 }

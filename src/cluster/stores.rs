@@ -1,7 +1,9 @@
 //! One reflector per watched kind, feeding shared read-only stores.
 
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -19,6 +21,40 @@ pub struct Stores {
     pub claims: Store<PersistentVolumeClaim>,
     pub volumes: Store<PersistentVolume>,
     pub classes: Store<StorageClass>,
+    /// Whether each watch is keeping its store current.
+    pub watches: Arc<WatchHealth>,
+}
+
+/// Per watched kind: since when its watch has been failing without a success in between.
+#[derive(Debug, Default)]
+pub struct WatchHealth {
+    failing: Mutex<BTreeMap<String, Instant>>,
+}
+
+impl WatchHealth {
+    fn failed(&self, kind: &str) {
+        self.lock()
+            .entry(kind.to_string())
+            .or_insert_with(Instant::now);
+    }
+
+    fn succeeded(&self, kind: &str) {
+        self.lock().remove(kind);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Instant>> {
+        self.failing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The kinds whose watch has failed for at least `grace` with no success since, and for
+    /// how long: their stores may be stale.
+    pub fn stale(&self, grace: Duration) -> Vec<(String, Duration)> {
+        self.lock()
+            .iter()
+            .map(|(kind, since)| (kind.clone(), since.elapsed()))
+            .filter(|(_, d)| *d >= grace)
+            .collect()
+    }
 }
 
 /// An object that was added, changed or deleted; the store already reflects it when this is
@@ -56,7 +92,9 @@ impl Stores {
         on_change: OnChange,
         inspect_volume: Option<Inspect<PersistentVolume>>,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
+        let watches = Arc::new(WatchHealth::default());
         let (claims, claims_run) = reflect(
+            watches.clone(),
             Api::<PersistentVolumeClaim>::all(client.clone()),
             on_change.clone(),
             |o, gone| {
@@ -69,6 +107,7 @@ impl Stores {
             None,
         );
         let (volumes, volumes_run) = reflect(
+            watches.clone(),
             Api::<PersistentVolume>::all(client.clone()),
             on_change.clone(),
             |o, gone| {
@@ -81,6 +120,7 @@ impl Stores {
             inspect_volume,
         );
         let (classes, classes_run) = reflect(
+            watches.clone(),
             Api::<StorageClass>::all(client.clone()),
             on_change,
             |o, _| Change::Class(o),
@@ -94,6 +134,7 @@ impl Stores {
                 claims,
                 volumes,
                 classes,
+                watches,
             },
             run,
         )
@@ -109,6 +150,7 @@ impl Stores {
 }
 
 fn reflect<K>(
+    health: Arc<WatchHealth>,
     api: Api<K>,
     on_change: OnChange,
     wrap: for<'a> fn(&'a Arc<K>, bool) -> Change<'a>,
@@ -132,6 +174,10 @@ where
         })
         .reflect(writer)
         .for_each(move |event| {
+            match &event {
+                Ok(_) => health.succeeded(&kind),
+                Err(_) => health.failed(&kind),
+            }
             match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
                     // The store already holds this version: hand its Arc on, not a copy.
