@@ -53,6 +53,7 @@ pub struct Metrics {
     pub queue_adds: Family<QueueLabels, Counter>,
     pub queue_retries: Family<QueueLabels, Counter>,
     pub passes_per_key: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    pub write_conflicts: Family<QueueLabels, Counter>,
     pub claim_bound: Histogram,
     pub resize_done: Histogram,
     pub api_writes: Family<WriteLabels, Counter>,
@@ -105,6 +106,12 @@ impl Metrics {
             "Passes each key of a work queue got in one resync period, observed per key at every resync",
             passes_per_key.clone(),
         );
+        let write_conflicts = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "csi_pv_controller_write_conflicts",
+            "Passes whose write met a newer version of the object (HTTP 409), by work queue",
+            write_conflicts.clone(),
+        );
         let claim_bound = Histogram::new(OPERATION_BUCKETS);
         registry.register(
             "csi_pv_controller_claim_bound_seconds",
@@ -130,6 +137,7 @@ impl Metrics {
             queue_adds,
             queue_retries,
             passes_per_key,
+            write_conflicts,
             claim_bound,
             resize_done,
             api_writes,

@@ -26,6 +26,10 @@ impl Backoff {
     }
 }
 
+/// The first retry after a write conflict, and the longest.
+const CONFLICT_START: Duration = Duration::from_millis(20);
+const CONFLICT_MAX: Duration = Duration::from_secs(5);
+
 struct State<K> {
     ready: VecDeque<K>,
     queued: HashSet<K>,
@@ -33,6 +37,10 @@ struct State<K> {
     /// Keys added while a worker had them; they are queued again when that worker is done.
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
+    /// Consecutive write conflicts per key (reset with `forget`).
+    conflicts: HashMap<K, u32>,
+    /// Write conflicts per key since the last [`WorkQueue::take_conflicts`].
+    period_conflicts: HashMap<K, u32>,
     /// Passes handed out per key since the last [`WorkQueue::take_passes`].
     passes: HashMap<K, u32>,
     closed: bool,
@@ -83,6 +91,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     active: HashSet::new(),
                     dirty: HashSet::new(),
                     failures: HashMap::new(),
+                    conflicts: HashMap::new(),
+                    period_conflicts: HashMap::new(),
                     passes: HashMap::new(),
                     closed: false,
                 }),
@@ -180,9 +190,38 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         delay
     }
 
-    /// Clears the failure count of `key` (after a success).
+    /// Clears the failure and conflict counts of `key` (after a success).
     pub fn forget(&self, key: &K) {
-        self.state().failures.remove(key);
+        let mut state = self.state();
+        state.failures.remove(key);
+        state.conflicts.remove(key);
+    }
+
+    /// Queues `key` again after a write of its pass met a newer version (HTTP 409). The watch
+    /// brings that version and queues the key itself, usually within milliseconds; this is the
+    /// net under it, doubling from CONFLICT_START per consecutive conflict up to CONFLICT_MAX,
+    /// so a cache that lags (a watch re-listing after an API server restart) costs a few
+    /// refused writes per key rather than a storm of them.
+    pub fn retry_conflict(&self, key: K) -> Duration {
+        let delay = {
+            let mut state = self.state();
+            *state.period_conflicts.entry(key.clone()).or_insert(0) += 1;
+            let conflicts = state.conflicts.entry(key.clone()).or_insert(0);
+            *conflicts = conflicts.saturating_add(1);
+            Backoff {
+                start: CONFLICT_START,
+                max: CONFLICT_MAX,
+            }
+            .delay(*conflicts)
+        };
+        if let Some(labels) = &self.inner.name {
+            crate::metrics::metrics()
+                .write_conflicts
+                .get_or_create(labels)
+                .inc();
+        }
+        self.add_after(key, delay);
+        delay
     }
 
     /// Consecutive failures recorded for `key`.
@@ -235,6 +274,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// per resync: a settled key gets about one pass per call, a hot loop thousands.
     pub fn take_passes(&self) -> HashMap<K, u32> {
         std::mem::take(&mut self.state().passes)
+    }
+
+    /// The write conflicts of each key since the last call.
+    pub fn take_conflicts(&self) -> HashMap<K, u32> {
+        std::mem::take(&mut self.state().period_conflicts)
     }
 
     /// Takes the passes (`take_passes`) into `csi_pv_controller_passes_per_key`, and returns the
@@ -340,6 +384,17 @@ mod tests {
         assert!(q.is_empty());
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(q.next().await.unwrap(), "a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn conflicts_back_off_from_20ms_and_forget_resets() {
+        let q = queue();
+        let delays: Vec<u128> = (0..10).map(|_| q.retry_conflict("a").as_millis()).collect();
+        assert_eq!(delays, [20, 40, 80, 160, 320, 640, 1280, 2560, 5000, 5000]);
+        // Failures keep their own count.
+        assert_eq!(q.failures(&"a"), 0);
+        q.forget(&"a");
+        assert_eq!(q.retry_conflict("a"), Duration::from_millis(20));
     }
 
     #[tokio::test]

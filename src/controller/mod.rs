@@ -1,6 +1,7 @@
 //! The acting half: watch changes feed keyed queues; workers decide with the pure `provision`
 //! functions and carry the actions out against the driver and the API.
 
+mod activity;
 mod binding;
 mod claims;
 mod error;
@@ -34,9 +35,6 @@ use crate::queue::{Backoff, WorkQueue};
 
 /// A claim's queue key: namespace and name.
 pub type ClaimKey = ObjectRef<PersistentVolumeClaim>;
-
-/// Passes of one key in one resync period beyond what changes and backoff retries explain.
-const HOT_KEY_PASSES: u32 = 100;
 
 /// How a pass over one key ended, when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,17 +331,6 @@ impl Controller {
         }
     }
 
-    /// Once per resync: how often each key was worked on since the last one, into the metric;
-    /// a key worked on far more often than changes and retries explain is a loop, said loudly.
-    fn report_hot_keys(&self) {
-        for (key, passes) in self.claims.observe_passes(HOT_KEY_PASSES) {
-            warn!(claim = %key, passes, "claim worked on {passes} times in one resync period: a hot loop; please report it with this log");
-        }
-        for (key, passes) in self.volumes.observe_passes(HOT_KEY_PASSES) {
-            warn!(volume = %key, passes, "PersistentVolume worked on {passes} times in one resync period: a hot loop; please report it with this log");
-        }
-    }
-
     fn index_mut(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
         self.index.write().unwrap_or_else(|p| p.into_inner())
     }
@@ -436,8 +423,8 @@ impl Controller {
             Ok(Outcome::Waiting) => {}
             Ok(Outcome::Again) => queue.add(key),
             Err(e) if e.class() == SyncErrorClass::Conflict => {
-                debug!(error = %e, "conflict; looking again");
-                queue.add(key);
+                let delay = queue.retry_conflict(key);
+                debug!(error = %e, retry_in = ?delay, "conflict; looking again once the watch has the newer version");
             }
             Err(e) => {
                 let delay = queue.retry(key.clone());
