@@ -118,11 +118,6 @@ impl Controller {
 
     /// Failed with the reason in status.message, and the event.
     async fn fail_volume(&self, pv: &PersistentVolume, notice: &Notice) -> Result<(), SyncError> {
-        // As upstream's updateVolumePhaseWithEvent: a PV Failed already gets no write and no
-        // event on each retry.
-        if binder::matching::phase(pv) == "Failed" {
-            return Ok(());
-        }
         let failed = self.set_phase(pv, "Failed", Some(&notice.message)).await?;
         warn!("{}", notice.message);
         self.notify(&reference(&failed), notice).await;
