@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use support::cluster::World;
 use support::fake_driver::DriverConfig;
+use support::sidecar::sample;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -31,10 +32,7 @@ async fn a_settled_controller_does_no_work_beyond_its_resync() {
     world.create_claim("huge", "std", "3Ti", json!({})).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let adds = |text: &str, queue: &str| -> f64 {
-        let series = format!("workqueue_adds_total{{name=\"{queue}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&series)?.parse().ok())
-            .unwrap_or(0.0)
+        sample(text, &format!("workqueue_adds_total{{name=\"{queue}\"}}")).unwrap_or(0.0)
     };
     let before = world.sidecar.metrics().await;
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -50,17 +48,14 @@ async fn a_settled_controller_does_no_work_beyond_its_resync() {
 
     // Per key, from the passes histogram observed at every resync: none of the keys got more
     // than 3 passes in one period (the huge claim's retries at the 2 s cap make 1 or 2).
-    let series = |text: &str, queue: &str, suffix: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with(&format!("csi_pv_controller_passes_per_key_{suffix}")))
-            .filter(|l| l.contains(&format!("name=\"{queue}\"")))
-            .filter(|l| suffix != "bucket" || l.contains("le=\"3.0\""))
-            .find_map(|l| l.rsplit_once(' ')?.1.parse().ok())
-            .unwrap_or(0.0)
-    };
     for queue in ["claims", "volumes"] {
-        let observed = series(&after, queue, "count") - series(&before, queue, "count");
-        let calm = series(&after, queue, "bucket") - series(&before, queue, "bucket");
+        let count = format!("csi_pv_controller_passes_per_key_count{{name=\"{queue}\"}}");
+        let within_3 =
+            format!("csi_pv_controller_passes_per_key_bucket{{le=\"3.0\",name=\"{queue}\"}}");
+        let delta = |series: &str| {
+            sample(&after, series).unwrap_or(0.0) - sample(&before, series).unwrap_or(0.0)
+        };
+        let (observed, calm) = (delta(&count), delta(&within_3));
         println!("{queue}: {observed} keys observed at resyncs, {calm} with at most 3 passes");
         assert!(
             observed >= N as f64,

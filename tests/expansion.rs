@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::cluster::{World, annotations, eventually};
 use support::fake_driver::{Call, DriverConfig, Fault};
+use support::sidecar::sample;
 use tonic::Code;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -715,11 +716,6 @@ async fn driver_that_cannot_expand_says_so_and_touches_nothing() {
 }
 
 /// The value of the series whose line starts with `series` (name and labels, exactly).
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_after_provisioning_and_a_resize() {
     let world = World::start("grow-metrics", DriverConfig::default(), &[]).await;

@@ -14,7 +14,7 @@ const CONFLICTS_WORTH_A_WARNING: u32 = 100;
 impl Controller {
     /// Once per resync: how often each key was worked on since the last one, into the metric;
     /// a key worked on far more often than changes and retries explain is a loop, said loudly.
-    pub(super) fn report_hot_keys(&self) {
+    pub(super) fn report_activity(&self) {
         for (key, passes) in self.claims.observe_passes(HOT_KEY_PASSES) {
             warn!(claim = %key, passes, "claim worked on {passes} times in one resync period: a hot loop; please report it with this log");
         }

@@ -282,7 +282,7 @@ impl Controller {
                 me.settle_journal().await;
                 loop {
                     tick.tick().await;
-                    me.report_hot_keys();
+                    me.report_activity();
                     me.enqueue_all();
                     me.settle_journal().await;
                 }

@@ -23,6 +23,13 @@ pub fn binary() -> PathBuf {
     }
 }
 
+/// The value of one series in a `/metrics` text, named with its labels in the order the
+/// exposition writes them (`workqueue_adds_total{name="claims"}`).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// The sidecar process; killed when dropped.
 pub struct Sidecar {
     pub child: tokio::process::Child,
