@@ -45,15 +45,16 @@ pub struct Config {
     #[arg(long, default_value = "")]
     pub leader_election_namespace: String,
 
-    /// How long a Lease lasts without renewal; a standby takes over after that. Whole seconds.
+    /// How long a standby waits, from when it sees the Lease's last change, before it takes the
+    /// Lease over. Written into the Lease in whole seconds.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub leader_election_lease_duration: Duration,
 
-    /// The leader renews when this much of the lease has passed. Whole seconds.
+    /// The leader stops acting when no renewal has succeeded for this long.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub leader_election_renew_deadline: Duration,
 
-    /// Accepted for compatibility: standbys look again when the current lease expires.
+    /// How often the leader renews the Lease and a standby looks at it.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub leader_election_retry_period: Duration,
 
@@ -214,12 +215,9 @@ impl Config {
             return bad("resync-period", "must be greater than 0");
         }
         if self.leader_election
-            && let Err(e) = crate::leader::seconds(self.lease_timing())
+            && let Err(e) = self.lease_timing().check()
         {
             return bad("leader-election-lease-duration", &e.to_string());
-        }
-        if self.leader_election_retry_period.is_zero() {
-            return bad("leader-election-retry-period", "must be greater than 0");
         }
         if let Some(path) = &self.kubeconfig
             && !path.is_file()
@@ -283,6 +281,7 @@ impl Config {
         crate::leader::Timing {
             lease_duration: self.leader_election_lease_duration,
             renew_deadline: self.leader_election_renew_deadline,
+            retry_period: self.leader_election_retry_period,
         }
     }
 
@@ -356,7 +355,7 @@ mod tests {
             refused.contains("--leader-election-lease-duration"),
             "{refused}"
         );
-        assert!(parse(&["--leader-election-retry-period=0s"]).is_err());
+        assert!(parse(&["--leader-election", "--leader-election-retry-period=0s"]).is_err());
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub mod controller;
 pub mod csi;
 pub mod expand;
 pub mod feature_gates;
+pub mod fence;
+pub mod freshness;
 pub mod http;
 pub mod leader;
 pub mod metrics;

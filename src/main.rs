@@ -82,7 +82,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
     };
 
-    let csi = CsiClient::new(&config.csi_address, config.timeout)?;
+    // Under leader election every side effect waits for (and stops with) leadership.
+    let fence = match config.leader_election {
+        true => csi_pv_controller::fence::Fence::shut(),
+        false => csi_pv_controller::fence::Fence::open(),
+    };
+    let csi = CsiClient::new(&config.csi_address, config.timeout)?.fenced(fence.clone());
     let health = http::Health::new(csi.clone());
     let server = match config.http_address()? {
         Some(address) => {
@@ -126,6 +131,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             config.kubeconfig.as_deref(),
             config.kube_api_qps,
             config.kube_api_burst,
+            &fence,
         )
         .await?;
         let (stores, watch) =
@@ -186,8 +192,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 &leader::lease_name(&driver.name),
                 &leader::identity(),
                 config.lease_timing(),
-            )
-            .await?;
+                fence.clone(),
+            )?;
             tokio::select! {
                 won = leadership.won() => anyhow::ensure!(won, "leader election stopped"),
                 _ = stopped() => {
@@ -217,8 +223,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tokio::select! {
         _ = stopped() => {}
         _ = lost => {
-            // As the Go sidecars: another replica may act from now on, so not one more write.
-            error!("lost the leader election lease; exiting at once");
+            // As the Go sidecars: another replica may act from now on. The fence already refuses
+            // every write and driver call; exiting ends the workers too.
+            error!("leadership lapsed (lost the Lease or no renewal within the renew deadline); exiting at once");
             std::process::exit(1);
         }
     }

@@ -57,6 +57,10 @@ pub struct Metrics {
     pub claim_bound: Histogram,
     pub resize_done: Histogram,
     pub api_writes: Family<WriteLabels, Counter>,
+    /// client-go's leader-election gauge: 1 while this replica leads the Lease `name`.
+    pub leader: Family<QueueLabels, Gauge>,
+    /// Side effects the fence refused (leadership may have lapsed), by kind (`api`, `csi`).
+    pub fenced: Family<QueueLabels, Counter>,
 }
 
 fn csi_histogram() -> Histogram {
@@ -130,6 +134,18 @@ impl Metrics {
             "Writes to the Kubernetes API made by this process, by resource and verb",
             api_writes.clone(),
         );
+        let leader = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "leader_election_master_status",
+            "1 while this replica holds the leader election Lease of that name, else 0",
+            leader.clone(),
+        );
+        let fenced = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "csi_pv_controller_fenced",
+            "API writes and CSI calls refused because this replica's leadership may have lapsed",
+            fenced.clone(),
+        );
         Metrics {
             registry,
             csi_operations,
@@ -141,6 +157,8 @@ impl Metrics {
             claim_bound,
             resize_done,
             api_writes,
+            leader,
+            fenced,
         }
     }
 

@@ -13,20 +13,31 @@ use support::cluster::{World, eventually};
 use support::fake_driver::DriverConfig;
 use support::sidecar::sample;
 
-const CLAIMS: usize = 20;
+/// How a burst of claims fared beside a client that keeps patching their labels.
+struct Busy {
+    bound: bool,
+    took: Duration,
+    patches: u64,
+    refused: usize,
+    metrics: String,
+    log: String,
+}
 
-/// Another client patches the claims' labels the whole time (about 50 patches a second) while
-/// the sidecar provisions and binds them: every claim is bound while the other writer goes on,
-/// and the sidecar's refused writes stay few per claim (each conflict waits for the watch or a
-/// backoff, never a retry from the same stale copy at once).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_claim_is_bound_while_another_client_keeps_writing_it() {
-    let world = World::start("busy-claims", DriverConfig::default(), &[]).await;
-    world.create_class("busy", json!({})).await;
-    let names = world.create_claims("busy", "busy", CLAIMS).await;
+/// `claims` claims in a fresh namespace, provisioned and bound by a sidecar with `args` while
+/// another client patches their labels about 50 times a second until all are bound (or
+/// `limit` passes).
+async fn beside_a_label_writer(
+    namespace: &str,
+    claims: usize,
+    args: &[&str],
+    limit: Duration,
+) -> Busy {
+    let world = World::start(namespace, DriverConfig::default(), args).await;
+    world.create_class(namespace, json!({})).await;
+    let names = world.create_claims("busy", namespace, claims).await;
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (claims, names, stop) = (world.claims(), names.clone(), stop.clone());
+        let (api, names, stop) = (world.claims(), names.clone(), stop.clone());
         tokio::spawn(async move {
             let mut patches = 0u64;
             let mut tick = tokio::time::interval(Duration::from_millis(20));
@@ -34,7 +45,7 @@ async fn a_busy_claim_is_bound_while_another_client_keeps_writing_it() {
                 for name in &names {
                     tick.tick().await;
                     let patch = json!({"metadata": {"labels": {"tick": patches.to_string()}}});
-                    let _ = claims
+                    let _ = api
                         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                         .await;
                     patches += 1;
@@ -44,47 +55,103 @@ async fn a_busy_claim_is_bound_while_another_client_keeps_writing_it() {
         })
     };
     let started = Instant::now();
-    let bound = eventually(Duration::from_secs(120), || async {
+    let bound = eventually(limit, || async {
         let list = world.claims().list(&Default::default()).await.ok()?;
         let bound = list
             .items
             .iter()
             .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
             .count();
-        (bound == CLAIMS).then_some(())
+        (bound == claims).then_some(())
     })
-    .await;
+    .await
+    .is_some();
     let took = started.elapsed();
     stop.store(true, Ordering::SeqCst);
     let patches = writer.await.unwrap_or_default();
-    assert!(
-        bound.is_some(),
-        "not all bound in 120 s while another client writes:\n{}",
-        world.sidecar.log_text()
-    );
     let refused = world
         .plane
         .audited_writes()
         .into_iter()
         .filter(|w| w.user == world.user && w.code == 409)
         .count();
-    let metrics = world.sidecar.metrics().await;
+    Busy {
+        bound,
+        took,
+        patches,
+        refused,
+        metrics: world.sidecar.metrics().await,
+        log: world.sidecar.log_text(),
+    }
+}
+
+/// Another client patches the claims' labels the whole time (about 50 patches a second) while
+/// the sidecar provisions and binds them: every claim is bound while the other writer goes on,
+/// and the sidecar's refused writes stay few per claim (each conflict waits for the watch or a
+/// backoff, never a retry from the same stale copy at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_claim_is_bound_while_another_client_keeps_writing_it() {
+    const CLAIMS: usize = 20;
+    let busy = beside_a_label_writer("busy-claims", CLAIMS, &[], Duration::from_secs(120)).await;
+    assert!(
+        busy.bound,
+        "not all bound in 120 s while another client writes:\n{}",
+        busy.log
+    );
     println!(
-        "{CLAIMS} claims bound in {:.1} s beside {patches} label patches: {refused} of our writes refused with 409",
-        took.as_secs_f64()
+        "{CLAIMS} claims bound in {:.1} s beside {} label patches: {} of our writes refused with 409",
+        busy.took.as_secs_f64(),
+        busy.patches,
+        busy.refused
     );
     assert!(
-        refused <= CLAIMS * 5,
-        "{refused} refused writes for {CLAIMS} claims"
+        busy.refused <= CLAIMS * 5,
+        "{} refused writes for {CLAIMS} claims",
+        busy.refused
     );
-    if refused > 0 {
+    if busy.refused > 0 {
         assert!(
             sample(
-                &metrics,
+                &busy.metrics,
                 "csi_pv_controller_write_conflicts_total{name=\"claims\"}"
             )
             .is_some_and(|n| n >= 1.0),
             "conflicts are counted"
+        );
+    }
+}
+
+/// The livelock: under a client-side limit (25 per second, bursts of 50) every write waits for
+/// a token, and a write that waited with the version it was decided on arrived after the label
+/// writer had changed the claim, every time. Writes now take their token first and go on the
+/// newest version when only labels moved, so every claim is bound while the writer goes on: 200
+/// claims as an operator reported it (each touched every 4 s), and 20 that the writer touches
+/// every 0.4 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_bound_under_a_client_side_limit_beside_a_busy_writer() {
+    for (namespace, claims) in [("limited-few", 20), ("limited-many", 200)] {
+        let busy = beside_a_label_writer(
+            namespace,
+            claims,
+            &["--kube-api-qps=25", "--kube-api-burst=50"],
+            Duration::from_secs(180),
+        )
+        .await;
+        println!(
+            "{claims} claims under 25 QPS bound in {:.1} s beside {} label patches: {} of our writes refused with 409",
+            busy.took.as_secs_f64(),
+            busy.patches,
+            busy.refused
+        );
+        assert!(
+            busy.bound,
+            "{claims} claims: not all bound in 180 s under a client-side limit while another client writes:\n{}",
+            busy.log
+        );
+        assert!(
+            busy.refused <= claims,
+            "{} refused writes for {claims} claims",
+            busy.refused
         );
     }
 }

@@ -5,7 +5,9 @@ use std::path::Path;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::gate::GateLayer;
 use super::ratelimit::RateLimitLayer;
+use crate::fence::Fence;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -32,10 +34,15 @@ pub async fn build(
     role: &'static str,
 ) -> Result<Client, ClientError> {
     let config = load(kubeconfig).await?;
-    limited(config, &RateLimitLayer::new(qps, burst), role)
+    limited(
+        config,
+        Some(&RateLimitLayer::new(qps, burst)),
+        &Fence::open(),
+        role,
+    )
 }
 
-/// Two clients on one `qps`/`burst` budget.
+/// The controller's clients, on one `qps`/`burst` budget, their writes behind one fence.
 #[derive(Clone)]
 pub struct ApiClients {
     /// Reads and state changes.
@@ -43,18 +50,42 @@ pub struct ApiClients {
     /// Events: their requests use only the tokens `state` leaves spare
     /// (see [`RateLimitLayer::background`]).
     pub events: Client,
+    /// Writes that take their token first and then look at the object once more.
+    pub writes: Writes,
+}
+
+/// A write that waited long for a token may have been decided on a copy that is stale by the
+/// time it goes; sent so, it is refused (409), and under a busy object it is refused every time
+/// (a livelock). Such writes take their token first ([`Writes::token`]), look at the newest
+/// copy, and then go at once on `client`, which the limit does not hold back again.
+#[derive(Clone)]
+pub struct Writes {
+    pub client: Client,
+    budget: RateLimitLayer,
+}
+
+impl Writes {
+    /// Waits for a token of the shared budget; returns how long that took.
+    pub async fn token(&self) -> std::time::Duration {
+        self.budget.acquire().await
+    }
 }
 
 pub async fn build_with_events(
     kubeconfig: Option<&Path>,
     qps: f32,
     burst: u32,
+    fence: &Fence,
 ) -> Result<ApiClients, ClientError> {
     let config = load(kubeconfig).await?;
     let limit = RateLimitLayer::new(qps, burst);
     Ok(ApiClients {
-        state: limited(config.clone(), &limit, "controller")?,
-        events: limited(config, &limit.background(), "events")?,
+        state: limited(config.clone(), Some(&limit), fence, "controller")?,
+        events: limited(config.clone(), Some(&limit.background()), fence, "events")?,
+        writes: Writes {
+            client: limited(config, None, fence, "controller")?,
+            budget: limit,
+        },
     })
 }
 
@@ -74,15 +105,21 @@ async fn load(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
     })
 }
 
+/// A client whose requests wait for `limit` (None: no wait), then pass the fence (writes only),
+/// and only then are counted and sent.
 fn limited(
     config: Config,
-    limit: &RateLimitLayer,
+    limit: Option<&RateLimitLayer>,
+    fence: &Fence,
     role: &'static str,
 ) -> Result<Client, ClientError> {
     let agent = axum::http::HeaderValue::from_str(&user_agent(role)).ok();
+    let unlimited = RateLimitLayer::new(-1.0, 1);
+    // Layers listed inner first: the last one sees a request first.
     Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(limit)
         .with_layer(&tower::util::MapRequestLayer::new(count_write))
+        .with_layer(&GateLayer::new(fence.clone()))
+        .with_layer(limit.unwrap_or(&unlimited))
         .with_layer(&tower::util::MapRequestLayer::new(
             move |mut request: axum::http::Request<kube::client::Body>| {
                 if let Some(agent) = &agent {

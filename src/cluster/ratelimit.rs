@@ -77,6 +77,28 @@ impl RateLimitLayer {
         }
     }
 
+    /// Waits for a token of this budget, for a request that then goes on a client without the
+    /// limit (see `client::Writes`). Returns how long it waited.
+    pub async fn acquire(&self) -> Duration {
+        let Some(bucket) = &self.bucket else {
+            return Duration::ZERO;
+        };
+        let now = Instant::now();
+        let wait = bucket
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .reserve(now);
+        if !wait.is_zero() {
+            tokio::time::sleep_until(now + wait).await;
+        }
+        wait
+    }
+
+    /// Whether requests are limited at all.
+    pub fn limits(&self) -> bool {
+        self.bucket.is_some()
+    }
+
     /// A layer on the same budget for requests that may wait (Events): they go only when a
     /// token is spare, so the budget's QPS is never exceeded and state changes always go first.
     pub fn background(&self) -> Self {
@@ -208,6 +230,20 @@ mod tests {
         assert_eq!(late.ready().await.unwrap().call(1).await, Ok(1));
         assert_eq!(start.elapsed(), ms(2000));
         assert_eq!(waiting.await.unwrap(), ms(2500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn acquired_tokens_share_the_budget_with_the_layer() {
+        let limit = RateLimitLayer::new(2.0, 1);
+        let start = Instant::now();
+        assert_eq!(limit.acquire().await, Duration::ZERO, "the burst token");
+        let mut service = limit.layer(tower::service_fn(|n: u32| async move { Ok::<_, ()>(n) }));
+        assert_eq!(service.ready().await.unwrap().call(1).await, Ok(1));
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+        assert_eq!(limit.acquire().await, Duration::from_millis(500));
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        assert!(!RateLimitLayer::new(-1.0, 1).limits());
+        assert_eq!(RateLimitLayer::new(-1.0, 1).acquire().await, Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,9 +6,9 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+
 use kube::runtime::reflector::ObjectRef;
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::claims::reference;
@@ -256,47 +256,6 @@ impl Controller {
                 .await?;
         }
         Ok(())
-    }
-
-    /// A merge patch of the claim, its version remembered (`wrote_claim`); `action` says what it
-    /// does, for the error.
-    pub(super) async fn patch_claim(
-        &self,
-        claim: &PersistentVolumeClaim,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        let updated = self
-            .claims_api(claim)
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.wrote_claim(&updated);
-        Ok(updated)
-    }
-
-    /// The same for the claim's status.
-    pub(super) async fn patch_claim_status(
-        &self,
-        claim: &PersistentVolumeClaim,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        let updated = self
-            .claims_api(claim)
-            .patch_status(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.wrote_claim(&updated);
-        Ok(updated)
     }
 
     /// Lost is terminal and said once. A PV that only the index lacks is read live first: a

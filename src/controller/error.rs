@@ -36,6 +36,10 @@ pub enum SyncError {
     /// The cluster holds something that contradicts our records; reported in an Event.
     #[error("{0}")]
     Inconsistent(String),
+    /// Not sent: the object changed where the decision looks while the write waited for its
+    /// turn (the 409 it would have met, found before sending).
+    #[error("cannot {action}: the object changed since the decision")]
+    Stale { action: String },
     /// The intent journal's disk failed; nothing was sent to the driver.
     #[error(transparent)]
     Journal(#[from] super::journal::JournalError),
@@ -57,6 +61,7 @@ impl SyncError {
         match self {
             SyncError::Api { source, .. } if is_status(source, 409) => SyncErrorClass::Conflict,
             SyncError::Api { .. } => SyncErrorClass::InProgress,
+            SyncError::Stale { .. } => SyncErrorClass::Conflict,
             SyncError::Csi { operation, source } => match source.class(*operation) {
                 ErrorClass::Final => SyncErrorClass::Final,
                 ErrorClass::InProgress => SyncErrorClass::InProgress,

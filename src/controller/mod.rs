@@ -11,6 +11,7 @@ mod intent;
 mod journal;
 mod stranded;
 mod volumes;
+mod writes;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -57,6 +58,8 @@ pub struct Options {
 
 pub struct Controller {
     client: Client,
+    /// Claim and PV patches: token first, then a look at the newest copy (writes.rs).
+    writes: crate::cluster::client::Writes,
     csi: CsiClient,
     stores: Stores,
     /// The last known version of every PV, ours included, indexed for matching.
@@ -223,6 +226,7 @@ impl Controller {
             usage: queues.usage,
             unseen: Mutex::default(),
             client: clients.state,
+            writes: clients.writes,
             csi,
             stores,
             settings,

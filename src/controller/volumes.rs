@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
@@ -303,50 +303,5 @@ impl Controller {
                 Default::default()
             }
         }
-    }
-
-    /// A merge patch of the PV, remembered in the index; `action` says what it does, for the
-    /// error.
-    pub(super) async fn patch_volume(
-        &self,
-        pv: &PersistentVolume,
-        patch: serde_json::Value,
-        action: &str,
-    ) -> Result<PersistentVolume, SyncError> {
-        let updated = self
-            .pvs()
-            .patch(
-                &pv.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.remember(&updated);
-        Ok(updated)
-    }
-
-    /// updateVolumePhase: the phase and the message (cleared when None); no write when the
-    /// PV has that phase already. Returns the PV as it now is.
-    pub(super) async fn set_phase(
-        &self,
-        pv: &PersistentVolume,
-        phase: &str,
-        message: Option<&str>,
-    ) -> Result<PersistentVolume, SyncError> {
-        let Some(patch) = binder::bind::volume_phase(pv, phase, message) else {
-            return Ok(pv.clone());
-        };
-        let updated = self
-            .pvs()
-            .patch_status(
-                &pv.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .map_err(|e| SyncError::api(format!("mark the PersistentVolume {phase}"), e))?;
-        self.remember(&updated);
-        Ok(updated)
     }
 }

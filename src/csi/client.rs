@@ -58,7 +58,17 @@ pub struct CsiClient {
     timeout: Duration,
     /// The driver's name once discovered: the `driver_name` label of the call metrics.
     driver: std::sync::Arc<std::sync::OnceLock<String>>,
+    /// Calls that change the driver's state go only while it is open.
+    fence: crate::fence::Fence,
 }
+
+/// The calls that change what the driver holds: none goes while leadership may have lapsed.
+const FENCED_METHODS: [&str; 4] = [
+    "CreateVolume",
+    "DeleteVolume",
+    "ControllerExpandVolume",
+    "ControllerModifyVolume",
+];
 
 impl CsiClient {
     /// Prepares a connection to the socket at `address`; nothing is dialled until the first call.
@@ -81,7 +91,14 @@ impl CsiClient {
             path,
             timeout,
             driver: Default::default(),
+            fence: crate::fence::Fence::open(),
         })
+    }
+
+    /// The same client, its state-changing calls behind `fence`.
+    pub fn fenced(mut self, fence: crate::fence::Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     pub fn socket(&self) -> &Path {
@@ -119,6 +136,13 @@ impl CsiClient {
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
         debug!(method, request = ?message, "CSI call");
+        if FENCED_METHODS.contains(&method) && self.fence.check().is_err() {
+            crate::metrics::metrics()
+                .fenced
+                .get_or_create(&crate::metrics::QueueLabels { name: "csi".into() })
+                .inc();
+            return Err(CsiError::Fenced { method });
+        }
         let mut request = tonic::Request::new(message);
         request.set_timeout(self.timeout);
         let start = Instant::now();

@@ -65,6 +65,9 @@ pub enum CsiError {
         waited: Duration,
         last_error: String,
     },
+    /// Not sent: this replica's leadership may have lapsed (see `fence`).
+    #[error("{method} not sent: this replica's leadership may have lapsed")]
+    Fenced { method: &'static str },
     /// The configured address cannot name a unix socket.
     #[error("invalid CSI address {address:?}: {reason}")]
     Address { address: String, reason: String },
@@ -120,6 +123,8 @@ impl CsiError {
             CsiError::InvalidResponse { .. } => ErrorClass::InProgress,
             CsiError::NotReady { .. } => ErrorClass::InProgress,
             CsiError::Address { .. } => ErrorClass::Final,
+            // Nothing was sent; what it was for stays as it is, for the next leader.
+            CsiError::Fenced { .. } => ErrorClass::InProgress,
         }
     }
 }

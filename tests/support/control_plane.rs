@@ -266,6 +266,8 @@ pub struct AuditedWrite {
     pub name: String,
     pub code: i64,
     pub user_agent: String,
+    /// When the apiserver received it.
+    pub received: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl ControlPlane {
@@ -286,6 +288,9 @@ impl ControlPlane {
                     name: s(&e["objectRef"]["name"]),
                     code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
                     user_agent: s(&e["userAgent"]),
+                    received: e["requestReceivedTimestamp"]
+                        .as_str()
+                        .and_then(|t| t.parse().ok()),
                 }
             })
             .collect()

@@ -139,6 +139,9 @@ struct State {
     next_id: u64,
     faults: HashMap<&'static str, VecDeque<Fault>>,
     calls: Vec<Call>,
+    /// The state-changing calls, with when they came and the calling process (from the
+    /// socket's peer credentials): which replica called, when several share the driver.
+    callers: Vec<(std::time::SystemTime, Option<i32>, &'static str)>,
     /// Volume ids in use on a node (as a workload would have them).
     published: std::collections::HashSet<String>,
     ready: bool,
@@ -170,6 +173,17 @@ impl Shared {
             let _ = connection.shutdown(std::net::Shutdown::Both);
         }
         let _ = std::fs::remove_file(&self.socket);
+    }
+
+    fn note_caller<T>(&self, request: &Request<T>, method: &'static str) {
+        let pid = request
+            .extensions()
+            .get::<tonic::transport::server::UdsConnectInfo>()
+            .and_then(|info| info.peer_cred)
+            .and_then(|cred| cred.pid());
+        self.state()
+            .callers
+            .push((std::time::SystemTime::now(), pid, method));
     }
 
     /// Records the call and applies the next scripted fault for its method. Returns a fault that
@@ -324,6 +338,12 @@ impl FakeDriver {
 
     pub fn calls(&self) -> Vec<Call> {
         self.shared.state().calls.clone()
+    }
+
+    /// The state-changing calls (CreateVolume, DeleteVolume, ControllerExpandVolume): when,
+    /// from which process, which method.
+    pub fn callers(&self) -> Vec<(std::time::SystemTime, Option<i32>, &'static str)> {
+        self.shared.state().callers.clone()
     }
 
     pub fn calls_of(&self, method: &str) -> Vec<Call> {
@@ -514,6 +534,7 @@ impl Controller for Service {
         &self,
         request: Request<csi::CreateVolumeRequest>,
     ) -> Result<Response<csi::CreateVolumeResponse>, Status> {
+        self.0.note_caller(&request, "CreateVolume");
         let req = request.into_inner();
         let answer_fault = self.0.enter(Call::CreateVolume(req.clone())).await?;
         if req.name.is_empty() {
@@ -619,6 +640,7 @@ impl Controller for Service {
         &self,
         request: Request<csi::DeleteVolumeRequest>,
     ) -> Result<Response<csi::DeleteVolumeResponse>, Status> {
+        self.0.note_caller(&request, "DeleteVolume");
         let req = request.into_inner();
         let answer_fault = self.0.enter(Call::DeleteVolume(req.clone())).await?;
         if req.volume_id.is_empty() {
@@ -664,6 +686,7 @@ impl Controller for Service {
         &self,
         request: Request<csi::ControllerExpandVolumeRequest>,
     ) -> Result<Response<csi::ControllerExpandVolumeResponse>, Status> {
+        self.0.note_caller(&request, "ControllerExpandVolume");
         let req = request.into_inner();
         let answer_fault = self
             .0

@@ -194,4 +194,43 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
     account_name.expect("deploy/rbac.yaml has no ServiceAccount")
 }
 
+/// Another ServiceAccount `name` in `namespace` with the same rights as the one
+/// [`apply_deploy_rbac`] made there with `suffix`: a second replica the audit log can tell
+/// apart. Returns its kubeconfig.
+pub async fn second_account(
+    plane: &ControlPlane,
+    namespace: &str,
+    suffix: &str,
+    name: &str,
+) -> PathBuf {
+    let client = plane.client().await;
+    let pp = PostParams::default();
+    let subject =
+        serde_json::json!([{"kind": "ServiceAccount", "name": name, "namespace": namespace}]);
+    let cluster_binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("csi-pv-controller-role-{suffix}-{name}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": format!("csi-pv-controller-runner-{suffix}")},
+        "subjects": subject,
+    }))
+    .expect("ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&pp, &cluster_binding)
+        .await
+        .expect("cannot bind the second account");
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("csi-pv-controller-leader-election-{name}"), "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "csi-pv-controller-leader-election"},
+        "subjects": subject,
+    }))
+    .expect("RoleBinding");
+    Api::<RoleBinding>::namespaced(client, namespace)
+        .create(&pp, &binding)
+        .await
+        .expect("cannot bind the second account's Lease role");
+    let token = plane.service_account_token(namespace, name).await;
+    plane.token_kubeconfig(&format!("{namespace}-{name}"), &token)
+}
+
 use serde::Deserialize as _;

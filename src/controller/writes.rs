@@ -1,0 +1,167 @@
+//! The patches of claims and PVs. Each takes its rate-limit token first, then looks at the
+//! newest copy (`freshness`): a patch decided on a copy that only lost a label race goes on
+//! the newer version, one whose object changed where it matters is decided again. A write
+//! therefore never waits in the limiter holding a version that was stale before it left.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::Value;
+use tracing::debug;
+
+use super::{Controller, SyncError};
+use crate::binder;
+use crate::freshness::{self, Rebase};
+
+impl Controller {
+    /// A merge patch of the claim, its version remembered (`wrote_claim`); `action` says what it
+    /// does, for the error.
+    pub(super) async fn patch_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        action: &str,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        let patch = self.fresh_claim_patch(claim, patch, action).await?;
+        let updated = self
+            .claims_writes(claim)
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action, e))?;
+        self.wrote_claim(&updated);
+        Ok(updated)
+    }
+
+    /// The same for the claim's status.
+    pub(super) async fn patch_claim_status(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        action: &str,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        let patch = self.fresh_claim_patch(claim, patch, action).await?;
+        let updated = self
+            .claims_writes(claim)
+            .patch_status(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action, e))?;
+        self.wrote_claim(&updated);
+        Ok(updated)
+    }
+
+    /// A merge patch of the PV, remembered in the index; `action` says what it does, for the
+    /// error.
+    pub(super) async fn patch_volume(
+        &self,
+        pv: &PersistentVolume,
+        patch: Value,
+        action: &str,
+    ) -> Result<PersistentVolume, SyncError> {
+        let patch = self.fresh_volume_patch(pv, patch, action).await?;
+        let updated = self
+            .volume_writes()
+            .patch(
+                &pv.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action, e))?;
+        self.remember(&updated);
+        Ok(updated)
+    }
+
+    /// updateVolumePhase: the phase and the message (cleared when None); no write when the
+    /// PV has that phase already. Returns the PV as it now is.
+    pub(super) async fn set_phase(
+        &self,
+        pv: &PersistentVolume,
+        phase: &str,
+        message: Option<&str>,
+    ) -> Result<PersistentVolume, SyncError> {
+        let Some(patch) = binder::bind::volume_phase(pv, phase, message) else {
+            return Ok(pv.clone());
+        };
+        let action = format!("mark the PersistentVolume {phase}");
+        let patch = self.fresh_volume_patch(pv, patch, &action).await?;
+        let updated = self
+            .volume_writes()
+            .patch_status(
+                &pv.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|e| SyncError::api(action, e))?;
+        self.remember(&updated);
+        Ok(updated)
+    }
+
+    async fn fresh_claim_patch(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        action: &str,
+    ) -> Result<Value, SyncError> {
+        self.writes.token().await;
+        let newest = self.stores.claims.get(&ObjectRef::from_obj(claim));
+        rebased(patch, claim, newest, action)
+    }
+
+    async fn fresh_volume_patch(
+        &self,
+        pv: &PersistentVolume,
+        patch: Value,
+        action: &str,
+    ) -> Result<Value, SyncError> {
+        self.writes.token().await;
+        let newest = self.volume_in_store(&pv.name_any());
+        rebased(patch, pv, newest, action)
+    }
+
+    fn claims_writes(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
+        Api::namespaced(
+            self.writes.client.clone(),
+            &claim.namespace().unwrap_or_default(),
+        )
+    }
+
+    fn volume_writes(&self) -> Api<PersistentVolume> {
+        Api::all(self.writes.client.clone())
+    }
+}
+
+fn rebased<K>(
+    mut patch: Value,
+    decided: &K,
+    newest: Option<Arc<K>>,
+    action: &str,
+) -> Result<Value, SyncError>
+where
+    K: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>
+        + Clone
+        + PartialEq,
+{
+    match freshness::rebase(&patch, decided, newest.as_deref()) {
+        Rebase::AsIs => Ok(patch),
+        Rebase::Onto(version) => {
+            debug!(%version, "only labels changed since the decision; writing on the newer version");
+            freshness::precondition(&mut patch, &version);
+            Ok(patch)
+        }
+        Rebase::Stale => Err(SyncError::Stale {
+            action: action.to_string(),
+        }),
+    }
+}

@@ -1,0 +1,180 @@
+//! Whether a write decided on one copy of an object may still go on a newer one.
+//!
+//! Our patches carry the resourceVersion they were decided from, so the API refuses them when
+//! the object changed meanwhile. Most changes by others (labels a tool keeps setting, a status
+//! condition...) would refuse a write whose decision they cannot touch, and a write that waits
+//! for a rate-limit token long enough meets such a change every time. A newer copy that differs
+//! only where no decision of ours looks lets the same patch go on the newer version; anything
+//! else means deciding again.
+
+use k8s_openapi::Metadata;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+/// What to do with a patch before it is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rebase {
+    /// Send it as built: the newest copy is the one decided on (or no newer one is known, or
+    /// the patch has no precondition).
+    AsIs,
+    /// Send it preconditioned on this newer version: only labels changed.
+    Onto(String),
+    /// The object changed where a decision looks: decide again.
+    Stale,
+}
+
+/// `patch` was built from `decided`; `newest` is the newest copy known now.
+pub fn rebase<K>(patch: &Value, decided: &K, newest: Option<&K>) -> Rebase
+where
+    K: Metadata<Ty = ObjectMeta> + Clone + PartialEq,
+{
+    let Some(precondition) = patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    else {
+        return Rebase::AsIs;
+    };
+    let Some(newest) = newest else {
+        return Rebase::AsIs;
+    };
+    let (Some(sent), Some(now)) = (number(Some(precondition)), version(newest)) else {
+        return Rebase::AsIs;
+    };
+    if now <= sent {
+        return Rebase::AsIs;
+    }
+    if decision_view(decided) == decision_view(newest) {
+        Rebase::Onto(now.to_string())
+    } else {
+        Rebase::Stale
+    }
+}
+
+/// Sets the patch's precondition to `version`.
+pub fn precondition(patch: &mut Value, version: &str) {
+    if let Some(metadata) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("resourceVersion".into(), Value::from(version));
+    }
+}
+
+/// The object as our decisions read it: everything but labels and the bookkeeping that changes
+/// with every write.
+fn decision_view<K>(object: &K) -> K
+where
+    K: Metadata<Ty = ObjectMeta> + Clone,
+{
+    let mut view = object.clone();
+    let metadata = view.metadata_mut();
+    metadata.labels = None;
+    metadata.resource_version = None;
+    metadata.managed_fields = None;
+    metadata.generation = None;
+    view
+}
+
+fn version<K: Metadata<Ty = ObjectMeta>>(object: &K) -> Option<u64> {
+    number(object.metadata().resource_version.as_deref())
+}
+
+fn number(version: Option<&str>) -> Option<u64> {
+    version?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec};
+    use serde_json::json;
+
+    fn claim(rv: &str, labels: &[(&str, &str)], volume: Option<&str>) -> PersistentVolumeClaim {
+        let mut c = PersistentVolumeClaim::default();
+        c.metadata.name = Some("c".into());
+        c.metadata.resource_version = Some(rv.into());
+        c.metadata.labels = (!labels.is_empty()).then(|| {
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        });
+        c.spec = Some(PersistentVolumeClaimSpec {
+            volume_name: volume.map(str::to_string),
+            ..Default::default()
+        });
+        c
+    }
+
+    #[test]
+    fn table() {
+        let patch = json!({"metadata": {"resourceVersion": "10"}, "spec": {"volumeName": "pv"}});
+        let decided = claim("10", &[("tick", "1")], None);
+        let cases = [
+            ("no newer copy known", None, Rebase::AsIs),
+            (
+                "the same version",
+                Some(claim("10", &[("tick", "1")], None)),
+                Rebase::AsIs,
+            ),
+            (
+                "an older copy (the watch behind our own write)",
+                Some(claim("9", &[], None)),
+                Rebase::AsIs,
+            ),
+            (
+                "only a label changed",
+                Some(claim("12", &[("tick", "2")], None)),
+                Rebase::Onto("12".into()),
+            ),
+            (
+                "labels removed",
+                Some(claim("13", &[], None)),
+                Rebase::Onto("13".into()),
+            ),
+            (
+                "bound meanwhile",
+                Some(claim("12", &[("tick", "1")], Some("other"))),
+                Rebase::Stale,
+            ),
+        ];
+        for (what, newest, expected) in cases {
+            assert_eq!(
+                rebase(&patch, &decided, newest.as_ref()),
+                expected,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_patch_without_precondition_goes_as_built() {
+        let patch = json!({"metadata": {"annotations": {"a": "b"}}});
+        let newest = claim("12", &[], Some("x"));
+        assert_eq!(
+            rebase(&patch, &claim("10", &[], None), Some(&newest)),
+            Rebase::AsIs
+        );
+    }
+
+    #[test]
+    fn a_deleted_claim_is_not_the_same() {
+        let patch = json!({"metadata": {"resourceVersion": "10"}});
+        let mut deleting = claim("11", &[], None);
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_eq!(
+            rebase(&patch, &claim("10", &[], None), Some(&deleting)),
+            Rebase::Stale
+        );
+    }
+
+    #[test]
+    fn precondition_is_replaced() {
+        let mut patch = json!({"metadata": {"resourceVersion": "10", "finalizers": []}});
+        precondition(&mut patch, "12");
+        assert_eq!(
+            patch,
+            json!({"metadata": {"resourceVersion": "12", "finalizers": []}})
+        );
+    }
+}
