@@ -12,7 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tracing::debug;
 
-use super::{Controller, SyncError};
+use super::{Controller, SyncError, error};
 use crate::binder;
 use crate::freshness::{self, Rebase};
 
@@ -26,17 +26,15 @@ impl Controller {
         action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
         let patch = self.fresh_claim_patch(claim, patch, action).await?;
-        let updated = self
+        let answer = self
             .claims_writes(claim)
             .patch(
                 &claim.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.wrote_claim(&updated);
-        Ok(updated)
+            .await;
+        self.claim_written_or_stale(claim, answer, action).await
     }
 
     /// The same for the claim's status.
@@ -47,17 +45,15 @@ impl Controller {
         action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
         let patch = self.fresh_claim_patch(claim, patch, action).await?;
-        let updated = self
+        let answer = self
             .claims_writes(claim)
             .patch_status(
                 &claim.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.wrote_claim(&updated);
-        Ok(updated)
+            .await;
+        self.claim_written_or_stale(claim, answer, action).await
     }
 
     /// A merge patch of the PV, remembered in the index; `action` says what it does, for the
@@ -69,17 +65,15 @@ impl Controller {
         action: &str,
     ) -> Result<PersistentVolume, SyncError> {
         let patch = self.fresh_volume_patch(pv, patch, action).await?;
-        let updated = self
+        let answer = self
             .volume_writes()
             .patch(
                 &pv.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.remember(&updated);
-        Ok(updated)
+            .await;
+        self.volume_written_or_stale(pv, answer, action).await
     }
 
     /// updateVolumePhase: the phase and the message (cleared when None); no write when the
@@ -95,17 +89,66 @@ impl Controller {
         };
         let action = format!("mark the PersistentVolume {phase}");
         let patch = self.fresh_volume_patch(pv, patch, &action).await?;
-        let updated = self
+        let answer = self
             .volume_writes()
             .patch_status(
                 &pv.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
-            .await
-            .map_err(|e| SyncError::api(action, e))?;
-        self.remember(&updated);
-        Ok(updated)
+            .await;
+        self.volume_written_or_stale(pv, answer, &action).await
+    }
+
+    /// The claim as our write left it, remembered; or, when the write met a newer version
+    /// (409), that version read once, so that passes on the store's older copy wait for the
+    /// watch to bring it (`claim_is_behind`) instead of meeting the same 409 again. After an
+    /// apiserver restart the watch may lag for seconds; retrying from its copy meanwhile was a
+    /// conflict storm.
+    async fn claim_written_or_stale(
+        &self,
+        claim: &PersistentVolumeClaim,
+        answer: Result<PersistentVolumeClaim, kube::Error>,
+        action: &str,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        match answer {
+            Ok(updated) => {
+                self.wrote_claim(&updated);
+                Ok(updated)
+            }
+            Err(error) => {
+                if error::is_status(&error, 409)
+                    && let Ok(Some(live)) = self.live_claim(claim).await
+                {
+                    self.wrote_claim(&live);
+                }
+                Err(SyncError::api(action, error))
+            }
+        }
+    }
+
+    /// The same for a PV: the version read after a 409 goes into the index, whose copy the
+    /// next decision uses.
+    async fn volume_written_or_stale(
+        &self,
+        pv: &PersistentVolume,
+        answer: Result<PersistentVolume, kube::Error>,
+        action: &str,
+    ) -> Result<PersistentVolume, SyncError> {
+        match answer {
+            Ok(updated) => {
+                self.remember(&updated);
+                Ok(updated)
+            }
+            Err(error) => {
+                if error::is_status(&error, 409)
+                    && let Ok(Some(live)) = self.volume_writes().get_opt(&pv.name_any()).await
+                {
+                    self.remember(&live);
+                }
+                Err(SyncError::api(action, error))
+            }
+        }
     }
 
     async fn fresh_claim_patch(

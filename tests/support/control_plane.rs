@@ -81,7 +81,7 @@ fn start_on_own_thread(options: PlaneOptions) -> Result<ControlPlane, String> {
                 let started = launch(options);
                 let children_alive = started.is_ok();
                 let (plane, children) = match started {
-                    Ok((plane, children)) => (Ok(plane), children),
+                    Ok((plane, children, _)) => (Ok(plane), children),
                     Err(e) => (Err(e), Vec::new()),
                 };
                 let _ = tx.send(plane);
@@ -402,13 +402,45 @@ impl PlaneOptions {
 pub struct OwnedPlane {
     pub plane: ControlPlane,
     children: Vec<Child>,
+    /// How kube-apiserver was started, to start it again.
+    apiserver: (std::ffi::OsString, Vec<std::ffi::OsString>),
 }
 
 impl OwnedPlane {
     /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits
     /// (PR_SET_PDEATHSIG), so call this from a thread that outlives the plane, e.g. `main`.
     pub fn start(options: PlaneOptions) -> Result<OwnedPlane, String> {
-        launch(options).map(|(plane, children)| OwnedPlane { plane, children })
+        launch(options).map(|(plane, children, apiserver)| OwnedPlane {
+            plane,
+            children,
+            apiserver,
+        })
+    }
+
+    /// Kills kube-apiserver (SIGKILL); etcd keeps running.
+    pub fn kill_apiserver(&mut self) {
+        if let Some(apiserver) = self.children.get_mut(1) {
+            let _ = apiserver.kill();
+            let _ = apiserver.wait();
+        }
+    }
+
+    /// Starts kube-apiserver again as it was first started (same port, certificates and
+    /// audit log); does not wait for it to be ready.
+    pub fn restart_apiserver(&mut self) -> Result<(), String> {
+        self.kill_apiserver();
+        let (program, args) = &self.apiserver;
+        let mut command = Command::new(program);
+        command.args(args);
+        let child = spawn(
+            command,
+            &self.plane.dir.join("kube-apiserver-restarted.log"),
+        )?;
+        match self.children.get_mut(1) {
+            Some(slot) => *slot = child,
+            None => self.children.push(child),
+        }
+        Ok(())
     }
 
     /// The apiserver's process id, for resource figures.
@@ -448,7 +480,13 @@ fn work_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-fn launch(options: PlaneOptions) -> Result<(ControlPlane, Vec<Child>), String> {
+type Launched = (
+    ControlPlane,
+    Vec<Child>,
+    (std::ffi::OsString, Vec<std::ffi::OsString>),
+);
+
+fn launch(options: PlaneOptions) -> Result<Launched, String> {
     let etcd_bin = peer("etcd");
     let apiserver_bin = peer("kube-apiserver");
     let dir = work_dir()?;
@@ -532,6 +570,10 @@ fn launch(options: PlaneOptions) -> Result<(ControlPlane, Vec<Child>), String> {
             ))
             .arg("--audit-log-mode=blocking");
     }
+    let how = (
+        apiserver.get_program().to_owned(),
+        apiserver.get_args().map(ToOwned::to_owned).collect(),
+    );
     let mut apiserver = spawn(apiserver, &api_log)?;
 
     let server = format!("https://127.0.0.1:{api_port}");
@@ -571,5 +613,5 @@ fn launch(options: PlaneOptions) -> Result<(ControlPlane, Vec<Child>), String> {
         ca_file: pki.ca,
         admin_kubeconfig,
     };
-    Ok((plane, vec![etcd, apiserver]))
+    Ok((plane, vec![etcd, apiserver], how))
 }
