@@ -302,6 +302,27 @@ pub fn http_ok(port: u16, path: &str) -> bool {
     http_get(port, path).is_some()
 }
 
+/// The body of a 200 answer to a JSON POST of `body` to `path` on loopback `port`.
+pub fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
+        return None;
+    }
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
 /// The body of a 200 answer to GET `path` on loopback `port`; None for anything else.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::Write;
@@ -404,17 +425,40 @@ pub struct OwnedPlane {
     children: Vec<Child>,
     /// How kube-apiserver was started, to start it again.
     apiserver: (std::ffi::OsString, Vec<std::ffi::OsString>),
+    etcd_port: u16,
 }
 
 impl OwnedPlane {
     /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits
     /// (PR_SET_PDEATHSIG), so call this from a thread that outlives the plane, e.g. `main`.
     pub fn start(options: PlaneOptions) -> Result<OwnedPlane, String> {
-        launch(options).map(|(plane, children, apiserver)| OwnedPlane {
+        launch(options).map(|(plane, children, (apiserver, etcd_port))| OwnedPlane {
             plane,
             children,
             apiserver,
+            etcd_port,
         })
+    }
+
+    /// Compacts etcd's history up to its current revision (through etcd's JSON gateway), so
+    /// that a watch resumed from any older resourceVersion is answered 410 Gone. Returns the
+    /// revision.
+    pub fn compact_etcd(&self) -> Result<i64, String> {
+        // "L3JlZ2lzdHJ5" is "/registry": any read answers with the current revision.
+        let range = http_post(
+            self.etcd_port,
+            "/v3/kv/range",
+            r#"{"key":"L3JlZ2lzdHJ5","limit":1}"#,
+        )
+        .ok_or("etcd range failed")?;
+        let answer: serde_json::Value = serde_json::from_str(&range).map_err(|e| e.to_string())?;
+        let revision: i64 = answer["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .ok_or(format!("no revision in {range}"))?;
+        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
+        http_post(self.etcd_port, "/v3/kv/compaction", &body).ok_or("etcd compaction failed")?;
+        Ok(revision)
     }
 
     /// Kills kube-apiserver (SIGKILL); etcd keeps running.
@@ -483,7 +527,7 @@ fn work_dir() -> Result<PathBuf, String> {
 type Launched = (
     ControlPlane,
     Vec<Child>,
-    (std::ffi::OsString, Vec<std::ffi::OsString>),
+    ((std::ffi::OsString, Vec<std::ffi::OsString>), u16),
 );
 
 fn launch(options: PlaneOptions) -> Result<Launched, String> {
@@ -613,5 +657,5 @@ fn launch(options: PlaneOptions) -> Result<Launched, String> {
         ca_file: pki.ca,
         admin_kubeconfig,
     };
-    Ok((plane, vec![etcd, apiserver], how))
+    Ok((plane, vec![etcd, apiserver], (how, etcd_port)))
 }
