@@ -73,6 +73,14 @@ pub struct Config {
     #[arg(long, default_value_t = 100)]
     pub worker_threads: usize,
 
+    /// How many ControllerExpandVolume calls may run at once (csi-resizer's --workers).
+    #[arg(long, default_value_t = 10)]
+    pub workers: usize,
+
+    /// Path of the Prometheus metrics on --http-endpoint (as csi-provisioner's --metrics-path).
+    #[arg(long, default_value = "/metrics")]
+    pub metrics_path: String,
+
     /// First delay before retrying a failed operation on an object; doubles on each failure.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub retry_interval_start: Duration,
@@ -186,6 +194,18 @@ impl Config {
         }
         if self.kube_api_burst == 0 {
             return bad("kube-api-burst", "must be at least 1");
+        }
+        if self.workers == 0 {
+            return bad("workers", "must be greater than 0");
+        }
+        if !self.metrics_path.starts_with('/')
+            || ["/healthz", "/readyz", "/healthz/leader-election"]
+                .contains(&self.metrics_path.as_str())
+        {
+            return bad(
+                "metrics-path",
+                "must start with / and not be /healthz, /readyz or /healthz/leader-election",
+            );
         }
         if self.worker_threads == 0 {
             return bad("worker-threads", "must be at least 1");

@@ -1,6 +1,7 @@
 //! The diagnostics server: /healthz (liveness: the process serves; neither a driver nor an API
 //! outage is cured by a restart), /readyz (the caches synced and kept current by their watches,
-//! the driver answering Probe; a standby under leader election is ready) and /metrics.
+//! the driver answering Probe; a standby under leader election is ready),
+//! /healthz/leader-election and the metrics (`--metrics-path`, /metrics by default).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,8 @@ pub struct Health {
     csi: CsiClient,
     ready: AtomicBool,
     watches: OnceLock<Arc<WatchHealth>>,
+    /// Set once this replica leads: the fence that says whether it still may.
+    leading: OnceLock<crate::fence::Fence>,
 }
 
 impl Health {
@@ -32,7 +35,13 @@ impl Health {
             csi,
             ready: AtomicBool::new(false),
             watches: OnceLock::new(),
+            leading: OnceLock::new(),
         })
+    }
+
+    /// This replica leads from now on, for as long as `fence` is open.
+    pub fn lead(&self, fence: crate::fence::Fence) {
+        let _ = self.leading.set(fence);
     }
 
     /// The watches whose currency /readyz reports.
@@ -53,6 +62,19 @@ impl Health {
 /// liveness probe that followed them would restart the sidecar through every such outage.
 async fn healthz() -> (StatusCode, &'static str) {
     (StatusCode::OK, "ok\n")
+}
+
+/// `/healthz/leader-election`, as csi-lib-utils serves it: 200 unless this replica leads and
+/// has gone past its renew deadline without a renewal (it exits then; this is the probe's
+/// view of a process that could not).
+async fn leader_election(State(health): State<Arc<Health>>) -> (StatusCode, &'static str) {
+    match health.leading.get() {
+        Some(fence) if !fence.is_open() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "leader without a Lease renewal within the renew deadline\n",
+        ),
+        _ => (StatusCode::OK, "ok\n"),
+    }
 }
 
 /// Readiness, with every failing check named in the body.
@@ -100,13 +122,15 @@ async fn metrics() -> ([(axum::http::header::HeaderName, &'static str); 1], Stri
 /// Binds `address` (so that a busy port is reported at start) and returns the server future.
 pub async fn serve(
     address: SocketAddr,
+    metrics_path: String,
     health: Arc<Health>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<impl std::future::Future<Output = std::io::Result<()>>> {
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/healthz/leader-election", get(leader_election))
+        .route(&metrics_path, get(metrics))
         .with_state(health);
     let listener = tokio::net::TcpListener::bind(address).await?;
     Ok(async move {

@@ -1,6 +1,7 @@
 //! csi-pv-controller: one process beside a CSI driver that provisions, binds, expands and
 //! deletes the driver's volumes.
 
+pub mod args;
 pub mod binder;
 pub mod cluster;
 pub mod config;

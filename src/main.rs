@@ -23,7 +23,8 @@ const LEASE_CLIENT_BURST: u32 = 100;
 const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn main() -> ExitCode {
-    let config = Config::parse(); // exits 2 with clap's message on unparsable flags
+    // Exits 2 with clap's message on unparsable flags.
+    let config = Config::parse_from(csi_pv_controller::args::go_style(std::env::args_os()));
     init_logging(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -91,9 +92,14 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let health = http::Health::new(csi.clone());
     let server = match config.http_address()? {
         Some(address) => {
-            let server = http::serve(address, health.clone(), stopped())
-                .await
-                .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
+            let server = http::serve(
+                address,
+                config.metrics_path.clone(),
+                health.clone(),
+                stopped(),
+            )
+            .await
+            .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
             info!(%address, "serving /healthz and /readyz");
             Some(tokio::spawn(server))
         }
@@ -171,6 +177,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             // Four resyncs (a minute by default): the binder hands a claim over at once.
             handover_grace: config.resync_period * 4,
             journal,
+            expansion_workers: config.workers,
         },
     );
     // Ready means the caches are warm: a standby is ready to take over at once.
@@ -202,6 +209,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 }
             }
             info!("became leader");
+            health.lead(fence.clone());
             Some(leadership)
         }
         false => None,

@@ -199,3 +199,68 @@ fn an_api_outage_shows_in_readyz_not_healthz() {
         );
     });
 }
+
+/// The args of csi-driver-host-path's own csi-provisioner and csi-resizer containers (its
+/// `deploy/kubernetes-1.34` manifest, read from the release archive the peers are built from),
+/// one after the other, start our binary unchanged: Go's single-dash flags, the GA Topology gate
+/// and a flag given twice included. Only the socket path is mapped to this test's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostpath_upstream_container_args_start_it_unchanged() {
+    let sources = std::env::var_os("PEER_SOURCES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peers").into());
+    let archive = sources.join("csi-driver-host-path-v1.18.0.tar.gz");
+    let manifest = std::process::Command::new("tar")
+        .arg("-xzOf")
+        .arg(&archive)
+        .arg("csi-driver-host-path-v1.18.0/deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tar on {}: {e}", archive.display()));
+    assert!(manifest.status.success(), "cannot read the manifest from {}", archive.display());
+    let text = String::from_utf8(manifest.stdout).expect("UTF-8 manifest");
+    let mut upstream: Vec<String> = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(document).expect("YAML");
+        let containers = &value["spec"]["template"]["spec"]["containers"];
+        for name in ["csi-provisioner", "csi-resizer"] {
+            let Some(container) = containers
+                .as_sequence()
+                .and_then(|c| c.iter().find(|c| c["name"].as_str() == Some(name)))
+            else {
+                continue;
+            };
+            let args = container["args"].as_sequence().expect("args");
+            upstream.extend(args.iter().filter_map(|a| a.as_str().map(str::to_string)));
+        }
+    }
+    assert!(
+        upstream.iter().any(|a| a.starts_with("-csi-address"))
+            && upstream.iter().any(|a| a.starts_with("--feature-gates")),
+        "the manifest's args changed: {upstream:?}"
+    );
+
+    let plane = control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
+        .await
+        .unwrap();
+    let socket = driver.socket().display().to_string();
+    let mut args: Vec<String> = upstream
+        .iter()
+        .map(|a| a.replace("/csi/csi.sock", &socket))
+        .collect();
+    args.push(format!("--kubeconfig={}", plane.admin_kubeconfig.display()));
+    args.extend(["--workers=3".into(), "--metrics-path=/custom-metrics".into()]);
+    let mut sidecar = Sidecar::start(dir.path(), &args);
+    assert!(
+        sidecar.wait_ready(Duration::from_secs(60)).await,
+        "not ready with upstream's args {upstream:?}:\n{}",
+        sidecar.log_text()
+    );
+    assert!(
+        sidecar.answers("/custom-metrics").await && !sidecar.answers("/metrics").await,
+        "--metrics-path moves the metrics"
+    );
+    assert!(sidecar.answers("/healthz/leader-election").await);
+    println!("started with {upstream:?}");
+}

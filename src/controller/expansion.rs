@@ -33,12 +33,23 @@ pub(super) struct ResizeMemory {
     announced: Option<u64>,
 }
 
-#[derive(Default)]
-pub(super) struct Resizes(std::sync::Mutex<HashMap<ClaimKey, ResizeMemory>>);
+pub(super) struct Resizes {
+    memory: std::sync::Mutex<HashMap<ClaimKey, ResizeMemory>>,
+    /// `--workers`: how many ControllerExpandVolume calls may run at once (csi-resizer's
+    /// worker count; the other work of a pass does not wait for it).
+    slots: tokio::sync::Semaphore,
+}
 
 impl Resizes {
+    pub(super) fn new(workers: usize) -> Self {
+        Resizes {
+            memory: Default::default(),
+            slots: tokio::sync::Semaphore::new(workers.max(1)),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClaimKey, ResizeMemory>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The memory of this claim; a claim replaced under the same name starts afresh.
@@ -269,6 +280,8 @@ impl Controller {
                 .await
                 .map_err(Failure::Uncertain)?;
         }
+        // The semaphore is never closed; were it, the call goes unthrottled.
+        let _slot = self.resizes.slots.acquire().await.ok();
         let answer = self
             .csi
             .controller_expand_volume(request)

@@ -112,6 +112,8 @@ pub struct Switches {
     pub handover_grace: Duration,
     /// `--intent-journal`, opened; None: intents are claim finalizers.
     pub journal: Option<Arc<Journal>>,
+    /// `--workers`: ControllerExpandVolume calls at once.
+    pub expansion_workers: usize,
 }
 
 /// The queues and the PV index, to be fed by the watches before the controller exists.
@@ -243,7 +245,7 @@ impl Controller {
             handle_volume_inuse_error: switches.handle_volume_inuse_error,
             annotate_fs_resize: switches.annotate_fs_resize,
             handover_grace: switches.handover_grace,
-            resizes: expansion::Resizes::default(),
+            resizes: expansion::Resizes::new(switches.expansion_workers),
             stranded: stranded::Stranded::default(),
             claim_written: Mutex::default(),
             journal: switches.journal,
