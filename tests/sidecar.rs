@@ -213,10 +213,16 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
     let manifest = std::process::Command::new("tar")
         .arg("-xzOf")
         .arg(&archive)
-        .arg("csi-driver-host-path-v1.18.0/deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml")
+        .arg(
+            "csi-driver-host-path-v1.18.0/deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml",
+        )
         .output()
         .unwrap_or_else(|e| panic!("cannot run tar on {}: {e}", archive.display()));
-    assert!(manifest.status.success(), "cannot read the manifest from {}", archive.display());
+    assert!(
+        manifest.status.success(),
+        "cannot read the manifest from {}",
+        archive.display()
+    );
     let text = String::from_utf8(manifest.stdout).expect("UTF-8 manifest");
     let mut upstream: Vec<String> = Vec::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
@@ -250,7 +256,10 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
         .map(|a| a.replace("/csi/csi.sock", &socket))
         .collect();
     args.push(format!("--kubeconfig={}", plane.admin_kubeconfig.display()));
-    args.extend(["--workers=3".into(), "--metrics-path=/custom-metrics".into()]);
+    args.extend([
+        "--workers=3".into(),
+        "--metrics-path=/custom-metrics".into(),
+    ]);
     let mut sidecar = Sidecar::start(dir.path(), &args);
     assert!(
         sidecar.wait_ready(Duration::from_secs(60)).await,

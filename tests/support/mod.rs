@@ -8,6 +8,7 @@ pub mod fake_driver;
 pub mod hostpath;
 pub mod kcm;
 pub mod peers;
+pub mod proxy;
 pub mod sanity;
 pub mod sidecar;
 pub mod watchdog;

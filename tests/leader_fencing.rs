@@ -1,0 +1,332 @@
+//! Two replicas under `--leader-election` while claims come and go, and a leader that may have
+//! lost its Lease without knowing it: frozen (SIGSTOP) past its lease, or cut off from the
+//! apiserver. Either way it must send no API write and no state-changing driver call once its
+//! renew deadline has passed, and the standby must take over. Witnesses: the audit log (each
+//! replica has its own ServiceAccount) and the driver (each call's peer process).
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use serde_json::json;
+use support::cluster::{World, eventually};
+use support::control_plane::AuditedWrite;
+use support::fake_driver::DriverConfig;
+use support::proxy::Proxy;
+use support::sidecar::Sidecar;
+
+const LIMIT: Duration = Duration::from_secs(45);
+const LEASE: Duration = Duration::from_secs(6);
+const RENEW: Duration = Duration::from_secs(4);
+const RETRY: Duration = Duration::from_secs(1);
+
+async fn holder(world: &World) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.namespace);
+    let name = format!("csi-pv-controller-{}", world.driver_name.replace('.', "-"));
+    leases
+        .get_opt(&name)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// The world's sidecar leads; a standby `replica-b` runs as another ServiceAccount.
+struct Replicas {
+    world: World,
+    standby: Sidecar,
+    leader: String,
+    class: String,
+}
+
+async fn two_replicas(namespace: &str) -> Replicas {
+    let world = World::start(
+        namespace,
+        DriverConfig::default(),
+        &[
+            "--leader-election",
+            &format!("--leader-election-namespace={namespace}"),
+            &format!("--leader-election-lease-duration={}s", LEASE.as_secs()),
+            &format!("--leader-election-renew-deadline={}s", RENEW.as_secs()),
+            &format!("--leader-election-retry-period={}s", RETRY.as_secs()),
+        ],
+    )
+    .await;
+    let leader = eventually(LIMIT, || holder(&world)).await;
+    let leader = leader.unwrap_or_else(|| panic!("nobody leads:\n{}", world.sidecar.log_text()));
+    let kubeconfig =
+        support::sidecar::second_account(world.plane, namespace, namespace, "replica-b").await;
+    let args = with_kubeconfig(&world.args, &kubeconfig);
+    let mut standby =
+        Sidecar::start_with_env(world.dir.path(), &args, &[("HOSTNAME", "replica-b")]);
+    assert!(
+        standby.wait_ready(LIMIT).await,
+        "standby not ready:\n{}",
+        standby.log_text()
+    );
+    let class = world.create_class("churn", json!({})).await.metadata.name;
+    Replicas {
+        world,
+        standby,
+        leader,
+        class: class.unwrap_or_default(),
+    }
+}
+
+fn with_kubeconfig(args: &[String], kubeconfig: &std::path::Path) -> Vec<String> {
+    args.iter()
+        .map(|a| match a.starts_with("--kubeconfig=") {
+            true => format!("--kubeconfig={}", kubeconfig.display()),
+            false => a.clone(),
+        })
+        .collect()
+}
+
+/// Claims come and go until stopped: every 300 ms one more, and the one from 1.5 s ago is
+/// deleted, so the leader always has provisioning and deletion to do. Returns how many were made.
+fn churn(world: &World, class: &str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
+    let (claims, class) = (world.claims(), class.to_string());
+    tokio::spawn(async move {
+        let mut made = 0usize;
+        while !stop.load(Ordering::SeqCst) {
+            let claim = serde_json::from_value(json!({
+                "metadata": {"name": format!("churn-{made}")},
+                "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}},
+            }))
+            .expect("claim");
+            let _ = claims.create(&Default::default(), &claim).await;
+            if made >= 5 {
+                let name = format!("churn-{}", made - 5);
+                let _ = claims.delete(&name, &Default::default()).await;
+            }
+            made += 1;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        made
+    })
+}
+
+/// Every claim left is bound (by the new leader).
+async fn settled(world: &World) -> bool {
+    eventually(LIMIT, || async {
+        let list = world.claims().list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// The writes of the world's sidecar, and those the apiserver received at or after `since`.
+fn writes_of_leader(world: &World, since: SystemTime) -> (Vec<AuditedWrite>, Vec<AuditedWrite>) {
+    let since = Timestamp::try_from(since).expect("time");
+    let all: Vec<_> = world
+        .plane
+        .audited_writes()
+        .into_iter()
+        .filter(|w| w.user == world.user)
+        .collect();
+    let late = all
+        .iter()
+        .filter(|w| w.received.is_some_and(|t| t >= since))
+        .cloned()
+        .collect();
+    (all, late)
+}
+
+/// The leader is frozen past its renew deadline and the lease duration; the standby takes over
+/// about a lease duration later. When the old leader runs again it sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
+    let Replicas {
+        mut world,
+        standby,
+        leader,
+        class,
+    } = two_replicas("paused-leader").await;
+    let old_pid = world.sidecar.child.id().expect("the leader runs") as i32;
+    let stop = Arc::new(AtomicBool::new(false));
+    let claims = churn(&world, &class, stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // SAFETY: signals to our own child process.
+    unsafe { libc::kill(old_pid, libc::SIGSTOP) };
+    let paused = Instant::now();
+    let taken = eventually(LIMIT, || async {
+        (holder(&world).await.as_deref() == Some("replica-b")).then(|| paused.elapsed())
+    })
+    .await;
+    let taken =
+        taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
+    tokio::time::sleep(Duration::from_secs(12).saturating_sub(paused.elapsed())).await;
+    let resumed = SystemTime::now();
+    unsafe { libc::kill(old_pid, libc::SIGCONT) };
+    let exit = tokio::time::timeout(Duration::from_secs(10), world.sidecar.child.wait()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let made = claims.await.unwrap_or_default();
+    let settled = settled(&world).await;
+
+    let old_log = world.sidecar.log_text();
+    let (all, late) = writes_of_leader(&world, resumed);
+    let calls = world.driver.callers();
+    let old_calls = calls
+        .iter()
+        .filter(|(_, pid, _)| *pid == Some(old_pid))
+        .count();
+    let late_calls: Vec<_> = calls
+        .iter()
+        .filter(|(at, pid, _)| *pid == Some(old_pid) && *at >= resumed)
+        .collect();
+    println!(
+        "{made} claims made; {leader} led with {} writes and {old_calls} driver calls before the pause; \
+         replica-b took over {:.1} s into the pause; after resuming: {} writes, {} driver calls",
+        all.len(),
+        taken.as_secs_f64(),
+        late.len(),
+        late_calls.len()
+    );
+    assert!(
+        !all.is_empty() && old_calls > 0,
+        "the old leader acted before the pause:\n{old_log}"
+    );
+    assert!(
+        late.is_empty(),
+        "the old leader wrote after it resumed: {late:#?}\n{old_log}"
+    );
+    assert!(
+        late_calls.is_empty(),
+        "the old leader called the driver after it resumed: {late_calls:?}\n{old_log}"
+    );
+    assert!(
+        taken <= LEASE + RETRY.mul_f64(1.2) + Duration::from_secs(1),
+        "the standby took {taken:?} to take over"
+    );
+    let code = exit
+        .unwrap_or_else(|_| panic!("the old leader did not exit after resuming:\n{old_log}"))
+        .expect("wait")
+        .code();
+    assert_eq!(
+        code,
+        Some(1),
+        "the old leader exits with an error:\n{old_log}"
+    );
+    assert!(
+        settled,
+        "the new leader did not settle the claims:\n{}",
+        standby.log_text()
+    );
+}
+
+/// The leader loses the apiserver (its connections go through a relay that is cut) while claims
+/// come and go. It cannot renew, so it steps down at its renew deadline and exits; the relay
+/// comes back after the deadline but before the lease would expire, and the old leader, had it
+/// kept going, could write again then. Not one write of it arrives after the deadline, and the
+/// standby takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() {
+    let Replicas {
+        mut world,
+        standby,
+        leader,
+        class,
+    } = two_replicas("cut-leader").await;
+    // The leader again, with the same identity, through the relay.
+    let address = world
+        .plane
+        .server
+        .trim_start_matches("https://")
+        .parse()
+        .expect("apiserver address");
+    let relay = Proxy::start(address).await;
+    let direct = std::fs::read_to_string(&world.kubeconfig).expect("kubeconfig");
+    let relayed = world.dir.path().join("relayed.kubeconfig");
+    std::fs::write(
+        &relayed,
+        direct.replace(
+            &world.plane.server,
+            &format!("https://127.0.0.1:{}", relay.port),
+        ),
+    )
+    .expect("kubeconfig");
+    let _ = world.sidecar.child.start_kill();
+    let _ = world.sidecar.child.wait().await;
+    world.sidecar = Sidecar::start(world.dir.path(), &with_kubeconfig(&world.args, &relayed));
+    let leads = eventually(LIMIT, || async {
+        world
+            .sidecar
+            .log_text()
+            .contains("became leader")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        leads.is_some(),
+        "the relayed leader did not lead again:\n{}",
+        world.sidecar.log_text()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let claims = churn(&world, &class, stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    relay.cut();
+    let cut = Instant::now();
+    let deadline = SystemTime::now() + RENEW;
+    let exited = tokio::time::timeout(Duration::from_secs(15), world.sidecar.child.wait()).await;
+    let stepped_down = cut.elapsed();
+    tokio::time::sleep((RENEW + Duration::from_secs(1)).saturating_sub(cut.elapsed())).await;
+    relay.restore();
+    let taken = eventually(LIMIT, || async {
+        (holder(&world).await.as_deref() == Some("replica-b")).then(|| cut.elapsed())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::SeqCst);
+    let made = claims.await.unwrap_or_default();
+    let settled = settled(&world).await;
+
+    let old_log = world.sidecar.log_text();
+    let (all, late) = writes_of_leader(&world, deadline);
+    println!(
+        "{made} claims made; {leader} led with {} writes; cut off, it stepped down after {:.1} s; \
+         replica-b took over {:.1} s after the cut; writes of the old leader after its deadline: {}",
+        all.len(),
+        stepped_down.as_secs_f64(),
+        taken.unwrap_or_default().as_secs_f64(),
+        late.len()
+    );
+    let code = exited
+        .unwrap_or_else(|_| panic!("the cut-off leader did not step down:\n{old_log}"))
+        .expect("wait")
+        .code();
+    assert_eq!(code, Some(1), "it exits with an error:\n{old_log}");
+    assert!(
+        stepped_down <= RENEW + Duration::from_secs(1),
+        "it stepped down {stepped_down:?} after the cut"
+    );
+    assert!(!all.is_empty(), "the leader wrote before the cut");
+    assert!(
+        late.is_empty(),
+        "the old leader wrote after its deadline: {late:#?}\n{old_log}"
+    );
+    let taken =
+        taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
+    assert!(
+        taken <= LEASE + RETRY.mul_f64(1.2) + Duration::from_secs(1),
+        "the standby took {taken:?} to take over"
+    );
+    assert!(
+        settled,
+        "the new leader did not settle the claims:\n{}",
+        standby.log_text()
+    );
+}
