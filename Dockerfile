@@ -1,15 +1,15 @@
-# A static csi-pv-controller on a distroless base (no shell, non-root).
-#   docker build -t csi-pv-controller:latest .
-FROM docker.io/library/rust:1.91-bookworm AS build
-RUN apt-get update \
- && apt-get install -y --no-install-recommends musl-tools \
- && rm -rf /var/lib/apt/lists/* \
- && rustup target add x86_64-unknown-linux-musl
-WORKDIR /src
-COPY . .
-RUN cargo build --locked --release --target x86_64-unknown-linux-musl --bin csi-pv-controller
-
-FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /src/target/x86_64-unknown-linux-musl/release/csi-pv-controller /csi-pv-controller
+# The csi-pv-controller image, from a root prepared by deploy/image-root.sh (`make image`): the
+# release binary, the four glibc libraries it links (as distroless/cc carries them), and an
+# /etc/passwd naming the non-root user. No shell, no package manager, no base image to pull, so
+# Debian's buildah builds it without a daemon or a registry:
+#   buildah --storage-driver vfs bud --isolation chroot -t csi-pv-controller:v0.1.0 .
+# deploy/Dockerfile.musl builds a static binary from source where registries are reachable.
+FROM scratch
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="csi-pv-controller" \
+      org.opencontainers.image.description="Provisions, binds, expands and deletes the volumes of one CSI driver" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
+COPY target/image-root/ /
 USER 65532:65532
 ENTRYPOINT ["/csi-pv-controller"]

@@ -11,7 +11,10 @@ export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
 
-.PHONY: all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
+VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+IMAGE := csi-pv-controller:$(VERSION)
+
+.PHONY: image image-check all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -49,7 +52,7 @@ integration: peers
 fuzz-binder: peers
 	BINDER_DIFF_STATES=$${BINDER_DIFF_STATES:-500} $(CARGO) test --locked --test binder_differential -- --nocapture
 
-test: peers lint unit sanity integration demo-ci
+test: peers lint unit sanity integration demo-ci image-check
 
 # The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
 demo-ci: peers
@@ -72,6 +75,23 @@ bench-matching:
 demo: peers
 	$(CARGO) build --locked --bin csi-pv-controller --example demo
 	SIDECAR_BIN=$(CURDIR)/target/debug/csi-pv-controller $(CURDIR)/target/debug/examples/demo
+
+# The image, built without a daemon or a registry (see Dockerfile), saved as an OCI archive.
+image:
+	$(CARGO) build --locked --release --bin csi-pv-controller
+	./deploy/image-root.sh
+	command -v buildah >/dev/null || { apt-get update -qq && apt-get install -y -qq buildah; }
+	buildah --storage-driver vfs bud --isolation chroot --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	rm -f target/csi-pv-controller-image.tar
+	buildah --storage-driver vfs push $(IMAGE) oci-archive:target/csi-pv-controller-image.tar:$(IMAGE)
+	@echo "$(IMAGE): $$(du -h target/csi-pv-controller-image.tar | cut -f1) as an OCI archive"
+
+# The built image's config, and the binary taken out of it running the demo's whole lifecycle.
+image-check: image peers
+	command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq; }
+	./deploy/image-check.sh $(IMAGE) target/csi-pv-controller-image.tar
+	$(CARGO) build --locked --example demo
+	DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/target/image-unpacked/csi-pv-controller $(CURDIR)/target/debug/examples/demo
 
 clean-peers:
 	rm -rf "$(PEERS_CACHE)"
