@@ -164,6 +164,20 @@ pub enum Command {
         /// <namespace>/<claim>
         claim: String,
     },
+    /// Before moving back to csi-provisioner: remove our provisioning finalizer from the claims
+    /// of DRIVER wherever that cannot leave a volume behind, and name the others. Stop every
+    /// csi-pv-controller of the driver first; a current Lease refuses the run.
+    Uninstall {
+        /// The driver's name (its claims carry volume.kubernetes.io/storage-provisioner=DRIVER).
+        driver: String,
+        /// Remove the finalizer from claims being deleted whose volume no PV records too (check
+        /// the driver for the volumes named in the report first).
+        #[arg(long)]
+        force: bool,
+        /// Report only; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// A flag value that parses but makes no sense.

@@ -17,3 +17,4 @@ pub mod metrics;
 pub mod names;
 pub mod provision;
 pub mod queue;
+pub mod rollback;

@@ -1,0 +1,155 @@
+//! Moving back to csi-provisioner: which of our provisioning finalizers may go. Ours is the only
+//! mark we leave that upstream does not know (the PV finalizer is upstream's own); a claim left
+//! with it would hang in Terminating once nothing removes it.
+//!
+//! The finalizer promises that a volume CreateVolume may have made is never left behind. It may
+//! go when a PV records the volume, or when the claim lives on: csi-provisioner provisions it
+//! with the same volume name (`<prefix>-<claim UID>`), and CreateVolume is idempotent by name,
+//! so it finds any volume made already. A claim already being deleted with no PV is the one case
+//! where dropping the mark could leave a volume nobody deletes: it is kept and reported, unless
+//! the operator, having checked the driver, says `--force`.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+
+use crate::names::FINALIZER_PROVISIONING;
+
+/// What to do with one claim's finalizer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Remove it; why that is safe.
+    Remove(String),
+    /// Keep it; what the operator must check first.
+    Keep(String),
+}
+
+/// None when the claim has no finalizer of ours. `volumes`: every PV; `volume_name`: the name
+/// CreateVolume was (or would be) called with for this claim.
+pub fn judge(
+    claim: &PersistentVolumeClaim,
+    volumes: &[PersistentVolume],
+    volume_name: &str,
+    force: bool,
+) -> Option<Verdict> {
+    let ours = claim
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER_PROVISIONING);
+    if !ours {
+        return None;
+    }
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let named = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+    let recorded = volumes.iter().find(|pv| {
+        let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+        pv.metadata.name.as_deref() == named && named.is_some()
+            || claim_ref.and_then(|r| r.uid.as_deref()) == Some(uid) && !uid.is_empty()
+    });
+    if let Some(pv) = recorded {
+        let name = pv.metadata.name.as_deref().unwrap_or_default();
+        return Some(Verdict::Remove(format!(
+            "its volume is recorded in PersistentVolume {name}"
+        )));
+    }
+    if claim.metadata.deletion_timestamp.is_none() {
+        return Some(Verdict::Remove(format!(
+            "no PersistentVolume yet: csi-provisioner provisions it as {volume_name}, and CreateVolume finds a volume made already under that name"
+        )));
+    }
+    let check = format!(
+        "being deleted, and no PersistentVolume records its volume: a CreateVolume may have made {volume_name} in the driver, and nothing would delete it"
+    );
+    Some(match force {
+        true => Verdict::Remove(format!("{check} (--force)")),
+        false => Verdict::Keep(format!(
+            "{check}; delete it in the driver if it exists, then run again with --force"
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(finalizer: bool, volume: Option<&str>, deleting: bool) -> PersistentVolumeClaim {
+        let mut c: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u-1"},
+            "spec": {"volumeName": volume},
+        }))
+        .unwrap();
+        if finalizer {
+            c.metadata.finalizers = Some(vec![
+                "kubernetes.io/pvc-protection".into(),
+                FINALIZER_PROVISIONING.into(),
+            ]);
+        }
+        if deleting {
+            c.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+        }
+        c
+    }
+
+    fn pv(name: &str, claim_uid: Option<&str>) -> PersistentVolume {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"claimRef": claim_uid.map(|u| json!({"name": "c", "namespace": "ns", "uid": u}))},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn table() {
+        let pvs = [pv("pv-a", Some("u-1")), pv("pv-other", Some("u-2"))];
+        let none: [PersistentVolume; 0] = [];
+        let remove = |v: Option<Verdict>| matches!(v, Some(Verdict::Remove(_)));
+        let keep = |v: Option<Verdict>| matches!(v, Some(Verdict::Keep(_)));
+        assert_eq!(
+            judge(&claim(false, None, true), &pvs, "pvc-u-1", false),
+            None
+        );
+        assert!(
+            remove(judge(
+                &claim(true, Some("pv-a"), false),
+                &pvs,
+                "pvc-u-1",
+                false
+            )),
+            "bound"
+        );
+        assert!(
+            remove(judge(&claim(true, None, true), &pvs, "pvc-u-1", false)),
+            "a PV names its UID"
+        );
+        assert!(
+            remove(judge(&claim(true, None, false), &none, "pvc-u-1", false)),
+            "alive: upstream goes on"
+        );
+        assert!(
+            keep(judge(&claim(true, None, true), &none, "pvc-u-1", false)),
+            "deleting, nothing recorded"
+        );
+        assert!(
+            keep(judge(
+                &claim(true, Some("pv-gone"), true),
+                &none,
+                "pvc-u-1",
+                false
+            )),
+            "its PV is gone"
+        );
+        assert!(
+            remove(judge(&claim(true, None, true), &none, "pvc-u-1", true)),
+            "--force"
+        );
+        let Some(Verdict::Keep(why)) = judge(&claim(true, None, true), &none, "pvc-u-1", false)
+        else {
+            unreachable!()
+        };
+        assert!(why.contains("pvc-u-1") && why.contains("--force"), "{why}");
+    }
+}
