@@ -596,6 +596,8 @@ fn launch(options: PlaneOptions) -> Result<Launched, String> {
             pki.sa_private.display()
         ))
         .arg("--authorization-mode=RBAC")
+        // As kubeadm sets it: CSI node plugins (deploy/'s hostpathplugin) are privileged.
+        .arg("--allow-privileged=true")
         // No ServiceAccount controller creates "default" accounts for Pods; without
         // kube-controller-manager nothing would remove the protection finalizers either.
         .arg(if options.protection_finalizers {

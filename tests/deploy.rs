@@ -1,0 +1,198 @@
+//! deploy/ as a cluster would take it: every manifest accepted by the real apiserver (a
+//! server-side dry run of each object, then the RBAC and the StorageClass for real), and the
+//! binary run with exactly the csi-pv-controller container's args and environment, its mounts
+//! mapped to folders, beside the real hostpathplugin, as the manifest's ServiceAccount (a token
+//! from the TokenRequest API, as the pod would get). It leads, provisions a claim the cluster's
+//! binder hands over, and leaves its journal empty.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::discovery::{Discovery, Scope};
+use serde_json::json;
+use support::cluster::eventually;
+use support::control_plane::{OwnedPlane, PlaneOptions, client_from_kubeconfig};
+use support::hostpath::{Hostpath, HostpathConfig};
+use support::sidecar::Sidecar;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn documents(file: &str) -> Vec<serde_json::Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| {
+            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(d).expect("YAML");
+            serde_json::to_value(value).expect("JSON")
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Creates `object` (a dry run when `dry_run`), whatever its kind.
+async fn create(
+    client: &kube::Client,
+    discovery: &Discovery,
+    object: &serde_json::Value,
+    dry_run: bool,
+) {
+    let object: DynamicObject = serde_json::from_value(object.clone()).expect("object");
+    let types = object.types.clone().expect("apiVersion and kind");
+    let gvk = kube::api::GroupVersionKind::try_from(&types).expect("group version kind");
+    let (resource, capabilities) = discovery
+        .resolve_gvk(&gvk)
+        .unwrap_or_else(|| panic!("the apiserver does not serve {gvk:?}"));
+    let api: Api<DynamicObject> = match capabilities.scope {
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            object.metadata.namespace.as_deref().unwrap_or("default"),
+            &resource,
+        ),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    let params = PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    if let Err(e) = api.create(&params, &object).await {
+        panic!("{} {:?} refused: {e}", types.kind, object.metadata.name);
+    }
+}
+
+#[test]
+fn deploy_manifests_apply_and_the_container_runs_as_written() {
+    let owned = OwnedPlane::start(PlaneOptions {
+        audit: false,
+        protection_finalizers: false,
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let admin = client_from_kubeconfig(&owned.plane.admin_kubeconfig).await;
+        let discovery = Discovery::new(admin.clone()).run().await.expect("discovery");
+        let rbac = documents("rbac.yaml");
+        let plugin = documents("hostpath/csi-hostpath-plugin.yaml");
+        let classes = documents("storageclass.yaml");
+        for object in rbac.iter().chain(&plugin).chain(&classes) {
+            create(&admin, &discovery, object, true).await;
+        }
+        for object in rbac.iter().chain(&classes) {
+            create(&admin, &discovery, object, false).await;
+        }
+
+        // The container, as the StatefulSet runs it.
+        let set = plugin
+            .iter()
+            .find(|o| o["kind"] == "StatefulSet")
+            .expect("a StatefulSet");
+        let pod = &set["spec"]["template"]["spec"];
+        let container = pod["containers"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "csi-pv-controller"))
+            .expect("the csi-pv-controller container");
+        let account = pod["serviceAccountName"].as_str().expect("serviceAccountName");
+        let namespace = set["metadata"]["namespace"].as_str().unwrap_or("default");
+
+        // Mounts become folders; the driver's socket is where the container expects it.
+        let dir = tempfile::tempdir().unwrap();
+        let driver = Hostpath::start(dir.path(), HostpathConfig::named("hostpath.csi.k8s.io")).await;
+        let mut mounts = Vec::new();
+        for mount in container["volumeMounts"].as_array().expect("volumeMounts") {
+            let path = mount["mountPath"].as_str().expect("mountPath");
+            let local = dir.path().join(mount["name"].as_str().expect("name"));
+            std::fs::create_dir_all(&local).unwrap();
+            mounts.push((path.to_string(), local.display().to_string()));
+        }
+        let (csi_mount, csi_dir) = mounts
+            .iter()
+            .find(|(path, _)| path == "/csi")
+            .expect("the socket mount");
+        std::os::unix::fs::symlink(&driver.socket, Path::new(csi_dir).join("csi.sock")).unwrap();
+        let args: Vec<String> = container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str())
+            // The probes' port is the test's own (Sidecar adds it).
+            .filter(|a| !a.starts_with("--http-endpoint"))
+            .map(|a| {
+                mounts.iter().fold(a.to_string(), |a, (path, local)| {
+                    a.replace(&format!("={path}/"), &format!("={local}/"))
+                        .replace(&format!("={path}"), &format!("={local}"))
+                })
+            })
+            .collect();
+        assert!(args.iter().any(|a| a.contains(csi_mount.as_str()) || a.contains(csi_dir.as_str())));
+        let token = owned.plane.service_account_token(namespace, account).await;
+        let kubeconfig = owned.plane.token_kubeconfig("deployed", &token);
+        let mut all = args.clone();
+        all.push(format!("--kubeconfig={}", kubeconfig.display()));
+        let mut env = vec![("HOSTNAME".to_string(), "csi-hostpathplugin-0".to_string())];
+        for variable in container["env"].as_array().into_iter().flatten() {
+            let name = variable["name"].as_str().expect("env name").to_string();
+            let value = match &variable["valueFrom"]["fieldRef"]["fieldPath"] {
+                serde_json::Value::String(f) if f == "metadata.namespace" => namespace.to_string(),
+                serde_json::Value::Null => variable["value"].as_str().unwrap_or_default().to_string(),
+                other => panic!("env {name} from {other}: map it here"),
+            };
+            env.push((name, value));
+        }
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut sidecar = Sidecar::start_with_env(dir.path(), &all, &env);
+        assert!(
+            sidecar.wait_ready(LIMIT).await,
+            "not ready with the container's args {args:?}:\n{}",
+            sidecar.log_text()
+        );
+        let leads = eventually(LIMIT, || async {
+            sidecar.log_text().contains("became leader").then_some(())
+        })
+        .await;
+        assert!(leads.is_some(), "it never led:\n{}", sidecar.log_text());
+
+        // The cluster's binder hands a claim of the deployed class over; we provision it.
+        support::control_plane::create_namespace(&admin, "apps").await;
+        let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(admin.clone(), "apps");
+        let claim = serde_json::from_value(json!({
+            "metadata": {"name": "data", "annotations": {
+                "volume.kubernetes.io/storage-provisioner": "hostpath.csi.k8s.io"}},
+            "spec": {"storageClassName": "csi-hostpath-sc", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}},
+        }))
+        .unwrap();
+        let uid = claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("claim")
+            .metadata
+            .uid
+            .expect("uid");
+        let volumes: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(admin.clone());
+        let pv = eventually(LIMIT, || async { volumes.get_opt(&format!("pvc-{uid}")).await.ok()? }).await;
+        let pv = pv.unwrap_or_else(|| panic!("no PV for the claim:\n{}", sidecar.log_text()));
+        let claim_ref = pv.spec.and_then(|s| s.claim_ref).expect("claimRef");
+        assert_eq!(claim_ref.uid.as_deref(), Some(uid.as_str()), "pre-bound to the claim");
+        assert_eq!(driver.volume_ids().await.len(), 1, "one volume in the driver");
+        let journal = mounts
+            .iter()
+            .find(|(path, _)| path == "/var/lib/csi-pv-controller")
+            .map(|(_, local)| Path::new(local).join("intents"))
+            .expect("the journal mount");
+        let left = eventually(LIMIT, || async {
+            (std::fs::read_dir(&journal).ok()?.count() == 0).then_some(())
+        })
+        .await;
+        assert!(left.is_some(), "the journal keeps an entry:\n{}", sidecar.log_text());
+        println!("deploy/ applied; the container ran with {args:?} as {namespace}/{account} and provisioned pvc-{uid}");
+    });
+}
