@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -32,8 +32,10 @@ const CONFLICT_MAX: Duration = Duration::from_secs(5);
 
 struct State<K> {
     ready: VecDeque<K>,
-    queued: HashSet<K>,
-    active: HashSet<K>,
+    /// Queued keys, and since when (client-go's queue duration).
+    queued: HashMap<K, Instant>,
+    /// Keys being worked on, and since when (client-go's work duration).
+    active: HashMap<K, Instant>,
     /// Keys added while a worker had them; they are queued again when that worker is done.
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
@@ -87,8 +89,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     ready: VecDeque::new(),
-                    queued: HashSet::new(),
-                    active: HashSet::new(),
+                    queued: HashMap::new(),
+                    active: HashMap::new(),
                     dirty: HashSet::new(),
                     failures: HashMap::new(),
                     conflicts: HashMap::new(),
@@ -124,17 +126,36 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
+    /// Observes `elapsed` in one of the queue's duration histograms.
+    fn observe(
+        &self,
+        elapsed: Option<Duration>,
+        histogram: impl Fn(
+            &crate::metrics::Metrics,
+        ) -> &prometheus_client::metrics::family::Family<
+            crate::metrics::QueueLabels,
+            prometheus_client::metrics::histogram::Histogram,
+            fn() -> prometheus_client::metrics::histogram::Histogram,
+        >,
+    ) {
+        if let (Some(labels), Some(elapsed)) = (&self.inner.name, elapsed) {
+            histogram(crate::metrics::metrics())
+                .get_or_create(labels)
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
     /// Queues `key` unless it is queued already; a key being worked on is queued again once done.
     pub fn add(&self, key: K) {
         let mut state = self.state();
-        if state.closed || state.queued.contains(&key) {
+        if state.closed || state.queued.contains_key(&key) {
             return;
         }
-        if state.active.contains(&key) {
+        if state.active.contains_key(&key) {
             state.dirty.insert(key);
             return;
         }
-        state.queued.insert(key.clone());
+        state.queued.insert(key.clone(), Instant::now());
         state.ready.push_back(key);
         let depth = state.ready.len();
         drop(state);
@@ -241,13 +262,14 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     return None;
                 }
                 if let Some(key) = state.ready.pop_front() {
-                    state.queued.remove(&key);
-                    state.active.insert(key.clone());
+                    let waited = state.queued.remove(&key).map(|at| at.elapsed());
+                    state.active.insert(key.clone(), Instant::now());
                     *state.passes.entry(key.clone()).or_insert(0) += 1;
                     let more = !state.ready.is_empty();
                     let depth = state.ready.len();
                     drop(state);
                     self.measure(depth, false);
+                    self.observe(waited, |m| &m.queue_seconds);
                     if more {
                         // Pass the baton: another worker may take the next key.
                         self.inner.wake.notify_one();
@@ -262,10 +284,16 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Ends the work on `key`; if it was added meanwhile, it is queued again.
     pub fn done(&self, key: &K) {
         let mut state = self.state();
-        state.active.remove(key);
-        if state.dirty.remove(key) && !state.closed && state.queued.insert(key.clone()) {
+        let worked = state.active.remove(key).map(|at| at.elapsed());
+        let again = state.dirty.remove(key)
+            && !state.closed
+            && state.queued.insert(key.clone(), Instant::now()).is_none();
+        if again {
             state.ready.push_back(key.clone());
-            drop(state);
+        }
+        drop(state);
+        self.observe(worked, |m| &m.work_seconds);
+        if again {
             self.inner.wake.notify_one();
         }
     }

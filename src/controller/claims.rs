@@ -223,7 +223,14 @@ impl Controller {
             }
             Err(e) => return Ok(self.provision_failed(key, claim, e.to_string()).await),
         };
-        let answer = match self.csi.create_volume(request).await {
+        let class = plan.class.metadata.name.as_deref().unwrap_or_default();
+        let source = source_kind(claim);
+        let started = std::time::Instant::now();
+        let created = self.csi.create_volume(request).await;
+        if created.is_err() {
+            crate::metrics::metrics().provision(class, source, false, started.elapsed());
+        }
+        let answer = match created {
             Ok(answer) => answer,
             // Out of space where the scheduler put the pod: let it choose another node.
             Err(e)
@@ -267,6 +274,7 @@ impl Controller {
         self.remember(&pv);
         self.finish(claim, &pv).await?;
         self.clear_backoff(key);
+        crate::metrics::metrics().provision(class, source, true, started.elapsed());
         self.succeeded(claim, &plan.volume_name).await;
         Ok(Outcome::Done)
     }
@@ -564,4 +572,12 @@ pub(super) fn reference<K: Resource<DynamicType = ()>>(
     object: &K,
 ) -> k8s_openapi::api::core::v1::ObjectReference {
     object.object_ref(&())
+}
+
+/// The kind of the claim's data source, the provisioner library's `source` label ("" for none).
+fn source_kind(claim: &PersistentVolumeClaim) -> &str {
+    let spec = claim.spec.as_ref();
+    spec.and_then(|s| s.data_source_ref.as_ref().map(|r| r.kind.as_str()))
+        .or_else(|| spec.and_then(|s| s.data_source.as_ref().map(|r| r.kind.as_str())))
+        .unwrap_or_default()
 }

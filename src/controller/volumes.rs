@@ -223,7 +223,15 @@ impl Controller {
             .map(|c| c.volume_handle.clone())
             .unwrap_or_default();
         let secrets = self.deletion_secrets(pv).await;
-        if let Err(e) = self.delete_backend(&handle, secrets).await {
+        let class = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref())
+            .unwrap_or_default();
+        let started = std::time::Instant::now();
+        let deleted = self.delete_backend(&handle, secrets).await;
+        crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
+        if let Err(e) = deleted {
             self.stranded.volume(&name, &e);
             let note = format!("failed to delete volume {handle}: {e}");
             self.events

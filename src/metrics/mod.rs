@@ -2,6 +2,8 @@
 //! chart are upstream's (csi-lib-utils' `csi_sidecar_operations_seconds`, client-go's workqueue
 //! series); the rest are ours: claim created → Bound, resize started → done, API writes.
 
+mod process;
+
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -38,6 +40,18 @@ pub struct QueueLabels {
     pub name: String,
 }
 
+/// sig-storage-lib-external-provisioner's labels: the claim's class and data source kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProvisionLabels {
+    pub class: String,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabels {
+    pub class: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     /// e.g. `persistentvolumeclaims/status`.
@@ -52,19 +66,39 @@ pub struct Metrics {
     pub queue_depth: Family<QueueLabels, Gauge>,
     pub queue_adds: Family<QueueLabels, Counter>,
     pub queue_retries: Family<QueueLabels, Counter>,
+    pub queue_seconds: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    pub work_seconds: Family<QueueLabels, Histogram, fn() -> Histogram>,
     pub passes_per_key: Family<QueueLabels, Histogram, fn() -> Histogram>,
     pub write_conflicts: Family<QueueLabels, Counter>,
     pub claim_bound: Histogram,
     pub resize_done: Histogram,
     pub api_writes: Family<WriteLabels, Counter>,
+    pub provisioned: Family<ProvisionLabels, Counter>,
+    pub provision_failed: Family<ProvisionLabels, Counter>,
+    pub provision_seconds: Family<ProvisionLabels, Histogram, fn() -> Histogram>,
+    pub deleted: Family<ClassLabels, Counter>,
+    pub delete_failed: Family<ClassLabels, Counter>,
+    pub delete_seconds: Family<ClassLabels, Histogram, fn() -> Histogram>,
     /// client-go's leader-election gauge: 1 while this replica leads the Lease `name`.
     pub leader: Family<QueueLabels, Gauge>,
     /// Side effects the fence refused (leadership may have lapsed), by kind (`api`, `csi`).
     pub fenced: Family<QueueLabels, Counter>,
+    process: process::Process,
 }
 
 fn csi_histogram() -> Histogram {
     Histogram::new(CSI_BUCKETS)
+}
+
+/// client-go's workqueue buckets: 1 µs to 10 s, by tens.
+fn queue_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        1e-6, 10.0, 8,
+    ))
+}
+
+fn operation_histogram() -> Histogram {
+    Histogram::new(OPERATION_BUCKETS)
 }
 
 fn pass_histogram() -> Histogram {
@@ -101,6 +135,24 @@ impl Metrics {
             "Retries scheduled after a failed pass",
             queue_retries.clone(),
         );
+        let queue_seconds =
+            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                queue_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long a key waits in a work queue before a worker takes it",
+            queue_seconds.clone(),
+        );
+        let work_seconds =
+            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                queue_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long a worker takes over one key",
+            work_seconds.clone(),
+        );
         let passes_per_key =
             Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
                 pass_histogram as fn() -> Histogram,
@@ -134,6 +186,50 @@ impl Metrics {
             "Writes to the Kubernetes API made by this process, by resource and verb",
             api_writes.clone(),
         );
+        // The provisioner library's series (what csi-provisioner exports), same names and
+        // labels: a provision counts once its PV is saved, a deletion once DeleteVolume is done.
+        let provisioned = Family::<ProvisionLabels, Counter>::default();
+        registry.register(
+            "controller_persistentvolumeclaim_provision",
+            "Volumes provisioned, by storage class and data source kind",
+            provisioned.clone(),
+        );
+        let provision_failed = Family::<ProvisionLabels, Counter>::default();
+        registry.register(
+            "controller_persistentvolumeclaim_provision_failed",
+            "CreateVolume attempts that failed, by storage class and data source kind",
+            provision_failed.clone(),
+        );
+        let provision_seconds =
+            Family::<ProvisionLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                operation_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "controller_persistentvolumeclaim_provision_duration_seconds",
+            "From CreateVolume to the PV saved, for provisions that succeeded",
+            provision_seconds.clone(),
+        );
+        let deleted = Family::<ClassLabels, Counter>::default();
+        registry.register(
+            "controller_persistentvolume_delete",
+            "Volumes deleted in the driver, by storage class",
+            deleted.clone(),
+        );
+        let delete_failed = Family::<ClassLabels, Counter>::default();
+        registry.register(
+            "controller_persistentvolume_delete_failed",
+            "DeleteVolume attempts that failed, by storage class",
+            delete_failed.clone(),
+        );
+        let delete_seconds =
+            Family::<ClassLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                operation_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "controller_persistentvolume_delete_duration_seconds",
+            "DeleteVolume calls that succeeded",
+            delete_seconds.clone(),
+        );
         let leader = Family::<QueueLabels, Gauge>::default();
         registry.register(
             "leader_election_master_status",
@@ -146,19 +242,60 @@ impl Metrics {
             "API writes and CSI calls refused because this replica's leadership may have lapsed",
             fenced.clone(),
         );
+        let process = process::Process::register(&mut registry);
         Metrics {
             registry,
             csi_operations,
             queue_depth,
             queue_adds,
             queue_retries,
+            queue_seconds,
+            work_seconds,
             passes_per_key,
             write_conflicts,
             claim_bound,
             resize_done,
             api_writes,
+            provisioned,
+            provision_failed,
+            provision_seconds,
+            deleted,
+            delete_failed,
+            delete_seconds,
             leader,
             fenced,
+            process,
+        }
+    }
+
+    /// A provision ended: `ok` once the PV is saved, else a failed CreateVolume.
+    pub fn provision(&self, class: &str, source: &str, ok: bool, elapsed: Duration) {
+        let labels = ProvisionLabels {
+            class: class.to_string(),
+            source: source.to_string(),
+        };
+        if ok {
+            self.provisioned.get_or_create(&labels).inc();
+            self.provision_seconds
+                .get_or_create(&labels)
+                .observe(elapsed.as_secs_f64());
+        } else {
+            self.provision_failed.get_or_create(&labels).inc();
+        }
+    }
+
+    /// A DeleteVolume of a reclaimed PV ended.
+    pub fn delete(&self, class: &str, ok: bool, elapsed: Duration) {
+        let labels = ClassLabels {
+            class: class.to_string(),
+        };
+        if ok {
+            self.deleted.get_or_create(&labels).inc();
+            self.delete_seconds
+                .get_or_create(&labels)
+                .observe(elapsed.as_secs_f64());
+        } else {
+            self.delete_failed.get_or_create(&labels).inc();
         }
     }
 
@@ -169,18 +306,28 @@ impl Metrics {
             .get_or_create(&CsiLabels {
                 driver_name: driver.to_string(),
                 method_name: format!("/csi.v1.{}/{method}", service_of(method)),
-                grpc_status_code: if code == "Ok" { "OK".into() } else { code },
+                grpc_status_code: go_code_name(&code),
             })
             .observe(elapsed.as_secs_f64());
     }
 
     /// The text exposition of every series.
     pub fn encode(&self) -> String {
+        self.process.refresh();
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!(error = %e, "cannot encode metrics");
         }
         out
+    }
+}
+
+/// grpc-go's name of a status code: tonic spells two differently.
+fn go_code_name(debug: &str) -> String {
+    match debug {
+        "Ok" => "OK".into(),
+        "Cancelled" => "Canceled".into(),
+        other => other.into(),
     }
 }
 
@@ -241,6 +388,18 @@ pub fn verb_of(method: &axum::http::Method) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grpc_codes_are_named_as_grpc_go_names_them() {
+        for (code, name) in [
+            (tonic::Code::Ok, "OK"),
+            (tonic::Code::Cancelled, "Canceled"),
+            (tonic::Code::DeadlineExceeded, "DeadlineExceeded"),
+            (tonic::Code::ResourceExhausted, "ResourceExhausted"),
+        ] {
+            assert_eq!(go_code_name(&format!("{code:?}")), name);
+        }
+    }
 
     #[test]
     fn resources_from_paths() {
