@@ -12,42 +12,20 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use support::control_plane::{OwnedPlane, PlaneOptions, client_from_kubeconfig};
-use support::fake_driver::{DriverConfig, FakeDriver};
-use support::sidecar::Sidecar;
+use support::control_plane::{OwnedPlane, client_from_kubeconfig};
 
 const CLAIMS: usize = 500;
 
 #[test]
 fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
-    let mut owned = OwnedPlane::start(PlaneOptions {
-        audit: true,
-        protection_finalizers: false,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let mut owned = OwnedPlane::for_test(true);
+    let runtime = support::control_plane::runtime();
     runtime.block_on(async {
         let kubeconfig = owned.plane.admin_kubeconfig.clone();
         let client = client_from_kubeconfig(&kubeconfig).await;
         support::control_plane::create_namespace(&client, "burst").await;
-        let dir = tempfile::tempdir().unwrap();
-        let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
-            .await
-            .unwrap();
-        let mut sidecar = Sidecar::start(
-            dir.path(),
-            &[
-                format!("--csi-address={}", driver.endpoint()),
-                format!("--kubeconfig={}", kubeconfig.display()),
-                "--retry-interval-start=200ms".into(),
-                "--retry-interval-max=5s".into(),
-                "--binder=all".into(),
-            ],
-        );
+        let (_dir, driver, mut sidecar) =
+            support::sidecar::start_beside_fake(&kubeconfig, &["--retry-interval-start=200ms", "--retry-interval-max=5s", "--binder=all"]).await;
         assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "not ready:\n{}", sidecar.log_text());
         let class: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
             "metadata": {"name": "burst"},

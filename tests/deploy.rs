@@ -14,7 +14,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use support::cluster::eventually;
-use support::control_plane::{OwnedPlane, PlaneOptions, client_from_kubeconfig};
+use support::control_plane::{OwnedPlane, client_from_kubeconfig};
 use support::hostpath::{Hostpath, HostpathConfig};
 use support::sidecar::Sidecar;
 
@@ -66,16 +66,8 @@ async fn create(
 
 #[test]
 fn deploy_manifests_apply_and_the_container_runs_as_written() {
-    let owned = OwnedPlane::start(PlaneOptions {
-        audit: false,
-        protection_finalizers: false,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let owned = OwnedPlane::for_test(false);
+    let runtime = support::control_plane::runtime();
     runtime.block_on(async {
         let admin = client_from_kubeconfig(&owned.plane.admin_kubeconfig).await;
         let discovery = Discovery::new(admin.clone()).run().await.expect("discovery");

@@ -6,8 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::Api;
 use serde_json::json;
 use support::cluster::{World, eventually};
 use support::fake_driver::{DriverConfig, Fault};
@@ -15,18 +13,6 @@ use support::sidecar::Sidecar;
 
 const NAMESPACE: &str = "leader";
 const LIMIT: Duration = Duration::from_secs(45);
-
-async fn holder(world: &World) -> Option<String> {
-    let leases: Api<Lease> = Api::namespaced(world.client.clone(), NAMESPACE);
-    let name = format!("csi-pv-controller-{}", world.driver_name.replace('.', "-"));
-    leases
-        .get_opt(&name)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
 
 /// Log lines in which a replica acted: a decision about a claim or a volume-changing call.
 fn actions(log: &str) -> Vec<&str> {
@@ -53,7 +39,7 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
         ],
     )
     .await;
-    let first = eventually(LIMIT, || holder(&world)).await;
+    let first = eventually(LIMIT, || world.lease_holder()).await;
     let first = first.unwrap_or_else(|| panic!("nobody leads:\n{}", world.sidecar.log_text()));
     assert_ne!(first, "replica-b");
 
@@ -68,7 +54,7 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
     world.create_class("fast", json!({})).await;
     world.create_claim("one", "fast", "1Gi", json!({})).await;
     world.bound("one", LIMIT).await;
-    assert_eq!(holder(&world).await.as_deref(), Some(first.as_str()));
+    assert_eq!(world.lease_holder().await.as_deref(), Some(first.as_str()));
 
     // The leader starts CreateVolume for a second claim and dies before it answers.
     world.driver.inject("CreateVolume", Fault::Hang);
@@ -96,7 +82,7 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
         "the standby did not finish the claim:\n{}",
         standby.log_text()
     );
-    assert_eq!(holder(&world).await.as_deref(), Some("replica-b"));
+    assert_eq!(world.lease_holder().await.as_deref(), Some("replica-b"));
     assert_eq!(
         world.driver.volumes().len(),
         2,
@@ -122,7 +108,7 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
     // SIGTERM: exit 0 and the Lease is given up at once, not left to expire.
     assert_eq!(standby.terminate(Duration::from_secs(20)).await, Some(0));
     assert_eq!(
-        holder(&world).await,
+        world.lease_holder().await,
         None,
         "lease still held after a clean exit"
     );

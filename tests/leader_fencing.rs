@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use serde_json::json;
 use support::cluster::{World, eventually};
 use support::control_plane::AuditedWrite;
@@ -24,18 +22,6 @@ const LIMIT: Duration = Duration::from_secs(45);
 const LEASE: Duration = Duration::from_secs(6);
 const RENEW: Duration = Duration::from_secs(4);
 const RETRY: Duration = Duration::from_secs(1);
-
-async fn holder(world: &World) -> Option<String> {
-    let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.namespace);
-    let name = format!("csi-pv-controller-{}", world.driver_name.replace('.', "-"));
-    leases
-        .get_opt(&name)
-        .await
-        .ok()??
-        .spec?
-        .holder_identity
-        .filter(|h| !h.is_empty())
-}
 
 /// The world's sidecar leads; a standby `replica-b` runs as another ServiceAccount.
 struct Replicas {
@@ -58,7 +44,7 @@ async fn two_replicas(namespace: &str) -> Replicas {
         ],
     )
     .await;
-    let leader = eventually(LIMIT, || holder(&world)).await;
+    let leader = eventually(LIMIT, || world.lease_holder()).await;
     let leader = leader.unwrap_or_else(|| panic!("nobody leads:\n{}", world.sidecar.log_text()));
     let kubeconfig =
         support::sidecar::second_account(world.plane, namespace, namespace, "replica-b").await;
@@ -162,7 +148,7 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     unsafe { libc::kill(old_pid, libc::SIGSTOP) };
     let paused = Instant::now();
     let taken = eventually(LIMIT, || async {
-        (holder(&world).await.as_deref() == Some("replica-b")).then(|| paused.elapsed())
+        (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| paused.elapsed())
     })
     .await;
     let taken =
@@ -286,7 +272,7 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
     tokio::time::sleep((RENEW + Duration::from_secs(1)).saturating_sub(cut.elapsed())).await;
     relay.restore();
     let taken = eventually(LIMIT, || async {
-        (holder(&world).await.as_deref() == Some("replica-b")).then(|| cut.elapsed())
+        (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| cut.elapsed())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -7,30 +7,12 @@ use std::time::Duration;
 
 use support::control_plane::control_plane;
 use support::fake_driver::{DriverConfig, FakeDriver};
-use support::sidecar::{Sidecar, apply_deploy_rbac};
-
-/// A fake driver and the sidecar beside it, talking to the API with `kubeconfig`.
-async fn start_beside_fake(
-    kubeconfig: &std::path::Path,
-) -> (tempfile::TempDir, FakeDriver, Sidecar) {
-    let dir = tempfile::tempdir().unwrap();
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
-        .await
-        .unwrap();
-    let sidecar = Sidecar::start(
-        dir.path(),
-        &[
-            format!("--csi-address={}", driver.endpoint()),
-            format!("--kubeconfig={}", kubeconfig.display()),
-        ],
-    );
-    (dir, driver, sidecar)
-}
+use support::sidecar::{Sidecar, apply_deploy_rbac, start_beside_fake};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn becomes_ready_and_stops_on_sigterm() {
     let plane = control_plane();
-    let (_dir, driver, mut sidecar) = start_beside_fake(&plane.admin_kubeconfig).await;
+    let (_dir, driver, mut sidecar) = start_beside_fake(&plane.admin_kubeconfig, &[]).await;
     assert!(
         sidecar.wait_ready(Duration::from_secs(60)).await,
         "not ready:\n{}",
@@ -74,7 +56,7 @@ async fn runs_with_only_the_deploy_rbac() {
     let account = apply_deploy_rbac(plane, "sidecar-rbac", "rbac-test").await;
     let token = plane.service_account_token("sidecar-rbac", &account).await;
     let kubeconfig = plane.token_kubeconfig("deploy-rbac", &token);
-    let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig).await;
+    let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig, &[]).await;
     assert!(
         sidecar.wait_ready(Duration::from_secs(60)).await,
         "not ready:\n{}",
@@ -95,7 +77,7 @@ async fn a_token_without_the_rules_never_gets_ready() {
         .service_account_token("sidecar-norbac", "no-rules")
         .await;
     let kubeconfig = plane.token_kubeconfig("no-rules", &token);
-    let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig).await;
+    let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig, &[]).await;
     assert!(
         !sidecar.wait_ready(Duration::from_secs(5)).await,
         "ready without RBAC:\n{}",
@@ -159,19 +141,11 @@ async fn bad_flags_are_rejected_with_the_flag_named() {
 /// 200. A plain test: its own plane starts outside any runtime, on this thread.
 #[test]
 fn an_api_outage_shows_in_readyz_not_healthz() {
-    let options = support::control_plane::PlaneOptions {
-        audit: false,
-        protection_finalizers: false,
-    };
-    let owned =
-        support::control_plane::OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let owned = support::control_plane::OwnedPlane::for_test(false);
+    let runtime = support::control_plane::runtime();
     runtime.block_on(async {
-        let (_dir, _driver, mut sidecar) = start_beside_fake(&owned.plane.admin_kubeconfig).await;
+        let (_dir, _driver, mut sidecar) =
+            start_beside_fake(&owned.plane.admin_kubeconfig, &[]).await;
         assert!(
             sidecar.wait_ready(Duration::from_secs(60)).await,
             "not ready:\n{}",

@@ -11,9 +11,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::cluster::eventually;
-use support::control_plane::{OwnedPlane, PlaneOptions, client_from_kubeconfig};
-use support::fake_driver::{DriverConfig, FakeDriver};
-use support::sidecar::Sidecar;
+use support::control_plane::{OwnedPlane, client_from_kubeconfig};
 
 async fn create_claims(claims: &Api<PersistentVolumeClaim>, prefix: &str, count: usize) {
     for n in 0..count {
@@ -49,32 +47,14 @@ async fn all_bound(claims: &Api<PersistentVolumeClaim>, count: usize) -> bool {
 /// 410, list again, and every claim made meanwhile is bound.
 #[test]
 fn an_expired_watch_lists_again_and_misses_nothing() {
-    let mut owned = OwnedPlane::start(PlaneOptions {
-        audit: false,
-        protection_finalizers: false,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let mut owned = OwnedPlane::for_test(false);
+    let runtime = support::control_plane::runtime();
     runtime.block_on(async {
         let kubeconfig = owned.plane.admin_kubeconfig.clone();
         let client = client_from_kubeconfig(&kubeconfig).await;
         support::control_plane::create_namespace(&client, "expiry").await;
-        let dir = tempfile::tempdir().unwrap();
-        let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
-            .await
-            .unwrap();
-        let mut sidecar = Sidecar::start(
-            dir.path(),
-            &[
-                format!("--csi-address={}", driver.endpoint()),
-                format!("--kubeconfig={}", kubeconfig.display()),
-                "--binder=all".into(),
-            ],
-        );
+        let (_dir, driver, mut sidecar) =
+            support::sidecar::start_beside_fake(&kubeconfig, &["--binder=all"]).await;
         assert!(
             sidecar.wait_ready(Duration::from_secs(60)).await,
             "not ready:\n{}",

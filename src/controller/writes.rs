@@ -25,16 +25,8 @@ impl Controller {
         patch: Value,
         action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
-        let patch = self.fresh_claim_patch(claim, patch, action).await?;
-        let answer = self
-            .claims_writes(claim)
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await;
-        self.claim_written_or_stale(claim, answer, action).await
+        self.send_claim_patch(claim, patch, action, Part::Object)
+            .await
     }
 
     /// The same for the claim's status.
@@ -44,16 +36,8 @@ impl Controller {
         patch: Value,
         action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
-        let patch = self.fresh_claim_patch(claim, patch, action).await?;
-        let answer = self
-            .claims_writes(claim)
-            .patch_status(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await;
-        self.claim_written_or_stale(claim, answer, action).await
+        self.send_claim_patch(claim, patch, action, Part::Status)
+            .await
     }
 
     /// A merge patch of the PV, remembered in the index; `action` says what it does, for the
@@ -64,16 +48,8 @@ impl Controller {
         patch: Value,
         action: &str,
     ) -> Result<PersistentVolume, SyncError> {
-        let patch = self.fresh_volume_patch(pv, patch, action).await?;
-        let answer = self
-            .volume_writes()
-            .patch(
-                &pv.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await;
-        self.volume_written_or_stale(pv, answer, action).await
+        self.send_volume_patch(pv, patch, action, Part::Object)
+            .await
     }
 
     /// updateVolumePhase: the phase and the message (cleared when None); no write when the
@@ -88,16 +64,32 @@ impl Controller {
             return Ok(pv.clone());
         };
         let action = format!("mark the PersistentVolume {phase}");
-        let patch = self.fresh_volume_patch(pv, patch, &action).await?;
-        let answer = self
-            .volume_writes()
-            .patch_status(
-                &pv.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await;
-        self.volume_written_or_stale(pv, answer, &action).await
+        self.send_volume_patch(pv, patch, &action, Part::Status)
+            .await
+    }
+
+    async fn send_claim_patch(
+        &self,
+        claim: &PersistentVolumeClaim,
+        patch: Value,
+        action: &str,
+        part: Part,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        let patch = self.fresh_claim_patch(claim, patch, action).await?;
+        let answer = send(&self.claims_writes(claim), &claim.name_any(), patch, part).await;
+        self.claim_written_or_stale(claim, answer, action).await
+    }
+
+    async fn send_volume_patch(
+        &self,
+        pv: &PersistentVolume,
+        patch: Value,
+        action: &str,
+        part: Part,
+    ) -> Result<PersistentVolume, SyncError> {
+        let patch = self.fresh_volume_patch(pv, patch, action).await?;
+        let answer = send(&self.volume_writes(), &pv.name_any(), patch, part).await;
+        self.volume_written_or_stale(pv, answer, action).await
     }
 
     /// The claim as our write left it, remembered; or, when the write met a newer version
@@ -206,5 +198,23 @@ where
         Rebase::Stale => Err(SyncError::Stale {
             action: action.to_string(),
         }),
+    }
+}
+
+/// Which part of an object a patch is for.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Object,
+    Status,
+}
+
+async fn send<K>(api: &Api<K>, name: &str, patch: Value, part: Part) -> Result<K, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    match part {
+        Part::Object => api.patch(name, &params, &patch).await,
+        Part::Status => api.patch_status(name, &params, &patch).await,
     }
 }

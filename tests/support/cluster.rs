@@ -154,6 +154,20 @@ impl<D> World<D> {
         self.sidecar = Sidecar::start(self.dir.path(), &self.args);
     }
 
+    /// Who holds the sidecars' Lease in this namespace (`--leader-election-namespace`), if anyone.
+    pub async fn lease_holder(&self) -> Option<String> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        let name = format!("csi-pv-controller-{}", self.driver_name.replace('.', "-"));
+        leases
+            .get_opt(&name)
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    }
+
     pub fn claims(&self) -> Api<PersistentVolumeClaim> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }

@@ -302,6 +302,18 @@ pub fn http_ok(port: u16, path: &str) -> bool {
     http_get(port, path).is_some()
 }
 
+/// The body of the HTTP answer read from `stream`, if it is a 200.
+fn ok_body(mut stream: std::net::TcpStream) -> Option<String> {
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
+        return None;
+    }
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
 /// The body of a 200 answer to a JSON POST of `body` to `path` on loopback `port`.
 pub fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
     use std::io::Write;
@@ -313,14 +325,7 @@ pub fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
         body.len()
     )
     .ok()?;
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
-        return None;
-    }
-    answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
+    ok_body(s)
 }
 
 /// The body of a 200 answer to GET `path` on loopback `port`; None for anything else.
@@ -329,14 +334,7 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut answer = String::new();
-    let _ = s.read_to_string(&mut answer);
-    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
-        return None;
-    }
-    answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
+    ok_body(s)
 }
 
 struct Pki {
@@ -428,7 +426,26 @@ pub struct OwnedPlane {
     etcd_port: u16,
 }
 
+/// The runtime a test that owns its plane runs its async part on (the plane's processes belong
+/// to the test's own thread, see [`OwnedPlane::start`]).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
 impl OwnedPlane {
+    /// A plane for one test: audited or not, no protection finalizers.
+    pub fn for_test(audit: bool) -> OwnedPlane {
+        OwnedPlane::start(PlaneOptions {
+            audit,
+            protection_finalizers: false,
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits
     /// (PR_SET_PDEATHSIG), so call this from a thread that outlives the plane, e.g. `main`.
     pub fn start(options: PlaneOptions) -> Result<OwnedPlane, String> {

@@ -125,6 +125,28 @@ impl Sidecar {
     }
 }
 
+/// The fake driver in a fresh folder and the sidecar beside it on `kubeconfig` with `extra`
+/// flags (not waited for).
+pub async fn start_beside_fake(
+    kubeconfig: &Path,
+    extra: &[&str],
+) -> (tempfile::TempDir, super::fake_driver::FakeDriver, Sidecar) {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let driver = super::fake_driver::FakeDriver::start(
+        &dir.path().join("csi.sock"),
+        super::fake_driver::DriverConfig::default(),
+    )
+    .await
+    .expect("fake driver");
+    let mut args = vec![
+        format!("--csi-address={}", driver.endpoint()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let sidecar = Sidecar::start(dir.path(), &args);
+    (dir, driver, sidecar)
+}
+
 /// Applies deploy/rbac.yaml, moved into `namespace` and with names made unique by `suffix`, so
 /// that tests sharing one control plane do not collide. Returns the ServiceAccount's name.
 pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &str) -> String {
