@@ -109,9 +109,15 @@ pub struct Config {
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub controller_publish_readonly: bool,
 
-    /// How often every object is looked at again, even without a change (as the PV
-    /// controller's --pvclaimbinder-sync-period).
+    /// kube-controller-manager's --pvclaimbinder-sync-period: how often the periodic pass runs.
+    /// When we bind, it looks at every claim and PV again, as that binder does; beside the
+    /// cluster's binder, at those not settled yet (not Bound). It also sweeps the intent journal.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub pvclaimbinder_sync_period: Duration,
+
+    /// csi-resizer's --resync-period: how often every claim and PV is queued again, whatever its
+    /// state.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub resync_period: Duration,
 
     /// Who binds claims to PVs: external (kube-controller-manager's PV binder, as in every
@@ -244,6 +250,9 @@ impl Config {
                 "bind-all",
                 "means --binder=all and cannot go with --binder=driver",
             );
+        }
+        if self.pvclaimbinder_sync_period.is_zero() {
+            return bad("pvclaimbinder-sync-period", "must be greater than 0");
         }
         if self.resync_period.is_zero() {
             return bad("resync-period", "must be greater than 0");

@@ -179,8 +179,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             binder: config.binder(),
             handle_volume_inuse_error: config.handle_volume_inuse_error,
             annotate_fs_resize: config.feature_gates.annotate_fs_resize,
-            // Four resyncs (a minute by default): the binder hands a claim over at once.
-            handover_grace: config.resync_period * 4,
+            // Four periodic passes (a minute by default): the binder hands a claim over at once.
+            handover_grace: config.pvclaimbinder_sync_period * 4,
             journal,
             expansion_workers: config.workers,
         },
@@ -223,6 +223,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         Options {
             workers: config.worker_threads,
             backoff,
+            sync: config.pvclaimbinder_sync_period,
             resync: config.resync_period,
         },
         stopped(),

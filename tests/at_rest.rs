@@ -20,7 +20,7 @@ async fn a_settled_controller_does_no_work_beyond_its_resync() {
     let world = World::start(
         "bind-rest",
         DriverConfig::default(),
-        &["--resync-period=2s"],
+        &["--pvclaimbinder-sync-period=2s"],
     )
     .await;
     world.create_class("std", json!({})).await;

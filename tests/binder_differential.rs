@@ -131,7 +131,7 @@ async fn run_batch(
             format!("--csi-address={}", driver.endpoint()),
             format!("--kubeconfig={}", ours.plane.admin_kubeconfig.display()),
             "--bind-all".into(),
-            "--resync-period=1s".into(),
+            "--pvclaimbinder-sync-period=1s".into(),
         ],
     );
     let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();

@@ -548,7 +548,7 @@ async fn a_repeated_event_is_one_event_with_a_count() {
     let world = World::start(
         "bind-fold",
         DriverConfig::default(),
-        &["--resync-period=1s"],
+        &["--pvclaimbinder-sync-period=1s"],
     )
     .await;
     world

@@ -216,7 +216,11 @@ async fn a_claim_gone_between_create_volume_and_its_pv_leaves_no_volume_with_the
     let mut world = World::start(
         "journal-orphan",
         DriverConfig::default(),
-        &["--binder=external", INTENT_JOURNAL, "--resync-period=2s"],
+        &[
+            "--binder=external",
+            INTENT_JOURNAL,
+            "--pvclaimbinder-sync-period=2s",
+        ],
     )
     .await;
     world.create_class("journaled", json!({})).await;

@@ -742,7 +742,7 @@ async fn without_the_cluster_binder_the_default_mode_says_what_to_change() {
     let world = World::start(
         "prov-nobinder",
         DriverConfig::default(),
-        &["--binder=external", "--resync-period=1s"],
+        &["--binder=external", "--pvclaimbinder-sync-period=1s"],
     )
     .await;
     world.create_class("std", json!({})).await;

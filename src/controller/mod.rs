@@ -53,6 +53,9 @@ pub enum Outcome {
 pub struct Options {
     pub workers: usize,
     pub backoff: Backoff,
+    /// The periodic pass (`--pvclaimbinder-sync-period`).
+    pub sync: Duration,
+    /// Everything queued again (`--resync-period`).
     pub resync: Duration,
 }
 
@@ -264,7 +267,7 @@ impl Controller {
             // Available before claims look for a match, as kube-controller-manager's binder
             // ends up; else a claim might be handed to a provisioner for nothing.
             let started = Instant::now();
-            while !self.volumes.is_idle() && started.elapsed() < options.resync {
+            while !self.volumes.is_idle() && started.elapsed() < options.sync {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -283,13 +286,22 @@ impl Controller {
         let resync = {
             let me = self.clone();
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(options.resync);
+                let mut tick = tokio::time::interval(options.sync);
                 tick.tick().await;
                 me.settle_journal().await;
+                let mut last_full = Instant::now();
                 loop {
                     tick.tick().await;
                     me.report_activity();
-                    me.enqueue_all();
+                    let full = last_full.elapsed() >= options.resync;
+                    if full || me.scope.binder.binds() {
+                        me.enqueue_all();
+                        if full {
+                            last_full = Instant::now();
+                        }
+                    } else {
+                        me.enqueue_unsettled();
+                    }
                     me.settle_journal().await;
                 }
             })
@@ -334,6 +346,35 @@ impl Controller {
         }
         for v in volumes {
             self.volumes.add(v.name_any());
+        }
+    }
+
+    /// Beside the cluster's binder, the periodic pass looks only at what can still change with
+    /// time: claims and PVs not Bound (a handover awaited, a Released volume to delete) and
+    /// claims with a resize under way (one may wait for its pods to go). Settled ones wait for
+    /// a change or the full resync.
+    fn enqueue_unsettled(&self) {
+        let bound = |phase: Option<&str>| phase == Some(crate::names::PHASE_BOUND);
+        for c in self.stores.claims.state() {
+            let status = c.status.as_ref();
+            let resizing = status.is_some_and(|s| {
+                s.allocated_resource_statuses
+                    .as_ref()
+                    .is_some_and(|r| !r.is_empty())
+                    || s.conditions.as_ref().is_some_and(|r| !r.is_empty())
+            }) || c
+                .spec
+                .as_ref()
+                .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
+                != status.and_then(|s| s.capacity.as_ref()?.get("storage"));
+            if resizing || !bound(status.and_then(|s| s.phase.as_deref())) {
+                self.claims.add(ObjectRef::from_obj(&*c));
+            }
+        }
+        for v in self.stores.volumes.state() {
+            if !bound(v.status.as_ref().and_then(|s| s.phase.as_deref())) {
+                self.volumes.add(v.name_any());
+            }
         }
     }
 
