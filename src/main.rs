@@ -145,8 +145,14 @@ async fn run(config: Config) -> anyhow::Result<()> {
             &fence,
         )
         .await?;
-        let (stores, watch) =
-            Stores::watch_inspecting(&clients.state, on_change, binder_alarm(config.binder()));
+        let (stores, watch) = Stores::watch_inspecting(
+            &clients.state,
+            on_change,
+            binder_alarm(config.binder()),
+            driver
+                .controller
+                .has(csi_pv_controller::csi::ControllerCapability::PublishUnpublishVolume),
+        );
         tokio::spawn(watch);
         stores
             .synced()

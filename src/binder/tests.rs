@@ -1467,3 +1467,25 @@ fn explain_names_the_choice_and_every_rejection() {
         "{text}"
     );
 }
+
+#[test]
+fn an_attached_volume_names_its_node() {
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    let attachment = |pv: Option<&str>, node: &str| -> VolumeAttachment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("va-{node}")},
+            "spec": {"attacher": "d", "nodeName": node,
+                     "source": {"persistentVolumeName": pv}},
+        }))
+        .unwrap()
+    };
+    let all = [
+        attachment(Some("pv-a"), "node-1"),
+        attachment(None, "node-2"),
+        attachment(Some("pv-b"), "node-3"),
+    ];
+    assert_eq!(super::volume::attached_to("pv-a", &all), Some("node-1"));
+    assert_eq!(super::volume::attached_to("pv-b", &all), Some("node-3"));
+    assert_eq!(super::volume::attached_to("pv-c", &all), None);
+    assert_eq!(super::volume::attached_to("pv-a", []), None);
+}

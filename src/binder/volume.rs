@@ -5,6 +5,7 @@
 //! (kubernetes#83177, #105131), the decision asks for the live claim and is made again with it.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 
 use super::claim::Notice;
 use super::matching::phase;
@@ -283,4 +284,17 @@ pub fn claim_holds(volume: &PersistentVolume, claim: Option<&PersistentVolumeCla
         None | Some("") => true,
         Some(v) => Some(v) == volume.metadata.name.as_deref(),
     }
+}
+
+/// The node a VolumeAttachment still attaches the PV `name` to, if any. Such a volume is not
+/// deleted, whatever its reclaim policy says, until the attachment is gone (external-provisioner
+/// checks the same before DeleteVolume).
+pub fn attached_to<'a>(
+    name: &str,
+    attachments: impl IntoIterator<Item = &'a VolumeAttachment>,
+) -> Option<&'a str> {
+    attachments
+        .into_iter()
+        .find(|a| a.spec.source.persistent_volume_name.as_deref() == Some(name))
+        .map(|a| a.spec.node_name.as_str())
 }

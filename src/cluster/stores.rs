@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -21,6 +21,9 @@ pub struct Stores {
     pub claims: Store<PersistentVolumeClaim>,
     pub volumes: Store<PersistentVolume>,
     pub classes: Store<StorageClass>,
+    /// VolumeAttachments, watched when the driver attaches volumes (PUBLISH_UNPUBLISH_VOLUME):
+    /// a volume still attached somewhere is never deleted.
+    pub attachments: Option<Store<VolumeAttachment>>,
     /// Whether each watch is keeping its store current.
     pub watches: Arc<WatchHealth>,
 }
@@ -67,6 +70,8 @@ pub enum Change<'a> {
     Volume(&'a Arc<PersistentVolume>),
     VolumeGone(&'a Arc<PersistentVolume>),
     Class(&'a StorageClass),
+    /// A VolumeAttachment added, changed or deleted.
+    Attachment(&'a VolumeAttachment),
 }
 
 /// Told of every change the watches see.
@@ -83,7 +88,7 @@ impl Stores {
         client: &Client,
         on_change: OnChange,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
-        Self::watch_inspecting(client, on_change, None)
+        Self::watch_inspecting(client, on_change, None, false)
     }
 
     /// As `watch`; `inspect_volume` sees every PV whole (who wrote it, in managedFields).
@@ -91,6 +96,7 @@ impl Stores {
         client: &Client,
         on_change: OnChange,
         inspect_volume: Option<Inspect<PersistentVolume>>,
+        attachments: bool,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
         let watches = Arc::new(WatchHealth::default());
         let (claims, claims_run) = reflect(
@@ -122,18 +128,37 @@ impl Stores {
         let (classes, classes_run) = reflect(
             watches.clone(),
             Api::<StorageClass>::all(client.clone()),
-            on_change,
+            on_change.clone(),
             |o, _| Change::Class(o),
             None,
         );
+        let (attachments, attachments_run) = match attachments {
+            true => {
+                let (store, run) = reflect(
+                    watches.clone(),
+                    Api::<VolumeAttachment>::all(client.clone()),
+                    on_change,
+                    |o, _| Change::Attachment(o),
+                    None,
+                );
+                (Some(store), Some(run))
+            }
+            false => (None, None),
+        };
         let run = async move {
-            tokio::join!(claims_run, volumes_run, classes_run);
+            let attachments_run = async move {
+                if let Some(run) = attachments_run {
+                    run.await;
+                }
+            };
+            tokio::join!(claims_run, volumes_run, classes_run, attachments_run);
         };
         (
             Stores {
                 claims,
                 volumes,
                 classes,
+                attachments,
                 watches,
             },
             run,
@@ -145,6 +170,9 @@ impl Stores {
         self.claims.wait_until_ready().await?;
         self.volumes.wait_until_ready().await?;
         self.classes.wait_until_ready().await?;
+        if let Some(attachments) = &self.attachments {
+            attachments.wait_until_ready().await?;
+        }
         Ok(())
     }
 }

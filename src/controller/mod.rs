@@ -196,6 +196,12 @@ impl Queues {
                 }
             }
             Change::Class(c) => queues.classes.add(c.name_any()),
+            // An attachment that comes or goes may hold or free a deletion.
+            Change::Attachment(a) => {
+                if let Some(pv) = a.spec.source.persistent_volume_name.clone() {
+                    queues.volumes.add(pv);
+                }
+            }
         })
     }
 }

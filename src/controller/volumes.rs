@@ -203,6 +203,18 @@ impl Controller {
     /// DeleteVolume, then the PV, then our finalizer, for a live PV whose claim is confirmed gone.
     async fn delete_released(&self, pv: &PersistentVolume) -> Result<Outcome, SyncError> {
         let name = pv.name_any();
+        if let Some(attachments) = &self.stores.attachments {
+            let all = attachments.state();
+            if let Some(node) = binder::volume::attached_to(&name, all.iter().map(|a| &**a)) {
+                // The attachment's removal queues the PV again.
+                let note = format!("persistentvolume {name} is still attached to node {node}");
+                info!(%node, "not deleting the volume: it is still attached");
+                self.events
+                    .warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note)
+                    .await;
+                return Ok(Outcome::Done);
+            }
+        }
         if !self.served_its_claim(pv) {
             let first = self
                 .usage

@@ -47,6 +47,8 @@ pub struct DriverConfig {
     pub topology: bool,
     pub clone: bool,
     pub single_node_multi_writer: bool,
+    /// PUBLISH_UNPUBLISH_VOLUME: volumes are attached to nodes (VolumeAttachments).
+    pub publish_unpublish: bool,
     pub node_id: String,
     pub max_volume_size: i64,
 }
@@ -62,6 +64,7 @@ impl Default for DriverConfig {
             topology: false,
             clone: true,
             single_node_multi_writer: true,
+            publish_unpublish: false,
             node_id: "fake-node".into(),
             max_volume_size: DEFAULT_MAX_VOLUME_SIZE,
         }
@@ -521,6 +524,9 @@ impl Controller for Service {
         }
         if c.clone {
             types.push(Type::CloneVolume);
+        }
+        if c.publish_unpublish {
+            types.push(Type::PublishUnpublishVolume);
         }
         if c.single_node_multi_writer {
             types.push(Type::SingleNodeMultiWriter);
