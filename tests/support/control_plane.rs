@@ -547,7 +547,23 @@ type Launched = (
     ((std::ffi::OsString, Vec<std::ffi::OsString>), u16),
 );
 
+/// Starts a plane, again when a port it was given was taken meanwhile: `free_port` releases
+/// the port before etcd or kube-apiserver binds it, and an outgoing connection of anything on
+/// the machine may get it in between.
 fn launch(options: PlaneOptions) -> Result<Launched, String> {
+    let mut attempt = 1;
+    loop {
+        match launch_once(options) {
+            Err(e) if e.contains("address already in use") && attempt < 3 => {
+                eprintln!("control plane: a port was taken meanwhile; starting again ({e:.200})");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
     let etcd_bin = peer("etcd");
     let apiserver_bin = peer("kube-apiserver");
     let dir = work_dir()?;
