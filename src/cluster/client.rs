@@ -36,7 +36,7 @@ pub async fn build(
     let config = load(kubeconfig).await?;
     limited(
         config,
-        Some(&RateLimitLayer::new(qps, burst)),
+        &RateLimitLayer::new(qps, burst),
         &Fence::open(),
         role,
     )
@@ -80,10 +80,11 @@ pub async fn build_with_events(
     let config = load(kubeconfig).await?;
     let limit = RateLimitLayer::new(qps, burst);
     Ok(ApiClients {
-        state: limited(config.clone(), Some(&limit), fence, "controller")?,
-        events: limited(config.clone(), Some(&limit.background()), fence, "events")?,
+        state: limited(config.clone(), &limit, fence, "controller")?,
+        events: limited(config.clone(), &limit.background(), fence, "events")?,
         writes: Writes {
-            client: limited(config, None, fence, "controller")?,
+            // Their token was taken before; a negative QPS holds nothing back.
+            client: limited(config, &RateLimitLayer::new(-1.0, 1), fence, "controller")?,
             budget: limit,
         },
     })
@@ -105,21 +106,20 @@ async fn load(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
     })
 }
 
-/// A client whose requests wait for `limit` (None: no wait), then pass the fence (writes only),
-/// and only then are counted and sent.
+/// A client whose requests wait for `limit`, then pass the fence (writes only), and only then
+/// are counted and sent.
 fn limited(
     config: Config,
-    limit: Option<&RateLimitLayer>,
+    limit: &RateLimitLayer,
     fence: &Fence,
     role: &'static str,
 ) -> Result<Client, ClientError> {
     let agent = axum::http::HeaderValue::from_str(&user_agent(role)).ok();
-    let unlimited = RateLimitLayer::new(-1.0, 1);
     // Layers listed inner first: the last one sees a request first.
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&tower::util::MapRequestLayer::new(count_write))
         .with_layer(&GateLayer::new(fence.clone()))
-        .with_layer(limit.unwrap_or(&unlimited))
+        .with_layer(limit)
         .with_layer(&tower::util::MapRequestLayer::new(
             move |mut request: axum::http::Request<kube::client::Body>| {
                 if let Some(agent) = &agent {

@@ -94,11 +94,6 @@ impl RateLimitLayer {
         wait
     }
 
-    /// Whether requests are limited at all.
-    pub fn limits(&self) -> bool {
-        self.bucket.is_some()
-    }
-
     /// A layer on the same budget for requests that may wait (Events): they go only when a
     /// token is spare, so the budget's QPS is never exceeded and state changes always go first.
     pub fn background(&self) -> Self {
@@ -242,7 +237,6 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_millis(500));
         assert_eq!(limit.acquire().await, Duration::from_millis(500));
         assert_eq!(start.elapsed(), Duration::from_secs(1));
-        assert!(!RateLimitLayer::new(-1.0, 1).limits());
         assert_eq!(RateLimitLayer::new(-1.0, 1).acquire().await, Duration::ZERO);
     }
 

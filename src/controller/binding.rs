@@ -6,7 +6,6 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
-
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
