@@ -361,7 +361,7 @@ async fn uninstall(
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
     use kube::ResourceExt;
-    use kube::api::{Api, ListParams, Patch, PatchParams};
+    use kube::api::{Api, ListParams};
 
     let client = cluster::client::build(
         config.kubeconfig.as_deref(),
@@ -399,18 +399,21 @@ async fn uninstall(
         .items;
     let (mut removed, mut kept) = (0, 0);
     for claim in &claims {
-        let ours = claim
+        // Claims of other drivers are not ours to judge.
+        if claim
             .annotations()
             .get(names::ANN_STORAGE_PROVISIONER)
             .map(String::as_str)
-            == Some(driver);
+            != Some(driver)
+        {
+            continue;
+        }
         let volume_name = csi_pv_controller::provision::request::volume_name(
             &config.volume_name_prefix,
             claim.metadata.uid.as_deref().unwrap_or_default(),
             config.uuid_length(),
         );
-        let Some(verdict) = rollback::judge(claim, &volumes, &volume_name, force).filter(|_| ours)
-        else {
+        let Some(verdict) = rollback::judge(claim, &volumes, &volume_name, force) else {
             continue;
         };
         let at = format!(
@@ -432,16 +435,14 @@ async fn uninstall(
                 if dry_run {
                     continue;
                 }
-                let patch = Patch::Strategic(serde_json::json!({
-                    "metadata": {"$deleteFromPrimitiveList/finalizers": [names::FINALIZER_PROVISIONING]}
-                }));
-                Api::<PersistentVolumeClaim>::namespaced(
+                let claims = Api::<PersistentVolumeClaim>::namespaced(
                     client.clone(),
                     &claim.namespace().unwrap_or_default(),
-                )
-                .patch(&claim.name_any(), &PatchParams::default(), &patch)
-                .await
-                .with_context(|| format!("cannot remove the finalizer from {at}"))?;
+                );
+                // A claim gone meanwhile has lost the finalizer with it.
+                controller::drop_finalizer(&claims, claim, names::FINALIZER_PROVISIONING)
+                    .await
+                    .with_context(|| format!("cannot remove the finalizer from {at}"))?;
             }
         }
     }

@@ -572,7 +572,7 @@ where
 /// just that entry, so another controller taking its own finalizer off at the same moment (KCM's
 /// pv-protection, on every PV we delete) cannot make it fail with a conflict and cost a retry.
 /// Returns the object as the API answered, or None when it is gone.
-async fn drop_finalizer<K>(
+pub async fn drop_finalizer<K>(
     api: &kube::Api<K>,
     object: &K,
     finalizer: &str,
