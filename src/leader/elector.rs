@@ -26,12 +26,14 @@ pub struct Leadership {
 /// How one attempt on the Lease went.
 #[derive(Debug)]
 enum Tried {
-    /// We hold it, renewed by the write that started at the given instant.
+    /// We hold it: our write went through (and opened the fence).
     Held,
     /// Another replica holds it.
     Other(String),
     /// Someone wrote it between our read and our write; look again.
     Raced,
+    /// No answer within the time the attempt had.
+    TimedOut,
 }
 
 struct Elector {
@@ -93,10 +95,7 @@ impl Leadership {
             };
             tokio::select! {
                 _ = tokio::time::sleep(left) => {}
-                changed = self.leading.wait_for(|l| !*l) => {
-                    let _ = changed;
-                    return;
-                }
+                _ = self.leading.wait_for(|l| !*l) => return,
             }
         }
     }
@@ -131,6 +130,7 @@ impl Elector {
                 Ok(Tried::Held) => break,
                 Ok(Tried::Other(holder)) => debug!(%holder, "the Lease is held"),
                 Ok(Tried::Raced) => debug!("the Lease changed under us"),
+                Ok(Tried::TimedOut) => warn!("no answer about the Lease in time"),
                 Err(error) => warn!(%error, "cannot read or write the Lease"),
             }
             tokio::select! {
@@ -159,6 +159,9 @@ impl Elector {
                     break false;
                 }
                 Ok(Tried::Raced) => debug!("the Lease changed under us; looking again"),
+                Ok(Tried::TimedOut) => {
+                    warn!(lease = %self.name, "no answer to the renewal before the renew deadline")
+                }
                 Err(error) => warn!(lease = %self.name, %error, "cannot renew the Lease"),
             }
         };
@@ -175,7 +178,7 @@ impl Elector {
         let started = Instant::now();
         match tokio::time::timeout(limit, self.try_once(started)).await {
             Ok(result) => result,
-            Err(_) => Ok(Tried::Raced),
+            Err(_) => Ok(Tried::TimedOut),
         }
     }
 
