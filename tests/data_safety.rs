@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use support::cluster::{World, eventually};
+use support::cluster::World;
 use support::fake_driver::DriverConfig;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -70,18 +70,9 @@ async fn an_attached_volume_is_deleted_only_once_detached() {
         .delete(&attachment_name, &DeleteParams::default())
         .await
         .unwrap();
-    let gone = eventually(LIMIT, || async {
-        world
-            .volumes()
-            .get_opt(&pv_name)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let gone = world.volume_gone(&pv_name, LIMIT).await;
     assert!(
-        gone.is_some(),
+        gone,
         "not deleted once detached:\n{}",
         world.sidecar.log_text()
     );

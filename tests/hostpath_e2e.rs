@@ -41,21 +41,6 @@ async fn delete_claim(world: &World<Hostpath>, name: &str) {
         .unwrap();
 }
 
-async fn pv_gone(world: &World<Hostpath>, name: &str) -> bool {
-    eventually(LIMIT, || async {
-        world
-            .volumes()
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .is_some()
-}
-
 /// Filesystem and block claims, Delete and Retain: the PV carries what csi-provisioner writes
 /// for the same answer of the same driver, and deletion follows the policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -148,7 +133,11 @@ async fn filesystem_and_block_delete_and_retain() {
 
     delete_claim(&world, "fs").await;
     delete_claim(&world, "block").await;
-    assert!(pv_gone(&world, fs_pv.metadata.name.as_deref().unwrap()).await);
+    assert!(
+        world
+            .volume_gone(fs_pv.metadata.name.as_deref().unwrap(), LIMIT)
+            .await
+    );
     let kept = block_pv.metadata.name.clone().unwrap();
     let released = eventually(LIMIT, || async {
         let pv = world.volumes().get(&kept).await.ok()?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::api::DeleteParams;
 use serde_json::json;
-use support::cluster::{World, eventually};
+use support::cluster::World;
 use support::fake_driver::DriverConfig;
 use support::sidecar::sample;
 use tonic::Code;
@@ -28,17 +28,8 @@ async fn upstream_series_after_a_provision_a_failure_and_a_deletion() {
         .await
         .unwrap();
     let name = pv.metadata.name.unwrap();
-    let gone = eventually(LIMIT, || async {
-        world
-            .volumes()
-            .get_opt(&name)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the PV was not deleted");
+    let gone = world.volume_gone(&name, LIMIT).await;
+    assert!(gone, "the PV was not deleted");
 
     let text = world.sidecar.metrics().await;
     let class = "class=\"metrics-fast\"";

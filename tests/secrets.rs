@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::cluster::{World, eventually};
+use support::cluster::World;
 use support::fake_driver::DriverConfig;
 use support::sidecar::Sidecar;
 use tonic::Code;
@@ -99,18 +99,9 @@ async fn no_secret_in_any_log_line_or_event_even_on_failures() {
         .delete("data", &DeleteParams::default())
         .await
         .unwrap();
-    let gone = eventually(LIMIT, || async {
-        world
-            .volumes()
-            .get_opt(&pv_name)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let gone = world.volume_gone(&pv_name, LIMIT).await;
     assert!(
-        gone.is_some(),
+        gone,
         "the PV was not deleted:\n{}",
         world.sidecar.log_text()
     );

@@ -172,6 +172,20 @@ impl<D> World<D> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Whether the PV `name` is gone within `limit` (an API error is not an answer).
+    pub async fn volume_gone(&self, name: &str, limit: Duration) -> bool {
+        eventually(limit, || async {
+            self.volumes()
+                .get_opt(name)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        })
+        .await
+        .is_some()
+    }
+
     pub fn volumes(&self) -> Api<PersistentVolume> {
         Api::all(self.client.clone())
     }
