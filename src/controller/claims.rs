@@ -224,7 +224,8 @@ impl Controller {
             Err(e) => return Ok(self.provision_failed(key, claim, e.to_string()).await),
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
-        let source = source_kind(claim);
+        let source = plan::data_source(claim).map(|s| s.kind).unwrap_or_default();
+        let source = source.as_str();
         let started = std::time::Instant::now();
         let created = self.csi.create_volume(request).await;
         if created.is_err() {
@@ -572,12 +573,4 @@ pub(super) fn reference<K: Resource<DynamicType = ()>>(
     object: &K,
 ) -> k8s_openapi::api::core::v1::ObjectReference {
     object.object_ref(&())
-}
-
-/// The kind of the claim's data source, the provisioner library's `source` label ("" for none).
-fn source_kind(claim: &PersistentVolumeClaim) -> &str {
-    let spec = claim.spec.as_ref();
-    spec.and_then(|s| s.data_source_ref.as_ref().map(|r| r.kind.as_str()))
-        .or_else(|| spec.and_then(|s| s.data_source.as_ref().map(|r| r.kind.as_str())))
-        .unwrap_or_default()
 }

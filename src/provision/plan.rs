@@ -106,7 +106,8 @@ pub fn populator_source(claim: &PersistentVolumeClaim) -> Option<TypedLocalObjec
     (!known).then_some(source)
 }
 
-fn data_source(claim: &PersistentVolumeClaim) -> Option<TypedLocalObjectReference> {
+/// The claim's data source: `dataSource`, else a same-namespace `dataSourceRef`.
+pub fn data_source(claim: &PersistentVolumeClaim) -> Option<TypedLocalObjectReference> {
     let spec = claim.spec.as_ref()?;
     spec.data_source.clone().or_else(|| {
         spec.data_source_ref
