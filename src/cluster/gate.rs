@@ -58,10 +58,7 @@ where
     fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
         let write = crate::metrics::verb_of(request.method()).is_some();
         if write && let Err(refused) = self.fence.check() {
-            crate::metrics::metrics()
-                .fenced
-                .get_or_create(&crate::metrics::QueueLabels { name: "api".into() })
-                .inc();
+            crate::metrics::metrics().fenced("api");
             return Box::pin(std::future::ready(Err(Box::new(refused) as BoxError)));
         }
         let answer = self.inner.call(request);

@@ -137,10 +137,7 @@ impl CsiClient {
     {
         debug!(method, request = ?message, "CSI call");
         if FENCED_METHODS.contains(&method) && self.fence.check().is_err() {
-            crate::metrics::metrics()
-                .fenced
-                .get_or_create(&crate::metrics::QueueLabels { name: "csi".into() })
-                .inc();
+            crate::metrics::metrics().fenced("csi");
             return Err(CsiError::Fenced { method });
         }
         let mut request = tonic::Request::new(message);

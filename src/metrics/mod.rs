@@ -284,6 +284,15 @@ impl Metrics {
         }
     }
 
+    /// The fence refused a side effect of `kind` (`api`, `csi`).
+    pub fn fenced(&self, kind: &str) {
+        self.fenced
+            .get_or_create(&QueueLabels {
+                name: kind.to_string(),
+            })
+            .inc();
+    }
+
     /// A DeleteVolume of a reclaimed PV ended.
     pub fn delete(&self, class: &str, ok: bool, elapsed: Duration) {
         let labels = ClassLabels {
