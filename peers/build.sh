@@ -2,8 +2,9 @@
 # Builds the real peers the tests run against, from the Go modules pinned in this folder, into a
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
 # run is a no-op. Usage: peers/build.sh [test|bench]
-#   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity and hostpathplugin: what
-#             `make test` needs
+#   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin, and
+#             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs: what `make test`
+#             needs
 #   bench     also csi-provisioner and csi-resizer: the upstream stack of the side-by-side
 #             benchmark (`make bench-stacks`)
 #
@@ -29,6 +30,8 @@ ETCD_VERSION=$(pinned etcd go.etcd.io/etcd/server/v3)
 SANITY_VERSION=$(pinned csi github.com/kubernetes-csi/csi-test/v5)
 PROVISIONER_VERSION=$(pinned provisioner github.com/kubernetes-csi/external-provisioner/v6)
 RESIZER_VERSION=$(pinned resizer github.com/kubernetes-csi/external-resizer/v2)
+SNAPSHOTTER_VERSION=$(pinned snapshotter github.com/kubernetes-csi/external-snapshotter/v8)
+SNAPSHOT_CLIENT=github.com/kubernetes-csi/external-snapshotter/client/v8
 
 mkdir -p "$cache/bin"
 
@@ -102,6 +105,32 @@ build kube-apiserver "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver \
 build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
   -tags=selinux,notest -ldflags="$(kube_ldflags)"
 build_hostpath
+
+# The VolumeSnapshot CRDs of the same release, from the client module's config/crd.
+snapshot_crds() {
+  local out="$cache/snapshot-crds-$SNAPSHOTTER_VERSION"
+  if [[ -f "$out/snapshot.storage.k8s.io_volumesnapshots.yaml" ]]; then
+    echo "peers: snapshot CRDs $SNAPSHOTTER_VERSION cached at $out"
+  else
+    local dir
+    dir=$(cd "$here/snapshotter" && go mod download -json "$SNAPSHOT_CLIENT" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    if [[ -z "$dir" || ! -d "$dir/config/crd" ]]; then
+      echo "peers: cannot find config/crd of $SNAPSHOT_CLIENT" >&2
+      exit 1
+    fi
+    rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+    cp "$dir"/config/crd/snapshot.storage.k8s.io_*.yaml "$out.tmp/"
+    rm -rf "$out" && mv "$out.tmp" "$out"
+    echo "peers: snapshot CRDs $SNAPSHOTTER_VERSION copied to $out"
+  fi
+  ln -sfn "$out" "$cache/bin/snapshot-crds"
+}
+snapshot_ldflags="-s -w -X main.version=$SNAPSHOTTER_VERSION"
+build snapshot-controller "$SNAPSHOTTER_VERSION" snapshotter \
+  github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller -ldflags="$snapshot_ldflags"
+build csi-snapshotter "$SNAPSHOTTER_VERSION" snapshotter \
+  github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter -ldflags="$snapshot_ldflags"
+snapshot_crds
 
 if [[ "$set_name" == bench ]]; then
   # Both report main.version in their logs and metrics; upstream's release builds set it.

@@ -11,4 +11,5 @@ pub mod peers;
 pub mod proxy;
 pub mod sanity;
 pub mod sidecar;
+pub mod snapshots;
 pub mod watchdog;
