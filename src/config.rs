@@ -105,6 +105,12 @@ pub struct Config {
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub extra_create_metadata: bool,
 
+    /// Refuse to restore a snapshot into a claim of another volumeMode than the snapshot's
+    /// source, unless its VolumeSnapshotContent is annotated
+    /// snapshot.storage.kubernetes.io/allow-volume-mode-change="true".
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub prevent_volume_mode_conversion: bool,
+
     /// Mark the PV read-only for the driver when the claim's only access mode is ReadOnlyMany.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub controller_publish_readonly: bool,

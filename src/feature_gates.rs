@@ -18,8 +18,14 @@ const ALWAYS_ON: &[&str] = &[
     "Topology",
     "HonorPVReclaimPolicy",
     "RecoverVolumeExpansionFailure",
-    "CrossNamespaceVolumeDataSource",
 ];
+
+/// Gates that are off by default upstream too, and that we do not implement: accepted when off,
+/// refused when on, so that nobody believes the behaviour is there.
+const NOT_IMPLEMENTED: &[(&str, &str)] = &[(
+    "CrossNamespaceVolumeDataSource",
+    "cross-namespace data sources (dataSourceRef.namespace with a ReferenceGrant) are not implemented; such claims get a ProvisioningFailed event",
+)];
 
 impl std::str::FromStr for FeatureGates {
     type Err = String;
@@ -30,6 +36,11 @@ impl std::str::FromStr for FeatureGates {
             match name.as_str() {
                 "AnnotateFsResize" => gates.annotate_fs_resize = on,
                 n if ALWAYS_ON.contains(&n) && on => {}
+                n if NOT_IMPLEMENTED.iter().any(|(g, _)| *g == n) => {
+                    if on && let Some((_, why)) = NOT_IMPLEMENTED.iter().find(|(g, _)| *g == n) {
+                        return Err(format!("{n}=true: {why}"));
+                    }
+                }
                 n if ALWAYS_ON.contains(&n) => {
                     return Err(format!("{n} is always on in csi-pv-controller"));
                 }
@@ -67,7 +78,12 @@ mod tests {
 
     #[test]
     fn gates_parse_as_the_go_sidecars_write_them() {
-        let table: [(&str, Result<bool, &str>); 8] = [
+        let table: [(&str, Result<bool, &str>); 10] = [
+            ("CrossNamespaceVolumeDataSource=false", Ok(false)),
+            (
+                "CrossNamespaceVolumeDataSource=true",
+                Err("not implemented"),
+            ),
             ("", Ok(false)),
             ("AnnotateFsResize=true", Ok(true)),
             ("Topology=true, AnnotateFsResize=true", Ok(true)),

@@ -172,6 +172,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         extra_create_metadata: config.extra_create_metadata,
         controller_publish_readonly: config.controller_publish_readonly,
         identity: controller::provisioner_identity(&driver.name),
+        prevent_volume_mode_conversion: config.prevent_volume_mode_conversion,
     };
     health.watch(stores.watches.clone());
     let controller = Controller::new(

@@ -34,6 +34,18 @@ pub const FINALIZER_VOLUME: &str = "external-provisioner.volume.kubernetes.io/fi
 /// not to exist, so that a crash at any instant leaves a trace to resume from (upstream keeps
 /// this in memory and leaks volumes on restart: external-provisioner#486).
 pub const FINALIZER_PROVISIONING: &str = "csi-pv-controller.storage.k8s.io/provisioning";
+/// On the source claim of a clone while a CreateVolume that copies it may be under way, so that
+/// the source cannot go before the copy is made; csi-provisioner's name, so that either can
+/// take it off after a switch.
+pub const FINALIZER_CLONING_PROTECTION: &str =
+    "provisioner.storage.kubernetes.io/cloning-protection";
+/// On a VolumeSnapshot a volume is being restored from (snapshot-controller's and
+/// csi-provisioner's): a snapshot being deleted still serves a restore while it holds.
+pub const FINALIZER_SNAPSHOT_SOURCE_PROTECTION: &str =
+    "snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection";
+/// On a VolumeSnapshotContent: `"true"` lets a restore change the volume mode.
+pub const ANN_ALLOW_VOLUME_MODE_CHANGE: &str =
+    "snapshot.storage.kubernetes.io/allow-volume-mode-change";
 
 // Event reasons.
 pub const EVENT_PROVISIONING: &str = "Provisioning";

@@ -47,6 +47,7 @@ impl Controller {
         {
             return Ok(Outcome::Done);
         }
+        self.release_clone_source(&claim).await?;
         if !self.scope.binder.binds() {
             return self.sync_handed_over(key, claim).await;
         }

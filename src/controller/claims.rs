@@ -2,6 +2,7 @@
 //! of volumes whose claim went away.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::CSINode;
@@ -15,8 +16,10 @@ use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
 use crate::provision::claim::{self, ClaimAction, ClaimContext, has_intent};
-use crate::provision::plan::{self, CloneSource, Plan};
+use crate::provision::plan::{self, Plan};
 use crate::provision::secrets::SecretRef;
+use crate::provision::snapshot::SnapshotLookup;
+use crate::provision::source::{self, SourceFacts};
 use crate::provision::topology::{self, SelectedNode, TopologyError};
 use crate::provision::volume;
 
@@ -35,14 +38,21 @@ impl Controller {
         let mut fresh = false;
         // The provisioner secret read before the intent, for the CreateVolume of the same pass.
         let mut read: Option<(Option<SecretRef>, HashMap<String, String>)> = None;
+        // The clone source as this pass protected it, newer than the store's copy.
+        let mut protected: Option<Arc<PersistentVolumeClaim>> = None;
+        let snapshot = self.snapshot_facts(&claim).await?;
         for _ in 0..STEPS_PER_PASS {
-            let action = self.decide_claim(&claim);
+            let action = self.decide_claim(&claim, protected.as_ref(), snapshot.as_ref());
             debug!(action = action.name(), fresh, "decided");
             match action {
                 ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
-                ClaimAction::Populator { kind, name } => {
-                    self.announce_populator(&claim, &kind, &name).await;
-                    return Ok(Outcome::Done);
+                ClaimAction::Populator { group, kind, name } => {
+                    return Ok(self
+                        .populator_source(key, &claim, (&group, &kind, &name))
+                        .await);
+                }
+                ClaimAction::ProtectSource { namespace, name } => {
+                    protected = Some(self.protect_source(&namespace, &name).await?);
                 }
                 ClaimAction::Reject(e) => {
                     if self.backing_off(key, &claim) {
@@ -111,14 +121,21 @@ impl Controller {
         Ok(Outcome::Again)
     }
 
-    pub(super) fn decide_claim(&self, claim: &PersistentVolumeClaim) -> ClaimAction {
+    /// Decides from the stores. `protected`: a clone source this pass protected (newer than
+    /// the store's); `snapshot`: the restore's snapshot, read live.
+    pub(super) fn decide_claim(
+        &self,
+        claim: &PersistentVolumeClaim,
+        protected: Option<&Arc<PersistentVolumeClaim>>,
+        snapshot: Option<&SnapshotLookup>,
+    ) -> ClaimAction {
         let class_name = plan::class_name(claim).unwrap_or_default();
         let class = self
             .stores
             .classes
             .get(&kube::runtime::reflector::ObjectRef::new(class_name));
         let volume = self.volume_in_store(&self.volume_name(claim));
-        let (source_claim, source_volume) = self.clone_source(claim);
+        let (source_claim, source_volume) = self.clone_facts(claim, protected);
         claim::decide(
             claim,
             &ClaimContext {
@@ -126,41 +143,16 @@ impl Controller {
                 features: self.features,
                 class: class.as_deref(),
                 volume: volume.as_deref(),
-                clone_source: CloneSource {
+                source: SourceFacts {
                     claim: source_claim.as_deref(),
                     volume: source_volume.as_deref(),
+                    snapshot,
+                    in_flight: false,
                 },
                 binds: self.scope.binder.binds(),
                 journaled: self.journaled(claim),
             },
         )
-    }
-
-    /// The claim a clone reads from, and its PV, from the stores.
-    #[allow(clippy::type_complexity)]
-    fn clone_source(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> (
-        Option<std::sync::Arc<PersistentVolumeClaim>>,
-        Option<std::sync::Arc<PersistentVolume>>,
-    ) {
-        let Some(source) = claim.spec.as_ref().and_then(|s| s.data_source.as_ref()) else {
-            return (None, None);
-        };
-        if source.kind != "PersistentVolumeClaim" {
-            return (None, None);
-        }
-        let namespace = claim.namespace().unwrap_or_default();
-        let source_claim = self
-            .stores
-            .claims
-            .get(&kube::runtime::reflector::ObjectRef::new(&source.name).within(&namespace));
-        let source_volume = source_claim
-            .as_ref()
-            .and_then(|c| c.spec.as_ref()?.volume_name.clone())
-            .and_then(|v| self.volume_in_store(&v));
-        (source_claim, source_volume)
     }
 
     pub(super) fn claims_api(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
@@ -224,8 +216,8 @@ impl Controller {
             Err(e) => return Ok(self.provision_failed(key, claim, e.to_string()).await),
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
-        let source = plan::data_source(claim).map(|s| s.kind).unwrap_or_default();
-        let source = source.as_str();
+        let source = source::of(claim);
+        let source = source.kind();
         let started = std::time::Instant::now();
         let created = self.csi.create_volume(request).await;
         if created.is_err() {
@@ -322,7 +314,7 @@ impl Controller {
     }
 
     /// A step that cannot go on now: back off, log, and tell the user in a Warning event.
-    async fn failed(
+    pub(super) async fn failed(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
@@ -545,26 +537,6 @@ impl Controller {
         match self.csi.delete_volume(request).await {
             Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
             other => other,
-        }
-    }
-
-    /// A populator source: said once per claim, then left alone.
-    async fn announce_populator(&self, claim: &PersistentVolumeClaim, kind: &str, name: &str) {
-        let uid = claim.uid().unwrap_or_default();
-        let first = self
-            .announced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uid);
-        if first {
-            info!(%kind, %name, "data source left to a volume populator");
-            self.events
-                .normal(
-                    &reference(claim),
-                    EVENT_PROVISIONING,
-                    "Assuming an external populator will provision the volume".into(),
-                )
-                .await;
         }
     }
 }

@@ -125,7 +125,14 @@ impl Controller {
                 k8s_openapi::jiff::Timestamp::now(),
             ))
         });
-        let action = self.decide_claim(&gone);
+        let snapshot = match self.snapshot_facts(&gone).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "cannot read the snapshot a journaled claim restored from; trying at the next resync");
+                return;
+            }
+        };
+        let action = self.decide_claim(&gone, None, snapshot.as_ref());
         tracing::Span::current().record("op", action.name());
         let result = match action {
             ClaimAction::DropIntent => self.drop_intent(&gone).await.map(|_| ()),

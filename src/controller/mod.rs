@@ -9,6 +9,7 @@ mod events;
 mod expansion;
 mod intent;
 mod journal;
+mod sources;
 mod stranded;
 mod volumes;
 mod writes;
@@ -161,6 +162,10 @@ impl Queues {
             Change::Claim(c) | Change::ClaimGone(c) => {
                 queues.usage().saw_claim(c);
                 queues.claims.add(ObjectRef::from_obj(c));
+                // A clone that moves may free its source's protection.
+                if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
+                    queues.claims.add(ObjectRef::new(&name).within(&ns));
+                }
                 if let Some(v) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) {
                     queues.volumes.add(v);
                 }

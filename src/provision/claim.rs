@@ -19,7 +19,8 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::plan::{self, CloneSource, Features, Plan, PlanError, Settings};
+use super::plan::{self, Features, Plan, PlanError, Settings};
+use super::source::{self, Source, SourceFacts};
 use super::volume::claim_ref_uid;
 use crate::names::*;
 
@@ -32,7 +33,8 @@ pub struct ClaimContext<'a> {
     pub class: Option<&'a StorageClass>,
     /// The PV whose name is this claim's volume name, if it exists.
     pub volume: Option<&'a PersistentVolume>,
-    pub clone_source: CloneSource<'a>,
+    /// The data source's claim and PV (a clone) or snapshot (a restore).
+    pub source: SourceFacts<'a>,
     /// This process binds (`--binder` driver or all); false beside kube-controller-manager's.
     pub binds: bool,
     /// The claim's intent is in the intent journal (`--intent-journal`) rather than a finalizer.
@@ -46,7 +48,14 @@ pub enum ClaimAction {
     /// WaitForFirstConsumer: nothing until the scheduler picks a node.
     WaitForConsumer,
     /// A data source for an external populator; provisioning is left to it.
-    Populator { kind: String, name: String },
+    Populator {
+        group: String,
+        kind: String,
+        name: String,
+    },
+    /// The claim clones another claim, which must carry the cloning-protection finalizer
+    /// before any CreateVolume copies it (namespace, name).
+    ProtectSource { namespace: String, name: String },
     /// Cannot be provisioned as asked: warn, create nothing, keep the claim Pending.
     Reject(PlanError),
     /// Ours, and valid: make the intent durable before any CreateVolume (once the plan's
@@ -73,6 +82,7 @@ impl ClaimAction {
             ClaimAction::None => "none",
             ClaimAction::WaitForConsumer => "wait-for-consumer",
             ClaimAction::Populator { .. } => "populator",
+            ClaimAction::ProtectSource { .. } => "protect-source",
             ClaimAction::Reject(_) => "reject",
             ClaimAction::RecordIntent(_) => "record-intent",
             ClaimAction::Provision(_) => "provision",
@@ -168,10 +178,24 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     if !abandoned && delayed && selected_node(claim).is_none() {
         return ClaimAction::WaitForConsumer;
     }
+    // The intent is there: a copy of a clone source may be under way.
+    let facts = SourceFacts {
+        in_flight: true,
+        ..ctx.source
+    };
     let built = ctx
         .class
         .ok_or_else(|| missing_class(claim))
-        .and_then(|class| plan::build(claim, class, ctx.settings, ctx.features, ctx.clone_source));
+        .and_then(|class| plan::build(claim, class, ctx.settings, ctx.features, facts));
+    // A CreateVolume may copy the source claim: it must not go before the copy is made.
+    if built.is_ok()
+        && let Some(unprotected) = source::unprotected_clone_source(&facts)
+    {
+        return ClaimAction::ProtectSource {
+            namespace: unprotected.metadata.namespace.clone().unwrap_or_default(),
+            name: unprotected.metadata.name.clone().unwrap_or_default(),
+        };
+    }
     match (abandoned, built) {
         (true, Ok(plan)) => ClaimAction::Abandon(Box::new(plan)),
         (true, Err(e)) => ClaimAction::CannotAbandon(e),
@@ -282,13 +306,10 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     {
         return ClaimAction::WaitForConsumer;
     }
-    if let Some(source) = plan::populator_source(claim) {
-        return ClaimAction::Populator {
-            kind: source.kind,
-            name: source.name,
-        };
+    if let Source::Populator { group, kind, name } = source::of(claim) {
+        return ClaimAction::Populator { group, kind, name };
     }
-    match plan::build(claim, class, ctx.settings, ctx.features, ctx.clone_source) {
+    match plan::build(claim, class, ctx.settings, ctx.features, ctx.source) {
         Ok(plan) => ClaimAction::RecordIntent(Box::new(plan)),
         Err(e) => ClaimAction::Reject(e),
     }
@@ -328,6 +349,7 @@ mod tests {
             extra_create_metadata: false,
             controller_publish_readonly: false,
             identity: "id".into(),
+            prevent_volume_mode_conversion: true,
         }
     }
 
@@ -381,7 +403,7 @@ mod tests {
                 features: Features::default(),
                 class,
                 volume,
-                clone_source: CloneSource::default(),
+                source: SourceFacts::default(),
                 binds,
                 journaled,
             };
@@ -773,5 +795,99 @@ mod tests {
             "metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}},
             "status": {"phase": "Bound"}
         }))));
+    }
+
+    #[test]
+    fn a_clone_protects_its_source_after_the_intent_and_before_create_volume() {
+        let s = settings();
+        let ours = class(DRIVER, json!({}));
+        let source = |finalizers: Value, deleting: bool| -> PersistentVolumeClaim {
+            let mut v = json!({
+                "metadata": {"name": "src", "namespace": "ns", "uid": "src-uid",
+                             "finalizers": finalizers},
+                "spec": {"volumeName": "pv-src", "resources": {"requests": {"storage": "1Gi"}}},
+                "status": {"phase": "Bound"}
+            });
+            if deleting {
+                v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        let source_pv: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": "pv-src"},
+            "spec": {"csi": {"driver": DRIVER, "volumeHandle": "h-src"},
+                     "claimRef": {"uid": "src-uid"}}
+        }))
+        .unwrap();
+        let bare = source(json!([]), false);
+        let protected = source(json!([FINALIZER_CLONING_PROTECTION]), false);
+        let bare_deleting = source(json!([]), true);
+        let protected_deleting = source(json!([FINALIZER_CLONING_PROTECTION]), true);
+        let clone =
+            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "src"}}});
+        let mut with_intent = clone.clone();
+        with_intent["metadata"] = json!({"finalizers": [FINALIZER_PROVISIONING]});
+        let mut abandoned = with_intent.clone();
+        abandoned["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let table: [(&str, &Value, &PersistentVolumeClaim, &str); 8] = [
+            (
+                "no intent yet: the intent first",
+                &clone,
+                &bare,
+                "record-intent",
+            ),
+            ("intent, source bare", &with_intent, &bare, "protect-source"),
+            (
+                "intent, source protected",
+                &with_intent,
+                &protected,
+                "provision",
+            ),
+            (
+                "intent, source going",
+                &with_intent,
+                &bare_deleting,
+                "reject",
+            ),
+            (
+                "intent, source protected and going",
+                &with_intent,
+                &protected_deleting,
+                "provision",
+            ),
+            (
+                "given up, source protected and going",
+                &abandoned,
+                &protected_deleting,
+                "abandon",
+            ),
+            ("given up, source bare", &abandoned, &bare, "protect-source"),
+            (
+                "given up, source gone unprotected",
+                &abandoned,
+                &bare_deleting,
+                "cannot-abandon",
+            ),
+        ];
+        for (case, patch, src, want) in table {
+            let c = claim(patch.clone());
+            let ctx = ClaimContext {
+                settings: &s,
+                features: Features {
+                    clone: true,
+                    ..Features::default()
+                },
+                class: Some(&ours),
+                volume: None,
+                source: SourceFacts {
+                    claim: Some(src),
+                    volume: Some(&source_pv),
+                    ..SourceFacts::default()
+                },
+                binds: true,
+                journaled: false,
+            };
+            assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+        }
     }
 }

@@ -7,5 +7,7 @@ pub mod parameters;
 pub mod plan;
 pub mod request;
 pub mod secrets;
+pub mod snapshot;
+pub mod source;
 pub mod topology;
 pub mod volume;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeSpec, SecretReference, TypedLocalObjectReference,
+    PersistentVolumeSpec, SecretReference,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::parameters::{self, ParameterError, SecretKind};
 use super::request::{self, ClaimError};
 use super::secrets::{self, SecretRef, TemplateError, TemplateInput};
-use crate::cluster::quantity;
+use super::source::{self, SourceFacts, SourceSupport};
 use crate::csi::v1 as csi;
 use crate::names::*;
 
@@ -31,6 +31,8 @@ pub struct Settings {
     pub controller_publish_readonly: bool,
     /// `storage.kubernetes.io/csiProvisionerIdentity` for the PVs of this process.
     pub identity: String,
+    /// `--prevent-volume-mode-conversion`: a restore keeps the snapshot's volume mode.
+    pub prevent_volume_mode_conversion: bool,
 }
 
 /// The driver capabilities that change what a plan may contain.
@@ -42,13 +44,6 @@ pub struct Features {
     pub modify: bool,
     /// VOLUME_ACCESSIBILITY_CONSTRAINTS: CreateVolume carries topology requirements.
     pub topology: bool,
-}
-
-/// A claim the plan clones from, as found in the stores.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CloneSource<'a> {
-    pub claim: Option<&'a PersistentVolumeClaim>,
-    pub volume: Option<&'a PersistentVolume>,
 }
 
 /// A CreateVolume worked out for one claim.
@@ -88,37 +83,23 @@ pub enum PlanError {
     #[error("cannot clone PersistentVolumeClaim {name:?}: {reason}")]
     CloneSource { name: String, reason: String },
     #[error(
-        "the claim restores VolumeSnapshot {0:?}; restoring from snapshots is not supported by csi-pv-controller yet"
+        "the claim restores VolumeSnapshot {0:?}, but driver {1} cannot restore snapshots (no CREATE_DELETE_SNAPSHOT capability)"
     )]
-    Snapshot(String),
+    SnapshotUnsupported(String, String),
+    #[error("cannot restore VolumeSnapshot {name:?}: {reason}")]
+    SnapshotSource { name: String, reason: String },
+    #[error(
+        "the claim's dataSourceRef names {kind} {name:?} in namespace {namespace:?}; cross-namespace data sources are not supported (feature gate CrossNamespaceVolumeDataSource). Copy the source into the claim's namespace, or restore it there"
+    )]
+    CrossNamespace {
+        kind: String,
+        namespace: String,
+        name: String,
+    },
     #[error(
         "the claim asks for VolumeAttributesClass {0:?}; volume attributes classes are not supported by csi-pv-controller yet"
     )]
     AttributesClass(String),
-}
-
-/// A data source neither this sidecar nor the driver serves: a volume populator will.
-pub fn populator_source(claim: &PersistentVolumeClaim) -> Option<TypedLocalObjectReference> {
-    let source = data_source(claim)?;
-    let group = source.api_group.as_deref().unwrap_or_default();
-    let known = (group.is_empty() && source.kind == "PersistentVolumeClaim")
-        || (group == "snapshot.storage.k8s.io" && source.kind == "VolumeSnapshot");
-    (!known).then_some(source)
-}
-
-/// The claim's data source: `dataSource`, else a same-namespace `dataSourceRef`.
-pub fn data_source(claim: &PersistentVolumeClaim) -> Option<TypedLocalObjectReference> {
-    let spec = claim.spec.as_ref()?;
-    spec.data_source.clone().or_else(|| {
-        spec.data_source_ref
-            .as_ref()
-            .filter(|r| r.namespace.is_none())
-            .map(|r| TypedLocalObjectReference {
-                api_group: r.api_group.clone(),
-                kind: r.kind.clone(),
-                name: r.name.clone(),
-            })
-    })
 }
 
 /// The CSI volume name and PV name for `claim`.
@@ -142,7 +123,7 @@ pub fn build(
     class: &StorageClass,
     settings: &Settings,
     features: Features,
-    source: CloneSource<'_>,
+    facts: SourceFacts<'_>,
 ) -> Result<Plan, PlanError> {
     let spec = claim.spec.clone().unwrap_or_default();
     if spec.selector.is_some() {
@@ -176,27 +157,18 @@ pub fn build(
     let capabilities =
         request::volume_capabilities(&modes, block, fs_type.as_deref(), &mount_options);
 
-    let content_source = match data_source(claim) {
-        None => None,
-        Some(s) if s.kind == "PersistentVolumeClaim" => {
-            if !features.clone {
-                return Err(PlanError::CloneUnsupported(
-                    s.name.clone(),
-                    settings.driver.clone(),
-                ));
-            }
-            Some(clone_source(
-                &s.name,
-                claim,
-                capacity_range.required_bytes,
-                settings,
-                source,
-            )?)
-        }
-        Some(s) if s.kind == "VolumeSnapshot" => return Err(PlanError::Snapshot(s.name)),
-        // Populator sources are filtered out before planning; be safe anyway.
-        Some(_) => None,
+    let support = SourceSupport {
+        clone: features.clone,
+        snapshot: features.snapshot,
+        prevent_mode_conversion: settings.prevent_volume_mode_conversion,
     };
+    let content_source = source::content_source(
+        claim,
+        capacity_range.required_bytes,
+        &settings.driver,
+        support,
+        facts,
+    )?;
 
     let annotations = claim.metadata.annotations.clone().unwrap_or_default();
     let template_input = TemplateInput {
@@ -319,84 +291,6 @@ pub fn build(
     })
 }
 
-/// The source volume of a clone, checked as external-provisioner checks it.
-fn clone_source(
-    name: &str,
-    claim: &PersistentVolumeClaim,
-    required_bytes: i64,
-    settings: &Settings,
-    source: CloneSource<'_>,
-) -> Result<csi::VolumeContentSource, PlanError> {
-    let fail = |reason: &str| PlanError::CloneSource {
-        name: name.to_string(),
-        reason: reason.to_string(),
-    };
-    let source_claim = source
-        .claim
-        .ok_or_else(|| fail("it does not exist in the claim's namespace"))?;
-    if source_claim.metadata.deletion_timestamp.is_some() {
-        return Err(fail("it is being deleted"));
-    }
-    if source_claim
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        != Some(PHASE_BOUND)
-    {
-        return Err(fail("it is not Bound yet"));
-    }
-    let source_request = source_claim.spec.as_ref().and_then(|s| {
-        s.resources
-            .as_ref()?
-            .requests
-            .as_ref()?
-            .get("storage")
-            .cloned()
-    });
-    if let Some(q) = source_request
-        && let Ok(bytes) = quantity::parse_bytes(&q.0)
-        && i64::try_from(bytes).unwrap_or(i64::MAX) > required_bytes
-    {
-        return Err(fail(&format!(
-            "the new claim requests less than the source's {}",
-            q.0
-        )));
-    }
-    let mode = |c: &PersistentVolumeClaim| {
-        c.spec
-            .as_ref()
-            .and_then(|s| s.volume_mode.clone())
-            .unwrap_or_else(|| "Filesystem".into())
-    };
-    if mode(source_claim) != mode(claim) {
-        return Err(fail("its volumeMode differs from the new claim's"));
-    }
-    let volume = source
-        .volume
-        .ok_or_else(|| fail("its PersistentVolume is not found"))?;
-    let csi_source = volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.csi.as_ref())
-        .ok_or_else(|| fail("its PersistentVolume is not a CSI volume"))?;
-    if csi_source.driver != settings.driver {
-        return Err(fail(&format!(
-            "its volume belongs to driver {}, not {}",
-            csi_source.driver, settings.driver
-        )));
-    }
-    if super::volume::claim_ref_uid(volume) != source_claim.metadata.uid.as_deref() {
-        return Err(fail("its PersistentVolume is bound to another claim"));
-    }
-    Ok(csi::VolumeContentSource {
-        r#type: Some(csi::volume_content_source::Type::Volume(
-            csi::volume_content_source::VolumeSource {
-                volume_id: csi_source.volume_handle.clone(),
-            },
-        )),
-    })
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -422,16 +316,17 @@ pub(crate) mod tests {
             extra_create_metadata: false,
             controller_publish_readonly: false,
             identity: "id".into(),
+            prevent_volume_mode_conversion: true,
         }
     }
 
-    fn class(extra: Value) -> StorageClass {
+    pub(crate) fn class(extra: Value) -> StorageClass {
         let mut v = json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"});
         merge(&mut v, extra);
         serde_json::from_value(v).unwrap()
     }
 
-    fn claim(extra: Value) -> PersistentVolumeClaim {
+    pub(crate) fn claim(extra: Value) -> PersistentVolumeClaim {
         let mut v = json!({
             "metadata": {"name": "data", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
                          "annotations": {"owner": "alice"}},
@@ -447,7 +342,7 @@ pub(crate) mod tests {
         class: &StorageClass,
         s: &Settings,
     ) -> Result<Plan, PlanError> {
-        build(claim, class, s, Features::default(), CloneSource::default())
+        build(claim, class, s, Features::default(), SourceFacts::default())
     }
 
     #[test]
@@ -654,103 +549,5 @@ pub(crate) mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing"), "{e}");
-    }
-
-    #[test]
-    fn clone_sources_are_checked() {
-        let s = settings();
-        let features = Features {
-            clone: true,
-            ..Features::default()
-        };
-        let target = claim(
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "src"}}}),
-        );
-        let source_claim = |extra: Value| -> PersistentVolumeClaim {
-            let mut v = json!({
-                "metadata": {"name": "src", "namespace": "team", "uid": "src-uid"},
-                "spec": {"volumeName": "pv-src", "resources": {"requests": {"storage": "1Gi"}}},
-                "status": {"phase": "Bound"}
-            });
-            merge(&mut v, extra);
-            serde_json::from_value(v).unwrap()
-        };
-        let source_pv = |driver: &str, uid: &str| -> PersistentVolume {
-            serde_json::from_value(json!({
-                "metadata": {"name": "pv-src"},
-                "spec": {"csi": {"driver": driver, "volumeHandle": "h-src"}, "claimRef": {"uid": uid}}
-            }))
-            .unwrap()
-        };
-        let good_claim = source_claim(json!({}));
-        let good_pv = source_pv("d.csi", "src-uid");
-        let plan = build(
-            &target,
-            &class(json!({})),
-            &s,
-            features,
-            CloneSource {
-                claim: Some(&good_claim),
-                volume: Some(&good_pv),
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            plan.request.volume_content_source.unwrap().r#type,
-            Some(csi::volume_content_source::Type::Volume(
-                csi::volume_content_source::VolumeSource {
-                    volume_id: "h-src".into()
-                }
-            ))
-        );
-
-        let pending = source_claim(json!({"status": {"phase": "Pending"}}));
-        let bigger = source_claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
-        let block = source_claim(json!({"spec": {"volumeMode": "Block"}}));
-        let other_driver = source_pv("x.csi", "src-uid");
-        let other_claim = source_pv("d.csi", "someone");
-        let table: [(
-            &str,
-            Option<&PersistentVolumeClaim>,
-            Option<&PersistentVolume>,
-            &str,
-        ); 6] = [
-            ("missing", None, None, "does not exist"),
-            ("pending", Some(&pending), Some(&good_pv), "not Bound"),
-            (
-                "bigger",
-                Some(&bigger),
-                Some(&good_pv),
-                "less than the source's 2Gi",
-            ),
-            ("mode", Some(&block), Some(&good_pv), "volumeMode"),
-            (
-                "driver",
-                Some(&good_claim),
-                Some(&other_driver),
-                "driver x.csi",
-            ),
-            (
-                "claimRef",
-                Some(&good_claim),
-                Some(&other_claim),
-                "another claim",
-            ),
-        ];
-        for (case, c, v, text) in table {
-            let e = build(
-                &target,
-                &class(json!({})),
-                &s,
-                features,
-                CloneSource {
-                    claim: c,
-                    volume: v,
-                },
-            )
-            .unwrap_err()
-            .to_string();
-            assert!(e.contains(text), "{case}: {e}");
-        }
     }
 }

@@ -631,6 +631,9 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
         .arg("--authorization-mode=RBAC")
         // As kubeadm sets it: CSI node plugins (deploy/'s hostpathplugin) are privileged.
         .arg("--allow-privileged=true")
+        // dataSourceRef.namespace is dropped on create without this alpha gate; with it, a
+        // claim can name a source in another namespace, which the sidecar must refuse.
+        .arg("--feature-gates=CrossNamespaceVolumeDataSource=true")
         // No ServiceAccount controller creates "default" accounts for Pods; without
         // kube-controller-manager nothing would remove the protection finalizers either.
         .arg(if options.protection_finalizers {

@@ -1,0 +1,234 @@
+//! Carrying out what data sources need: the clone's source claim and PV from the stores, the
+//! snapshot read live, the cloning-protection finalizer put on before a clone and taken off
+//! once no clone is in flight, and a populator's kind looked up in discovery.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+use tracing::{info, warn};
+
+use super::claims::reference;
+use super::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
+use crate::names::*;
+use crate::provision::snapshot::{self, SnapshotLookup};
+use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
+
+/// The clone source's claim and PV, as the stores have them.
+pub(super) type CloneFacts = (
+    Option<Arc<PersistentVolumeClaim>>,
+    Option<Arc<PersistentVolume>>,
+);
+
+fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: SNAPSHOT_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{SNAPSHOT_GROUP}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+impl Controller {
+    /// The claim a clone reads from, and its PV, from the stores; `protected` replaces the
+    /// stored source when this pass has just written it.
+    pub(super) fn clone_facts(
+        &self,
+        claim: &PersistentVolumeClaim,
+        protected: Option<&Arc<PersistentVolumeClaim>>,
+    ) -> CloneFacts {
+        let Source::Clone { name } = source::of(claim) else {
+            return (None, None);
+        };
+        let namespace = claim.namespace().unwrap_or_default();
+        let source_claim = protected
+            .filter(|p| p.name_any() == name && p.namespace().as_deref() == Some(&namespace))
+            .cloned()
+            .or_else(|| {
+                self.stores
+                    .claims
+                    .get(&ObjectRef::new(&name).within(&namespace))
+            });
+        let source_volume = source_claim
+            .as_ref()
+            .and_then(|c| c.spec.as_ref()?.volume_name.clone())
+            .and_then(|v| self.volume_in_store(&v));
+        (source_claim, source_volume)
+    }
+
+    /// The VolumeSnapshot a claim restores from, with its bound content, read live (as
+    /// csi-provisioner reads them: snapshots are few and not watched). None: not a restore.
+    pub(super) async fn snapshot_facts(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Option<SnapshotLookup>, SyncError> {
+        let Source::Snapshot { name } = source::of(claim) else {
+            return Ok(None);
+        };
+        let namespace = claim.namespace().unwrap_or_default();
+        let snapshots: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &namespace,
+            &snapshot_resource("VolumeSnapshot", "volumesnapshots"),
+        );
+        let found = snapshots
+            .get_opt(&name)
+            .await
+            .map_err(|e| SyncError::api("read the VolumeSnapshot", e))?;
+        let Some(found) = found else {
+            // A 404 is also what a cluster without the CRDs answers: ask discovery which.
+            let served = match self
+                .client
+                .list_api_group_resources(&format!("{SNAPSHOT_GROUP}/v1"))
+                .await
+            {
+                Ok(list) => list.resources.iter().any(|r| r.kind == "VolumeSnapshot"),
+                Err(e) if is_status(&e, 404) => false,
+                Err(e) => return Err(SyncError::api("discover the snapshot API", e)),
+            };
+            return Ok(Some(if served {
+                SnapshotLookup::Missing
+            } else {
+                SnapshotLookup::Unserved
+            }));
+        };
+        let value = serde_json::to_value(&found).unwrap_or_default();
+        let mut parsed = snapshot::parse_snapshot(&value);
+        if let Some(content_name) = parsed.content_name.clone() {
+            let contents: Api<DynamicObject> = Api::all_with(
+                self.client.clone(),
+                &snapshot_resource("VolumeSnapshotContent", "volumesnapshotcontents"),
+            );
+            parsed.content = contents
+                .get_opt(&content_name)
+                .await
+                .map_err(|e| SyncError::api("read the VolumeSnapshotContent", e))?
+                .map(|c| snapshot::parse_content(&serde_json::to_value(&c).unwrap_or_default()));
+        }
+        Ok(Some(SnapshotLookup::Found(Box::new(parsed))))
+    }
+
+    /// Puts the cloning-protection finalizer on the source claim, on the version the decision
+    /// read (a source deleted meanwhile makes this fail, and the next pass refuses the clone).
+    pub(super) async fn protect_source(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<PersistentVolumeClaim>, SyncError> {
+        let Some(cached) = self
+            .stores
+            .claims
+            .get(&ObjectRef::new(name).within(namespace))
+        else {
+            return Err(SyncError::Inconsistent(format!(
+                "the clone source {namespace}/{name} went away"
+            )));
+        };
+        let mut finalizers = cached.finalizers().to_vec();
+        finalizers.push(FINALIZER_CLONING_PROTECTION.into());
+        let patch = json!({"metadata": {
+            "resourceVersion": cached.resource_version(),
+            "finalizers": finalizers,
+        }});
+        let updated = self
+            .patch_claim(&cached, patch, "protect the clone source")
+            .await?;
+        info!(source = %format!("{namespace}/{name}"), "clone source protected until the copy is made");
+        Ok(Arc::new(updated))
+    }
+
+    /// A claim on its way out that holds clones back: its finalizer goes once no claim of its
+    /// namespace that clones it may have a CreateVolume in flight. The clones are listed live:
+    /// one just given our intent may not be in the store yet.
+    pub(super) async fn release_clone_source(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<(), SyncError> {
+        if !source::release_clone_protection(claim, [], |_| false) {
+            return Ok(());
+        }
+        let clones = self
+            .claims_api(claim)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| SyncError::api("list the claims that may clone this one", e))?;
+        let in_flight =
+            |c: &PersistentVolumeClaim| crate::provision::claim::has_intent(c) || self.journaled(c);
+        if !source::release_clone_protection(claim, &clones.items, in_flight) {
+            return Ok(());
+        }
+        let updated =
+            super::drop_finalizer(&self.claims_api(claim), claim, FINALIZER_CLONING_PROTECTION)
+                .await?;
+        if let Some(updated) = updated {
+            self.wrote_claim(&updated);
+        }
+        info!("no clone of this claim is in flight: clone protection removed");
+        Ok(())
+    }
+
+    /// A data source for a volume populator: said once per claim when the cluster serves its
+    /// kind; a Warning, looked at again after a backoff, when nothing can fill it.
+    pub(super) async fn populator_source(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        (group, kind, name): (&str, &str, &str),
+    ) -> Outcome {
+        let served = match self.kind_served(group, kind).await {
+            Ok(served) => served,
+            Err(e) => {
+                warn!(error = %e, "cannot look up the data source's kind; assuming it is served");
+                true
+            }
+        };
+        let (warning, note) = source::populator_notice(group, kind, name, served);
+        if warning {
+            if self.backing_off(key, claim) {
+                return Outcome::Waiting;
+            }
+            return self
+                .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
+                .await;
+        }
+        let uid = claim.uid().unwrap_or_default();
+        let first = self
+            .announced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid);
+        if first {
+            info!(%kind, %name, "data source left to a volume populator");
+            self.events
+                .normal(&reference(claim), EVENT_PROVISIONING, note)
+                .await;
+        }
+        Outcome::Done
+    }
+
+    /// Whether the API serves `kind` in `group` (in any version).
+    async fn kind_served(&self, group: &str, kind: &str) -> Result<bool, kube::Error> {
+        if group.is_empty() {
+            let core = self.client.list_core_api_resources("v1").await?;
+            return Ok(core.resources.iter().any(|r| r.kind == kind));
+        }
+        let groups = self.client.list_api_groups().await?;
+        let Some(found) = groups.groups.iter().find(|g| g.name == group) else {
+            return Ok(false);
+        };
+        for version in &found.versions {
+            let list = self
+                .client
+                .list_api_group_resources(&version.group_version)
+                .await?;
+            if list.resources.iter().any(|r| r.kind == kind) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,203 @@
+//! Restoring a claim from a VolumeSnapshot: what the snapshot and its content say, read from
+//! their JSON (the snapshot CRDs are not k8s-openapi types), and the checks before CreateVolume
+//! gets the snapshot's handle. Every refusal names the object and what is wrong with it.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use serde_json::Value;
+
+use super::plan::PlanError;
+use super::source::{SourceFacts, volume_mode};
+use crate::cluster::quantity;
+use crate::csi::v1 as csi;
+use crate::names::*;
+
+/// The VolumeSnapshot a claim restores from, as the API answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotLookup {
+    /// The cluster does not serve `snapshot.storage.k8s.io/v1`.
+    Unserved,
+    Missing,
+    Found(Box<Snapshot>),
+}
+
+/// The fields of a VolumeSnapshot (and its bound content) a restore reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub deleting: bool,
+    /// Held by `snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection`.
+    pub protected: bool,
+    pub ready: bool,
+    /// `status.restoreSize`, as written.
+    pub restore_size: Option<String>,
+    pub content_name: Option<String>,
+    /// `status.error.message`, for the user.
+    pub error: Option<String>,
+    /// The bound VolumeSnapshotContent, when it exists.
+    pub content: Option<Content>,
+}
+
+/// The fields of a VolumeSnapshotContent a restore reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Content {
+    pub name: String,
+    pub driver: String,
+    pub handle: Option<String>,
+    /// `spec.volumeSnapshotRef`: (namespace, name, uid).
+    pub snapshot_ref: (String, String, String),
+    pub source_volume_mode: Option<String>,
+    /// `snapshot.storage.kubernetes.io/allow-volume-mode-change: "true"`.
+    pub allow_mode_change: bool,
+}
+
+fn text(v: &Value, path: &[&str]) -> Option<String> {
+    path.iter()
+        .try_fold(v, |v, key| v.get(key))?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// A VolumeSnapshot's fields, with its content to be filled in by `with_content`.
+pub fn parse_snapshot(v: &Value) -> Snapshot {
+    let finalizers = v["metadata"]["finalizers"].as_array();
+    Snapshot {
+        namespace: text(v, &["metadata", "namespace"]).unwrap_or_default(),
+        name: text(v, &["metadata", "name"]).unwrap_or_default(),
+        uid: text(v, &["metadata", "uid"]).unwrap_or_default(),
+        deleting: v["metadata"]
+            .get("deletionTimestamp")
+            .is_some_and(|t| !t.is_null()),
+        protected: finalizers.is_some_and(|f| {
+            f.iter()
+                .any(|f| f.as_str() == Some(FINALIZER_SNAPSHOT_SOURCE_PROTECTION))
+        }),
+        ready: v["status"]["readyToUse"].as_bool() == Some(true),
+        restore_size: match &v["status"]["restoreSize"] {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        },
+        content_name: text(v, &["status", "boundVolumeSnapshotContentName"])
+            .filter(|c| !c.is_empty()),
+        error: text(v, &["status", "error", "message"]),
+        content: None,
+    }
+}
+
+/// A VolumeSnapshotContent's fields.
+pub fn parse_content(v: &Value) -> Content {
+    let reference = |key| text(v, &["spec", "volumeSnapshotRef", key]).unwrap_or_default();
+    Content {
+        name: text(v, &["metadata", "name"]).unwrap_or_default(),
+        driver: text(v, &["spec", "driver"]).unwrap_or_default(),
+        handle: text(v, &["status", "snapshotHandle"])
+            .or_else(|| text(v, &["spec", "source", "snapshotHandle"]))
+            .filter(|h| !h.is_empty()),
+        snapshot_ref: (reference("namespace"), reference("name"), reference("uid")),
+        source_volume_mode: text(v, &["spec", "sourceVolumeMode"]),
+        allow_mode_change: text(
+            v,
+            &["metadata", "annotations", ANN_ALLOW_VOLUME_MODE_CHANGE],
+        )
+        .as_deref()
+            == Some("true"),
+    }
+}
+
+/// The CreateVolume content source of a restore from VolumeSnapshot `name`, checked as
+/// external-provisioner checks it.
+pub fn restore_source(
+    name: &str,
+    claim: &PersistentVolumeClaim,
+    required_bytes: i64,
+    driver: &str,
+    prevent_mode_conversion: bool,
+    facts: SourceFacts<'_>,
+) -> Result<csi::VolumeContentSource, PlanError> {
+    let fail = |reason: String| PlanError::SnapshotSource {
+        name: name.to_string(),
+        reason,
+    };
+    let snapshot = match facts.snapshot {
+        Some(SnapshotLookup::Found(s)) => s,
+        Some(SnapshotLookup::Unserved) => {
+            return Err(fail(
+                "the cluster does not serve snapshot.storage.k8s.io/v1; install the VolumeSnapshot CRDs and snapshot-controller".into(),
+            ));
+        }
+        Some(SnapshotLookup::Missing) | None => {
+            return Err(fail("it does not exist in the claim's namespace".into()));
+        }
+    };
+    if snapshot.deleting && !snapshot.protected {
+        return Err(fail("it is being deleted".into()));
+    }
+    let Some(content_name) = &snapshot.content_name else {
+        return Err(fail(
+            "it is not bound to a VolumeSnapshotContent yet; snapshot-controller binds it".into(),
+        ));
+    };
+    let Some(content) = &snapshot.content else {
+        return Err(fail(format!(
+            "its VolumeSnapshotContent {content_name} does not exist"
+        )));
+    };
+    let (ns, n, uid) = &content.snapshot_ref;
+    if (ns.as_str(), n.as_str(), uid.as_str())
+        != (snapshot.namespace.as_str(), name, snapshot.uid.as_str())
+    {
+        return Err(fail(format!(
+            "its VolumeSnapshotContent {content_name} is bound to another snapshot ({ns}/{n})"
+        )));
+    }
+    if content.driver != driver {
+        return Err(fail(format!(
+            "it was taken by driver {}, not {driver}; a volume can only be restored by the driver that took the snapshot",
+            content.driver
+        )));
+    }
+    if !snapshot.ready {
+        let why = snapshot
+            .error
+            .as_deref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        return Err(fail(format!("it is not ready to use yet{why}")));
+    }
+    let Some(handle) = &content.handle else {
+        return Err(fail(format!(
+            "its VolumeSnapshotContent {content_name} has no snapshot handle yet"
+        )));
+    };
+    if let Some(size) = &snapshot.restore_size
+        && let Ok(bytes) = quantity::parse_bytes(size)
+        && i64::try_from(bytes).unwrap_or(i64::MAX) > required_bytes
+    {
+        return Err(fail(format!(
+            "the claim requests less than the snapshot's restore size {size}; request at least that"
+        )));
+    }
+    if prevent_mode_conversion
+        && let Some(source_mode) = &content.source_volume_mode
+        && source_mode != volume_mode(claim)
+        && !content.allow_mode_change
+    {
+        return Err(fail(format!(
+            "it was taken from a {source_mode} volume and the claim asks for {}; converting the volume mode is refused (--prevent-volume-mode-conversion) unless VolumeSnapshotContent {content_name} is annotated {ANN_ALLOW_VOLUME_MODE_CHANGE}=\"true\"",
+            volume_mode(claim)
+        )));
+    }
+    Ok(csi::VolumeContentSource {
+        r#type: Some(csi::volume_content_source::Type::Snapshot(
+            csi::volume_content_source::SnapshotSource {
+                snapshot_id: handle.clone(),
+            },
+        )),
+    })
+}
+
+#[cfg(test)]
+#[path = "snapshot_tests.rs"]
+mod tests;
