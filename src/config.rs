@@ -111,6 +111,16 @@ pub struct Config {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub prevent_volume_mode_conversion: bool,
 
+    /// csi-provisioner's: with delayed binding, ask the driver for the selected node's topology
+    /// segment only, instead of every node's with the selected one preferred.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub strict_topology: bool,
+
+    /// csi-provisioner's: with immediate binding and no allowedTopologies, ask the driver for
+    /// the topology segments of every node it is on; false sends no requirement.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub immediate_topology: bool,
+
     /// Mark the PV read-only for the driver when the claim's only access mode is ReadOnlyMany.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub controller_publish_readonly: bool,

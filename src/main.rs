@@ -149,9 +149,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
             &clients.state,
             on_change,
             binder_alarm(config.binder()),
-            driver
-                .controller
-                .has(csi_pv_controller::csi::ControllerCapability::PublishUnpublishVolume),
+            cluster::stores::Watched {
+                attachments: driver
+                    .controller
+                    .has(csi_pv_controller::csi::ControllerCapability::PublishUnpublishVolume),
+                topology: driver.plugin.accessibility_constraints,
+            },
         );
         tokio::spawn(watch);
         stores
@@ -173,6 +176,10 @@ async fn run(config: Config) -> anyhow::Result<()> {
         controller_publish_readonly: config.controller_publish_readonly,
         identity: controller::provisioner_identity(&driver.name),
         prevent_volume_mode_conversion: config.prevent_volume_mode_conversion,
+        topology: csi_pv_controller::provision::topology::TopologyOptions {
+            strict: config.strict_topology,
+            immediate: config.immediate_topology,
+        },
     };
     health.watch(stores.watches.clone());
     let controller = Controller::new(

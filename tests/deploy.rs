@@ -151,7 +151,13 @@ fn deploy_manifests_apply_and_the_container_runs_as_written() {
         .await;
         assert!(leads.is_some(), "it never led:\n{}", sidecar.log_text());
 
-        // The cluster's binder hands a claim of the deployed class over; we provision it.
+        // The node plugin registers as kubelet would (the class is Immediate: CreateVolume asks
+        // for the segments of the nodes the driver is on). The cluster's binder hands a claim
+        // of the deployed class over; we provision it.
+        driver
+            .register_node(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("cannot register the driver's node: {e}"));
         support::control_plane::create_namespace(&admin, "apps").await;
         let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
             Api::namespaced(admin.clone(), "apps");

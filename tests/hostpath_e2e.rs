@@ -242,6 +242,35 @@ async fn wait_for_first_consumer_follows_the_selected_node() {
 }
 
 /// A clone of a bound claim: the driver makes the new volume from the source's data.
+/// Immediate binding with no allowedTopologies, as csi-provisioner does it by default
+/// (`--immediate-topology`): CreateVolume asks for the segments of the nodes the driver is on,
+/// so while it is registered on none there is nothing to ask for and the claim waits with
+/// "no available topology found"; once the node plugin registers, the volume is made there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn immediate_binding_waits_for_a_registered_node() {
+    let plane = fresh_plane();
+    let _kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+    let world = World::start_hostpath(plane, "e2e-immediate", &[], &[]).await;
+    world.create_class("now", json!({})).await;
+    world.create_claim("data", "now", "1Gi", json!({})).await;
+    world
+        .event(
+            "data",
+            "ProvisioningFailed",
+            "no available topology found",
+            LIMIT,
+        )
+        .await;
+    assert!(world.driver.volume_ids().await.is_empty());
+    world.register_node().await;
+    let (_, pv) = world.bound("data", LIMIT).await;
+    let v = serde_json::to_value(&pv).unwrap();
+    assert_eq!(
+        v["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
+        json!(["node-1"])
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn clone_from_a_claim() {
     let (world, _kcm) = cluster("e2e-clone", &[], &[]).await;

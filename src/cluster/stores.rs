@@ -5,9 +5,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::Stream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -24,8 +26,28 @@ pub struct Stores {
     /// VolumeAttachments, watched when the driver attaches volumes (PUBLISH_UNPUBLISH_VOLUME):
     /// a volume still attached somewhere is never deleted.
     pub attachments: Option<Store<VolumeAttachment>>,
+    /// CSINodes and the Nodes' metadata (labels), watched when the driver has topology
+    /// (VOLUME_ACCESSIBILITY_CONSTRAINTS): the segments of every node the driver is on.
+    pub topology: Option<TopologyStores>,
     /// Whether each watch is keeping its store current.
     pub watches: Arc<WatchHealth>,
+}
+
+/// The stores topology-aware provisioning reads.
+#[derive(Clone)]
+pub struct TopologyStores {
+    pub csi_nodes: Store<CSINode>,
+    /// Only the metadata: a Node's status (images, conditions) is most of its size.
+    pub nodes: Store<PartialObjectMeta<Node>>,
+}
+
+/// What the watches should cover beyond claims, PVs and classes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Watched {
+    /// VolumeAttachments (the driver attaches volumes).
+    pub attachments: bool,
+    /// CSINodes and Node metadata (the driver has topology).
+    pub topology: bool,
 }
 
 /// Per watched kind: since when its watch has been failing without a success in between.
@@ -72,6 +94,8 @@ pub enum Change<'a> {
     Class(&'a StorageClass),
     /// A VolumeAttachment added, changed or deleted.
     Attachment(&'a VolumeAttachment),
+    /// A CSINode or a Node changed: nothing waits on it (a claim without topology retries).
+    Topology,
 }
 
 /// Told of every change the watches see.
@@ -88,7 +112,7 @@ impl Stores {
         client: &Client,
         on_change: OnChange,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
-        Self::watch_inspecting(client, on_change, None, false)
+        Self::watch_inspecting(client, on_change, None, Watched::default())
     }
 
     /// As `watch`; `inspect_volume` sees every PV whole (who wrote it, in managedFields).
@@ -96,12 +120,12 @@ impl Stores {
         client: &Client,
         on_change: OnChange,
         inspect_volume: Option<Inspect<PersistentVolume>>,
-        attachments: bool,
+        watched: Watched,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
         let watches = Arc::new(WatchHealth::default());
         let (claims, claims_run) = reflect(
             watches.clone(),
-            Api::<PersistentVolumeClaim>::all(client.clone()),
+            whole::<PersistentVolumeClaim>(client),
             on_change.clone(),
             |o, gone| {
                 if gone {
@@ -114,7 +138,7 @@ impl Stores {
         );
         let (volumes, volumes_run) = reflect(
             watches.clone(),
-            Api::<PersistentVolume>::all(client.clone()),
+            whole::<PersistentVolume>(client),
             on_change.clone(),
             |o, gone| {
                 if gone {
@@ -127,17 +151,17 @@ impl Stores {
         );
         let (classes, classes_run) = reflect(
             watches.clone(),
-            Api::<StorageClass>::all(client.clone()),
+            whole::<StorageClass>(client),
             on_change.clone(),
             |o, _| Change::Class(o),
             None,
         );
-        let (attachments, attachments_run) = match attachments {
+        let (attachments, attachments_run) = match watched.attachments {
             true => {
                 let (store, run) = reflect(
                     watches.clone(),
-                    Api::<VolumeAttachment>::all(client.clone()),
-                    on_change,
+                    whole::<VolumeAttachment>(client),
+                    on_change.clone(),
                     |o, _| Change::Attachment(o),
                     None,
                 );
@@ -145,13 +169,46 @@ impl Stores {
             }
             false => (None, None),
         };
+        let (topology, topology_run) = match watched.topology {
+            true => {
+                let (csi_nodes, csi_nodes_run) = reflect(
+                    watches.clone(),
+                    whole::<CSINode>(client),
+                    on_change.clone(),
+                    |_, _| Change::Topology,
+                    None,
+                );
+                // An Api of PartialObjectMeta asks for metadata only.
+                let (nodes, nodes_run) = reflect(
+                    watches.clone(),
+                    whole::<PartialObjectMeta<Node>>(client),
+                    on_change,
+                    |_, _| Change::Topology,
+                    None,
+                );
+                let run = async move {
+                    tokio::join!(csi_nodes_run, nodes_run);
+                };
+                (Some(TopologyStores { csi_nodes, nodes }), Some(run))
+            }
+            false => (None, None),
+        };
         let run = async move {
-            let attachments_run = async move {
-                if let Some(run) = attachments_run {
-                    run.await;
-                }
+            let optional = async move {
+                tokio::join!(
+                    async move {
+                        if let Some(run) = attachments_run {
+                            run.await;
+                        }
+                    },
+                    async move {
+                        if let Some(run) = topology_run {
+                            run.await;
+                        }
+                    }
+                );
             };
-            tokio::join!(claims_run, volumes_run, classes_run, attachments_run);
+            tokio::join!(claims_run, volumes_run, classes_run, optional);
         };
         (
             Stores {
@@ -159,6 +216,7 @@ impl Stores {
                 volumes,
                 classes,
                 attachments,
+                topology,
                 watches,
             },
             run,
@@ -173,13 +231,28 @@ impl Stores {
         if let Some(attachments) = &self.attachments {
             attachments.wait_until_ready().await?;
         }
+        if let Some(topology) = &self.topology {
+            topology.csi_nodes.wait_until_ready().await?;
+            topology.nodes.wait_until_ready().await?;
+        }
         Ok(())
     }
 }
 
+/// The watch of every object of kind `K`, whole.
+fn whole<K>(
+    client: &Client,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+}
+
 fn reflect<K>(
     health: Arc<WatchHealth>,
-    api: Api<K>,
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     on_change: OnChange,
     wrap: for<'a> fn(&'a Arc<K>, bool) -> Change<'a>,
     inspect: Option<Inspect<K>>,
@@ -191,7 +264,7 @@ where
     let (reader, writer) = reflector::store::<K>();
     let store = reader.clone();
     let kind = K::kind(&K::DynamicType::default()).to_string();
-    let run = watcher(api, watcher::Config::default())
+    let run = stream
         .default_backoff()
         // managedFields are never read here and are a large share of each object's size.
         .modify(move |o| {

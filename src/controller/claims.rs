@@ -20,7 +20,7 @@ use crate::provision::plan::{self, Plan};
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source::{self, SourceFacts};
-use crate::provision::topology::{self, SelectedNode, TopologyError};
+use crate::provision::topology::{self, ClusterNodes, SelectedNode, TopologyError};
 use crate::provision::volume;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
@@ -340,7 +340,8 @@ impl Controller {
     }
 
     /// Accessibility requirements, when the driver wants them: from the selected node's Node
-    /// and CSINode (read live), and the class's allowedTopologies.
+    /// and CSINode (read live), every node's (from the stores), and the class's
+    /// allowedTopologies.
     async fn topology(
         &self,
         claim: &PersistentVolumeClaim,
@@ -349,12 +350,29 @@ impl Controller {
         if !self.features.topology {
             return Ok(Ok(None));
         }
-        let Some(name) = claim::selected_node(claim) else {
-            return Ok(topology::requirement(
+        let (csi_nodes, nodes) = match &self.stores.topology {
+            Some(t) => (t.csi_nodes.state(), t.nodes.state()),
+            None => (Vec::new(), Vec::new()),
+        };
+        let cluster = ClusterNodes {
+            csi_nodes: csi_nodes.iter().map(|c| &**c).collect(),
+            node_labels: nodes
+                .iter()
+                .filter_map(|n| n.metadata.labels.as_ref())
+                .collect(),
+        };
+        let decide = |selected| {
+            topology::requirement(
                 &plan.class,
                 &self.settings.driver,
-                None,
-            ));
+                &claim.name_any(),
+                selected,
+                &cluster,
+                self.settings.topology,
+            )
+        };
+        let Some(name) = claim::selected_node(claim) else {
+            return Ok(decide(None));
         };
         let node = Api::<Node>::all(self.client.clone())
             .get_opt(name)
@@ -367,16 +385,11 @@ impl Controller {
         if node.is_none() || csi_node.is_none() {
             return Ok(Err(TopologyError::NodeGone(name.to_string())));
         }
-        let selected = SelectedNode {
+        Ok(decide(Some(SelectedNode {
             name,
             node: node.as_ref(),
             csi_node: csi_node.as_ref(),
-        };
-        Ok(topology::requirement(
-            &plan.class,
-            &self.settings.driver,
-            Some(selected),
-        ))
+        })))
     }
 
     /// The contents of the class's provisioner secret, or a message for the user. Never logged.

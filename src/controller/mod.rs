@@ -201,6 +201,7 @@ impl Queues {
                 }
             }
             Change::Class(c) => queues.classes.add(c.name_any()),
+            Change::Topology => {}
             // An attachment that comes or goes may hold or free a deletion.
             Change::Attachment(a) => {
                 if let Some(pv) = a.spec.source.persistent_volume_name.clone() {

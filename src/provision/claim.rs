@@ -350,6 +350,7 @@ mod tests {
             controller_publish_readonly: false,
             identity: "id".into(),
             prevent_volume_mode_conversion: true,
+            topology: Default::default(),
         }
     }
 

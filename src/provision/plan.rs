@@ -16,6 +16,7 @@ use super::parameters::{self, ParameterError, SecretKind};
 use super::request::{self, ClaimError};
 use super::secrets::{self, SecretRef, TemplateError, TemplateInput};
 use super::source::{self, SourceFacts, SourceSupport};
+use super::topology::TopologyOptions;
 use crate::csi::v1 as csi;
 use crate::names::*;
 
@@ -33,6 +34,8 @@ pub struct Settings {
     pub identity: String,
     /// `--prevent-volume-mode-conversion`: a restore keeps the snapshot's volume mode.
     pub prevent_volume_mode_conversion: bool,
+    /// `--strict-topology` and `--immediate-topology`.
+    pub topology: TopologyOptions,
 }
 
 /// The driver capabilities that change what a plan may contain.
@@ -317,6 +320,7 @@ pub(crate) mod tests {
             controller_publish_readonly: false,
             identity: "id".into(),
             prevent_volume_mode_conversion: true,
+            topology: TopologyOptions::default(),
         }
     }
 

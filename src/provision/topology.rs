@@ -1,11 +1,16 @@
-//! Accessibility requirements for CreateVolume, for drivers with VOLUME_ACCESSIBILITY_CONSTRAINTS
-//! (reference/provisioner.md §6.5).
+//! Accessibility requirements for CreateVolume, for drivers with VOLUME_ACCESSIBILITY_CONSTRAINTS,
+//! as csi-provisioner works them out:
 //!
-//! Implemented: delayed binding in strict form (requisite = preferred = the selected node's
-//! segment, which must lie within allowedTopologies), and immediate binding with
-//! allowedTopologies (requisite = preferred = the allowed terms). Not implemented yet: the
-//! aggregated cluster topology upstream sends by default (--immediate-topology, non-strict delayed
-//! binding), which needs every node's labels.
+//! | binding | `--strict-topology` | allowedTopologies | requisite | preferred first |
+//! |---|---|---|---|---|
+//! | delayed | true | any | the selected node's segment (must be allowed) | the same |
+//! | delayed | false | none | every segment of the nodes with the driver's keys | the selected node's |
+//! | delayed | false | set | the allowed segments | the selected node's |
+//! | immediate | — | set | the allowed segments | spread by claim name |
+//! | immediate | — | none | with `--immediate-topology`: every node segment; else no requirement | spread by claim name |
+//!
+//! Requisite segments are sorted and without repeats; preferred is the same list turned so that
+//! the chosen segment comes first.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,6 +18,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::csi::v1 as csi;
+
+/// One topology segment: key → value, ordered by key.
+type Segment = BTreeMap<String, String>;
 
 /// Why no requirement could be worked out; the text tells the user what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,14 +43,47 @@ pub enum TopologyError {
     #[error(
         "selected node {node} (topology {segment:?}) is outside the StorageClass's allowedTopologies; the driver cannot place the volume there"
     )]
-    NotAllowed {
-        node: String,
-        segment: BTreeMap<String, String>,
-    },
+    NotAllowed { node: String, segment: Segment },
     #[error(
         "StorageClass allowedTopologies term {0} uses an operator other than In or has no values"
     )]
     BadTerm(usize),
+    #[error(
+        "no available topology found: driver {0} has not registered topology keys on any node's CSINode yet (is its node plugin running?)"
+    )]
+    NoTopology(String),
+    #[error("no node carries all of driver {driver}'s topology keys {keys:?} as labels")]
+    KeysOnNoNode { driver: String, keys: Vec<String> },
+    #[error(
+        "the selected node {node}'s topology {segment:?} is not among the topologies the volume may have; the StorageClass's allowedTopologies exclude it"
+    )]
+    SelectedNotRequisite { node: String, segment: Segment },
+}
+
+/// How csi-provisioner's topology flags are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopologyOptions {
+    /// `--strict-topology`: delayed binding asks for the selected node's segment only.
+    pub strict: bool,
+    /// `--immediate-topology`: immediate binding without allowedTopologies asks for the
+    /// segments of every node the driver is on.
+    pub immediate: bool,
+}
+
+impl Default for TopologyOptions {
+    fn default() -> Self {
+        TopologyOptions {
+            strict: false,
+            immediate: true,
+        }
+    }
+}
+
+/// The cluster's nodes as the stores hold them: each CSINode, and each Node's labels.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterNodes<'a> {
+    pub csi_nodes: Vec<&'a CSINode>,
+    pub node_labels: Vec<&'a BTreeMap<String, String>>,
 }
 
 /// The selected node's view: its Node (labels) and CSINode (the driver's topology keys). None
@@ -54,72 +95,170 @@ pub struct SelectedNode<'a> {
     pub csi_node: Option<&'a CSINode>,
 }
 
-/// The requirement for a claim of `class`, placed on `selected` (delayed binding) or anywhere.
+/// The requirement for claim `claim_name` of `class`, placed on `selected` (delayed binding) or
+/// anywhere (immediate).
 pub fn requirement(
     class: &StorageClass,
     driver: &str,
+    claim_name: &str,
     selected: Option<SelectedNode<'_>>,
+    cluster: &ClusterNodes<'_>,
+    options: TopologyOptions,
 ) -> Result<Option<csi::TopologyRequirement>, TopologyError> {
     let allowed = allowed_segments(class)?;
-    let segments = match selected {
-        Some(node) => {
-            let segment = node_segment(node, driver)?;
-            if !allowed.is_empty() && !allowed.iter().any(|a| within(&segment, a)) {
+    let chosen = selected
+        .map(|node| node_keys(node, driver).and_then(|keys| node_segment(node, driver, keys)))
+        .transpose()?;
+    let mut requisite = match (selected, &chosen) {
+        (Some(node), Some((_, segment))) if options.strict => {
+            if !allowed.is_empty() && !allowed.iter().any(|a| within(segment, a)) {
                 return Err(TopologyError::NotAllowed {
                     node: node.name.to_string(),
-                    segment,
+                    segment: segment.clone(),
                 });
             }
-            vec![segment]
+            vec![segment.clone()]
         }
-        None if allowed.is_empty() => return Ok(None),
-        None => allowed,
+        _ if !allowed.is_empty() => allowed,
+        (None, _) if !options.immediate => return Ok(None),
+        (_, Some((keys, _))) => aggregate(driver, keys, cluster)?,
+        (_, None) => {
+            let keys = any_keys(driver, cluster)
+                .ok_or_else(|| TopologyError::NoTopology(driver.to_string()))?;
+            aggregate(driver, &keys, cluster)?
+        }
     };
-    let topologies: Vec<csi::Topology> = segments
-        .into_iter()
-        .map(|s| csi::Topology {
-            segments: s.into_iter().collect::<HashMap<_, _>>(),
-        })
-        .collect();
+    requisite.sort_by(compare);
+    requisite.dedup();
+    let first = match (selected, &chosen) {
+        (Some(node), Some((_, segment))) => requisite
+            .iter()
+            .position(|r| within(segment, r))
+            .ok_or_else(|| TopologyError::SelectedNotRequisite {
+                node: node.name.to_string(),
+                segment: segment.clone(),
+            })?,
+        _ => spread(claim_name, requisite.len()),
+    };
+    let mut preferred = requisite.clone();
+    preferred.rotate_left(first);
+    let topologies = |segments: Vec<Segment>| -> Vec<csi::Topology> {
+        segments
+            .into_iter()
+            .map(|s| csi::Topology {
+                segments: s.into_iter().collect::<HashMap<_, _>>(),
+            })
+            .collect()
+    };
     Ok(Some(csi::TopologyRequirement {
-        requisite: topologies.clone(),
-        preferred: topologies,
+        requisite: topologies(requisite),
+        preferred: topologies(preferred),
     }))
 }
 
-/// The node's values for the driver's topology keys.
-fn node_segment(
-    node: SelectedNode<'_>,
+/// Segments with fewer keys first, then by keys and values.
+fn compare(a: &Segment, b: &Segment) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.iter().cmp(b.iter()))
+}
+
+/// The driver's topology keys of the first CSINode (by name) that has any: immediate binding
+/// has no node of its own to take them from.
+fn any_keys(driver: &str, cluster: &ClusterNodes<'_>) -> Option<Vec<String>> {
+    let mut csi_nodes = cluster.csi_nodes.clone();
+    csi_nodes.sort_by_key(|c| c.metadata.name.clone());
+    csi_nodes.iter().find_map(|c| {
+        c.spec
+            .drivers
+            .iter()
+            .find(|d| d.name == driver)
+            .and_then(|d| d.topology_keys.clone())
+            .filter(|k| !k.is_empty())
+    })
+}
+
+/// Every distinct segment of the nodes that carry all of `keys`.
+fn aggregate(
     driver: &str,
-) -> Result<BTreeMap<String, String>, TopologyError> {
-    let not_registered = || TopologyError::NotRegistered {
-        node: node.name.to_string(),
-        driver: driver.to_string(),
-    };
-    let keys = node
-        .csi_node
+    keys: &[String],
+    cluster: &ClusterNodes<'_>,
+) -> Result<Vec<Segment>, TopologyError> {
+    let segments: Vec<Segment> = cluster
+        .node_labels
+        .iter()
+        .filter_map(|labels| {
+            keys.iter()
+                .map(|k| Some((k.clone(), labels.get(k)?.clone())))
+                .collect::<Option<Segment>>()
+        })
+        .collect();
+    if segments.is_empty() {
+        return Err(TopologyError::KeysOnNoNode {
+            driver: driver.to_string(),
+            keys: keys.to_vec(),
+        });
+    }
+    Ok(segments)
+}
+
+/// Where an immediate claim's preferred list starts: StatefulSet claims
+/// (`<template>-<set>-<ordinal>`) of one replica hash alike, and the ordinal moves each replica
+/// on by one, so that replicas spread over the segments (csi-provisioner's and the in-tree
+/// heuristic, with FNV-1 over the name part).
+fn spread(claim_name: &str, count: usize) -> usize {
+    if count == 0 {
+        return 0;
+    }
+    let (mut hashed, mut index) = (claim_name, 0u32);
+    if let Some((rest, ordinal)) = claim_name.rsplit_once('-')
+        && let Ok(n) = ordinal.parse::<u32>()
+    {
+        index = n;
+        hashed = rest.rsplit_once('-').map_or(rest, |(_, set)| set);
+    }
+    let hash = hashed.bytes().fold(2_166_136_261u32, |h, b| {
+        h.wrapping_mul(16_777_619) ^ u32::from(b)
+    });
+    usize::try_from(hash.wrapping_add(index)).unwrap_or(0) % count
+}
+
+/// The driver's topology keys on the selected node.
+fn node_keys(node: SelectedNode<'_>, driver: &str) -> Result<Vec<String>, TopologyError> {
+    node.csi_node
         .and_then(|c| c.spec.drivers.iter().find(|d| d.name == driver))
         .and_then(|d| d.topology_keys.clone())
         .filter(|k| !k.is_empty())
-        .ok_or_else(not_registered)?;
+        .ok_or_else(|| TopologyError::NotRegistered {
+            node: node.name.to_string(),
+            driver: driver.to_string(),
+        })
+}
+
+/// The node's values for the driver's topology keys, with the keys.
+fn node_segment(
+    node: SelectedNode<'_>,
+    driver: &str,
+    keys: Vec<String>,
+) -> Result<(Vec<String>, Segment), TopologyError> {
     let labels = node
         .node
         .and_then(|n| n.metadata.labels.clone())
         .unwrap_or_default();
-    keys.into_iter()
-        .map(|key| match labels.get(&key) {
-            Some(value) => Ok((key, value.clone())),
+    let segment = keys
+        .iter()
+        .map(|key| match labels.get(key) {
+            Some(value) => Ok((key.clone(), value.clone())),
             None => Err(TopologyError::MissingLabel {
                 node: node.name.to_string(),
-                key,
+                key: key.clone(),
                 driver: driver.to_string(),
             }),
         })
-        .collect()
+        .collect::<Result<Segment, _>>()?;
+    Ok((keys, segment))
 }
 
 /// allowedTopologies flattened: each term's value combinations become one segment each.
-fn allowed_segments(class: &StorageClass) -> Result<Vec<BTreeMap<String, String>>, TopologyError> {
+fn allowed_segments(class: &StorageClass) -> Result<Vec<Segment>, TopologyError> {
     let mut out = Vec::new();
     for (i, term) in class.allowed_topologies.iter().flatten().enumerate() {
         let mut combos = vec![BTreeMap::new()];
@@ -144,116 +283,10 @@ fn allowed_segments(class: &StorageClass) -> Result<Vec<BTreeMap<String, String>
 }
 
 /// Every key the allowed segment names has the same value in `segment`.
-fn within(segment: &BTreeMap<String, String>, allowed: &BTreeMap<String, String>) -> bool {
+fn within(segment: &Segment, allowed: &Segment) -> bool {
     allowed.iter().all(|(k, v)| segment.get(k) == Some(v))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    fn class(allowed: Value) -> StorageClass {
-        serde_json::from_value(json!({
-            "metadata": {"name": "c"}, "provisioner": "d", "allowedTopologies": allowed
-        }))
-        .unwrap()
-    }
-
-    fn node(labels: Value) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}})).unwrap()
-    }
-
-    fn csi_node(keys: Value) -> CSINode {
-        serde_json::from_value(json!({
-            "metadata": {"name": "n1"},
-            "spec": {"drivers": [{"name": "d", "nodeID": "n1", "topologyKeys": keys}]}
-        }))
-        .unwrap()
-    }
-
-    fn segments(r: &csi::TopologyRequirement) -> Vec<BTreeMap<String, String>> {
-        r.requisite
-            .iter()
-            .map(|t| t.segments.clone().into_iter().collect())
-            .collect()
-    }
-
-    fn seg(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn delayed_binding_uses_the_selected_nodes_segment() {
-        let n = node(json!({"zone": "a", "rack": "7", "other": "x"}));
-        let c = csi_node(json!(["zone", "rack"]));
-        let selected = SelectedNode {
-            name: "n1",
-            node: Some(&n),
-            csi_node: Some(&c),
-        };
-        let r = requirement(&class(Value::Null), "d", Some(selected))
-            .unwrap()
-            .unwrap();
-        assert_eq!(segments(&r), [seg(&[("zone", "a"), ("rack", "7")])]);
-        assert_eq!(r.requisite, r.preferred);
-
-        let inside =
-            class(json!([{"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}]}]));
-        assert!(requirement(&inside, "d", Some(selected)).is_ok());
-        let outside = class(json!([{"matchLabelExpressions": [{"key": "zone", "values": ["b"]}]}]));
-        assert!(matches!(
-            requirement(&outside, "d", Some(selected)),
-            Err(TopologyError::NotAllowed { .. })
-        ));
-    }
-
-    #[test]
-    fn nodes_the_driver_cannot_describe_are_errors() {
-        let n = node(json!({"zone": "a"}));
-        let c = csi_node(json!(["zone", "rack"]));
-        let e = requirement(
-            &class(Value::Null),
-            "d",
-            Some(SelectedNode {
-                name: "n1",
-                node: Some(&n),
-                csi_node: Some(&c),
-            }),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("no label rack"), "{e}");
-        let e = requirement(
-            &class(Value::Null),
-            "d",
-            Some(SelectedNode {
-                name: "n1",
-                node: Some(&n),
-                csi_node: None,
-            }),
-        )
-        .unwrap_err();
-        assert!(matches!(e, TopologyError::NotRegistered { .. }));
-    }
-
-    #[test]
-    fn immediate_binding_sends_allowed_topologies_only() {
-        assert_eq!(requirement(&class(Value::Null), "d", None).unwrap(), None);
-        let allowed = class(json!([
-            {"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}, {"key": "tier", "values": ["ssd"]}]},
-            {"matchLabelExpressions": [{"key": "zone", "values": ["c"]}]}
-        ]));
-        let r = requirement(&allowed, "d", None).unwrap().unwrap();
-        assert_eq!(
-            segments(&r),
-            [
-                seg(&[("zone", "a"), ("tier", "ssd")]),
-                seg(&[("zone", "b"), ("tier", "ssd")]),
-                seg(&[("zone", "c")]),
-            ]
-        );
-    }
-}
+#[path = "topology_tests.rs"]
+mod tests;
