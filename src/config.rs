@@ -121,6 +121,11 @@ pub struct Config {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub immediate_topology: bool,
 
+    /// csi-resizer's: add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to
+    /// ControllerModifyVolume's mutable parameters.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub extra_modify_metadata: bool,
+
     /// Mark the PV read-only for the driver when the claim's only access mode is ReadOnlyMany.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub controller_publish_readonly: bool,

@@ -18,6 +18,7 @@ const ALWAYS_ON: &[&str] = &[
     "Topology",
     "HonorPVReclaimPolicy",
     "RecoverVolumeExpansionFailure",
+    "VolumeAttributesClass",
 ];
 
 /// Gates that are off by default upstream too, and that we do not implement: accepted when off,

@@ -14,6 +14,7 @@ pub mod freshness;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod modify;
 pub mod names;
 pub mod provision;
 pub mod queue;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{Command, Config};
@@ -145,6 +145,17 @@ async fn run(config: Config) -> anyhow::Result<()> {
             &fence,
         )
         .await?;
+        let modifies = driver
+            .controller
+            .has(csi_pv_controller::csi::ControllerCapability::ModifyVolume);
+        // csi-resizer turns its modify controller off when the cluster lacks the v1 API.
+        let attributes_classes = modifies
+            && cluster::serves(&clients.state, "storage.k8s.io/v1", "VolumeAttributesClass").await;
+        if modifies && !attributes_classes {
+            warn!(
+                "the driver modifies volumes, but this cluster does not serve storage.k8s.io/v1 VolumeAttributesClass: claims naming a class are refused"
+            );
+        }
         let (stores, watch) = Stores::watch_inspecting(
             &clients.state,
             on_change,
@@ -154,6 +165,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
                     .controller
                     .has(csi_pv_controller::csi::ControllerCapability::PublishUnpublishVolume),
                 topology: driver.plugin.accessibility_constraints,
+                attributes_classes,
             },
         );
         tokio::spawn(watch);
@@ -180,6 +192,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             strict: config.strict_topology,
             immediate: config.immediate_topology,
         },
+        extra_modify_metadata: config.extra_modify_metadata,
     };
     health.watch(stores.watches.clone());
     let controller = Controller::new(

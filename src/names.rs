@@ -59,6 +59,11 @@ pub const EVENT_RESIZING: &str = "Resizing";
 pub const EVENT_VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
 pub const EVENT_FS_RESIZE_REQUIRED: &str = "FileSystemResizeRequired";
 pub const EVENT_VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
+/// VolumeAttributesClass changes, as external-resizer's modify controller names them.
+pub const EVENT_VOLUME_MODIFY: &str = "VolumeModify";
+pub const EVENT_VOLUME_MODIFY_FAILED: &str = "VolumeModifyFailed";
+pub const EVENT_VOLUME_MODIFY_SUCCESSFUL: &str = "VolumeModifySuccessful";
+pub const EVENT_VOLUME_MODIFY_CANCELED: &str = "VolumeModifyCanceled";
 pub const EVENT_PROVISIONING_CLEANUP_FAILED: &str = "ProvisioningCleanupFailed";
 
 /// The value of annotation `key`, if the object has it.

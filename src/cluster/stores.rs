@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
+use k8s_openapi::api::storage::v1::{
+    CSINode, StorageClass, VolumeAttachment, VolumeAttributesClass,
+};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -29,6 +31,8 @@ pub struct Stores {
     /// CSINodes and the Nodes' metadata (labels), watched when the driver has topology
     /// (VOLUME_ACCESSIBILITY_CONSTRAINTS): the segments of every node the driver is on.
     pub topology: Option<TopologyStores>,
+    /// VolumeAttributesClasses, watched when the driver modifies volumes (MODIFY_VOLUME).
+    pub attributes_classes: Option<Store<VolumeAttributesClass>>,
     /// Whether each watch is keeping its store current.
     pub watches: Arc<WatchHealth>,
 }
@@ -48,6 +52,8 @@ pub struct Watched {
     pub attachments: bool,
     /// CSINodes and Node metadata (the driver has topology).
     pub topology: bool,
+    /// VolumeAttributesClasses (the driver modifies volumes, and the cluster serves them).
+    pub attributes_classes: bool,
 }
 
 /// Per watched kind: since when its watch has been failing without a success in between.
@@ -94,8 +100,9 @@ pub enum Change<'a> {
     Class(&'a StorageClass),
     /// A VolumeAttachment added, changed or deleted.
     Attachment(&'a VolumeAttachment),
-    /// A CSINode or a Node changed: nothing waits on it (a claim without topology retries).
-    Topology,
+    /// A CSINode, Node or VolumeAttributesClass changed: nothing waits on it (a claim that
+    /// needed one retries after its backoff).
+    Reference,
 }
 
 /// Told of every change the watches see.
@@ -175,21 +182,34 @@ impl Stores {
                     watches.clone(),
                     whole::<CSINode>(client),
                     on_change.clone(),
-                    |_, _| Change::Topology,
+                    |_, _| Change::Reference,
                     None,
                 );
                 // An Api of PartialObjectMeta asks for metadata only.
                 let (nodes, nodes_run) = reflect(
                     watches.clone(),
                     whole::<PartialObjectMeta<Node>>(client),
-                    on_change,
-                    |_, _| Change::Topology,
+                    on_change.clone(),
+                    |_, _| Change::Reference,
                     None,
                 );
                 let run = async move {
                     tokio::join!(csi_nodes_run, nodes_run);
                 };
                 (Some(TopologyStores { csi_nodes, nodes }), Some(run))
+            }
+            false => (None, None),
+        };
+        let (attributes_classes, classes_of_attributes_run) = match watched.attributes_classes {
+            true => {
+                let (store, run) = reflect(
+                    watches.clone(),
+                    whole::<VolumeAttributesClass>(client),
+                    on_change.clone(),
+                    |_, _| Change::Reference,
+                    None,
+                );
+                (Some(store), Some(run))
             }
             false => (None, None),
         };
@@ -205,6 +225,11 @@ impl Stores {
                         if let Some(run) = topology_run {
                             run.await;
                         }
+                    },
+                    async move {
+                        if let Some(run) = classes_of_attributes_run {
+                            run.await;
+                        }
                     }
                 );
             };
@@ -217,6 +242,7 @@ impl Stores {
                 classes,
                 attachments,
                 topology,
+                attributes_classes,
                 watches,
             },
             run,
@@ -230,6 +256,9 @@ impl Stores {
         self.classes.wait_until_ready().await?;
         if let Some(attachments) = &self.attachments {
             attachments.wait_until_ready().await?;
+        }
+        if let Some(classes) = &self.attributes_classes {
+            classes.wait_until_ready().await?;
         }
         if let Some(topology) = &self.topology {
             topology.csi_nodes.wait_until_ready().await?;

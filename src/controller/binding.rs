@@ -94,11 +94,11 @@ impl Controller {
         }
         debug!(step = step.name(), "binder decided");
         match step {
-            ClaimStep::None => self.sync_expansion(key, &claim).await,
+            ClaimStep::None => self.sync_bound(key, &claim).await,
             // A bound claim decides "bind" too (every write then skipped): its size is next.
             ClaimStep::Bind(pv) => {
                 self.bind(&claim, &pv).await?;
-                self.sync_expansion(key, &claim).await
+                self.sync_bound(key, &claim).await
             }
             ClaimStep::Pending(notice) => {
                 self.set_claim_unbound(&claim, PHASE_PENDING).await?;
@@ -193,7 +193,7 @@ impl Controller {
                 tracing::Span::current().record("op", "provision");
                 self.sync_provisioning(key, claim).await
             }
-            Handover::Expand => self.sync_expansion(key, &claim).await,
+            Handover::Expand => self.sync_bound(key, &claim).await,
         }
     }
 

@@ -16,10 +16,11 @@ use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::csi::{ErrorClass, Operation, v1 as csi};
 use crate::names::*;
 use crate::provision::claim::{self, ClaimAction, ClaimContext, has_intent};
+use crate::provision::plan::PlanFacts;
 use crate::provision::plan::{self, Plan};
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
-use crate::provision::source::{self, SourceFacts};
+use crate::provision::source;
 use crate::provision::topology::{self, ClusterNodes, SelectedNode, TopologyError};
 use crate::provision::volume;
 
@@ -136,6 +137,7 @@ impl Controller {
             .get(&kube::runtime::reflector::ObjectRef::new(class_name));
         let volume = self.volume_in_store(&self.volume_name(claim));
         let (source_claim, source_volume) = self.clone_facts(claim, protected);
+        let attributes = self.attributes_class_of(claim);
         claim::decide(
             claim,
             &ClaimContext {
@@ -143,11 +145,12 @@ impl Controller {
                 features: self.features,
                 class: class.as_deref(),
                 volume: volume.as_deref(),
-                source: SourceFacts {
+                facts: PlanFacts {
                     claim: source_claim.as_deref(),
                     volume: source_volume.as_deref(),
                     snapshot,
                     in_flight: false,
+                    attributes_class: attributes.as_deref(),
                 },
                 binds: self.scope.binder.binds(),
                 journaled: self.journaled(claim),

@@ -61,7 +61,11 @@ pub fn role_of(reason: &str) -> Role {
         EVENT_RESIZING
         | EVENT_VOLUME_RESIZE_FAILED
         | EVENT_FS_RESIZE_REQUIRED
-        | EVENT_VOLUME_RESIZE_SUCCESSFUL => Role::Resizer,
+        | EVENT_VOLUME_RESIZE_SUCCESSFUL
+        | EVENT_VOLUME_MODIFY
+        | EVENT_VOLUME_MODIFY_FAILED
+        | EVENT_VOLUME_MODIFY_SUCCESSFUL
+        | EVENT_VOLUME_MODIFY_CANCELED => Role::Resizer,
         _ => Role::Binder,
     }
 }
@@ -303,6 +307,7 @@ mod tests {
             (EVENT_VOLUME_RESIZE_FAILED, "external-resizer d.csi"),
             (EVENT_FS_RESIZE_REQUIRED, "external-resizer d.csi"),
             (EVENT_VOLUME_RESIZE_SUCCESSFUL, "external-resizer d.csi"),
+            (EVENT_VOLUME_MODIFY_FAILED, "external-resizer d.csi"),
             ("FailedBinding", "persistentvolume-controller"),
             (EVENT_EXTERNAL_PROVISIONING, "persistentvolume-controller"),
             ("ClaimLost", "persistentvolume-controller"),

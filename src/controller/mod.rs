@@ -9,6 +9,7 @@ mod events;
 mod expansion;
 mod intent;
 mod journal;
+mod modify;
 mod sources;
 mod stranded;
 mod volumes;
@@ -201,7 +202,7 @@ impl Queues {
                 }
             }
             Change::Class(c) => queues.classes.add(c.name_any()),
-            Change::Topology => {}
+            Change::Reference => {}
             // An attachment that comes or goes may hold or free a deletion.
             Change::Attachment(a) => {
                 if let Some(pv) = a.spec.source.persistent_volume_name.clone() {
@@ -230,7 +231,9 @@ impl Controller {
             snapshot: driver
                 .controller
                 .has(ControllerCapability::CreateDeleteSnapshot),
-            modify: driver.controller.has(ControllerCapability::ModifyVolume),
+            // Classes are only known where the cluster serves them (the store exists).
+            modify: driver.controller.has(ControllerCapability::ModifyVolume)
+                && stores.attributes_classes.is_some(),
             topology: driver.plugin.accessibility_constraints,
         };
         Arc::new(Controller {

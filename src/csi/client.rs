@@ -375,6 +375,20 @@ impl CsiClient {
         }
         Ok(r)
     }
+
+    /// ControllerModifyVolume: the volume takes the mutable parameters of a
+    /// VolumeAttributesClass.
+    pub async fn controller_modify_volume(
+        &self,
+        request: csi::ControllerModifyVolumeRequest,
+    ) -> Result<(), CsiError> {
+        let mut c = self.controller();
+        self.unary("ControllerModifyVolume", request, |r| {
+            c.controller_modify_volume(r)
+        })
+        .await
+        .map(|_| ())
+    }
 }
 
 #[cfg(test)]

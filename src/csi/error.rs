@@ -113,6 +113,14 @@ impl CsiError {
         }
     }
 
+    /// The driver's message, when the failure was a status.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            CsiError::Status { message, .. } | CsiError::Transport { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
     /// Classifies this error for an operation of the given kind.
     pub fn class(&self, operation: Operation) -> ErrorClass {
         match self {

@@ -331,6 +331,11 @@ impl Metrics {
     }
 }
 
+/// grpc-go's name of `code`, as upstream's conditions and metrics record it.
+pub fn code_name(code: tonic::Code) -> String {
+    go_code_name(&format!("{code:?}"))
+}
+
 /// grpc-go's name of a status code: tonic spells two differently.
 fn go_code_name(debug: &str) -> String {
     match debug {

@@ -19,8 +19,9 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
+use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
-use super::source::{self, Source, SourceFacts};
+use super::source::{self, Source};
 use super::volume::claim_ref_uid;
 use crate::names::*;
 
@@ -33,8 +34,8 @@ pub struct ClaimContext<'a> {
     pub class: Option<&'a StorageClass>,
     /// The PV whose name is this claim's volume name, if it exists.
     pub volume: Option<&'a PersistentVolume>,
-    /// The data source's claim and PV (a clone) or snapshot (a restore).
-    pub source: SourceFacts<'a>,
+    /// The data source's claim and PV (a clone) or snapshot (a restore), the attributes class.
+    pub facts: PlanFacts<'a>,
     /// This process binds (`--binder` driver or all); false beside kube-controller-manager's.
     pub binds: bool,
     /// The claim's intent is in the intent journal (`--intent-journal`) rather than a finalizer.
@@ -179,9 +180,9 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         return ClaimAction::WaitForConsumer;
     }
     // The intent is there: a copy of a clone source may be under way.
-    let facts = SourceFacts {
+    let facts = PlanFacts {
         in_flight: true,
-        ..ctx.source
+        ..ctx.facts
     };
     let built = ctx
         .class
@@ -309,7 +310,7 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     if let Source::Populator { group, kind, name } = source::of(claim) {
         return ClaimAction::Populator { group, kind, name };
     }
-    match plan::build(claim, class, ctx.settings, ctx.features, ctx.source) {
+    match plan::build(claim, class, ctx.settings, ctx.features, ctx.facts) {
         Ok(plan) => ClaimAction::RecordIntent(Box::new(plan)),
         Err(e) => ClaimAction::Reject(e),
     }
@@ -351,6 +352,7 @@ mod tests {
             identity: "id".into(),
             prevent_volume_mode_conversion: true,
             topology: Default::default(),
+            extra_modify_metadata: false,
         }
     }
 
@@ -404,7 +406,7 @@ mod tests {
                 features: Features::default(),
                 class,
                 volume,
-                source: SourceFacts::default(),
+                facts: PlanFacts::default(),
                 binds,
                 journaled,
             };
@@ -880,10 +882,10 @@ mod tests {
                 },
                 class: Some(&ours),
                 volume: None,
-                source: SourceFacts {
+                facts: PlanFacts {
                     claim: Some(src),
                     volume: Some(&source_pv),
-                    ..SourceFacts::default()
+                    ..PlanFacts::default()
                 },
                 binds: true,
                 journaled: false,

@@ -9,13 +9,14 @@ use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
     PersistentVolumeSpec, SecretReference,
 };
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::parameters::{self, ParameterError, SecretKind};
 use super::request::{self, ClaimError};
 use super::secrets::{self, SecretRef, TemplateError, TemplateInput};
-use super::source::{self, SourceFacts, SourceSupport};
+use super::snapshot::SnapshotLookup;
+use super::source::{self, SourceSupport};
 use super::topology::TopologyOptions;
 use crate::csi::v1 as csi;
 use crate::names::*;
@@ -36,6 +37,8 @@ pub struct Settings {
     pub prevent_volume_mode_conversion: bool,
     /// `--strict-topology` and `--immediate-topology`.
     pub topology: TopologyOptions,
+    /// `--extra-modify-metadata`: ControllerModifyVolume gets the claim's and PV's names.
+    pub extra_modify_metadata: bool,
 }
 
 /// The driver capabilities that change what a plan may contain.
@@ -47,6 +50,54 @@ pub struct Features {
     pub modify: bool,
     /// VOLUME_ACCESSIBILITY_CONSTRAINTS: CreateVolume carries topology requirements.
     pub topology: bool,
+}
+
+/// What the stores and the API say about the objects a plan reads beside the claim and its
+/// class: the data source, and the VolumeAttributesClass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlanFacts<'a> {
+    /// The claim a clone reads from, and its PV.
+    pub claim: Option<&'a PersistentVolumeClaim>,
+    pub volume: Option<&'a PersistentVolume>,
+    /// The VolumeSnapshot a restore reads from, read live (None: not looked up).
+    pub snapshot: Option<&'a SnapshotLookup>,
+    /// The new claim holds our intent, so a CreateVolume that copies the source may be under
+    /// way (or is replayed to find the volume of a claim given up): a source on its way out
+    /// still serves as long as our protection holds it. New clones of it are refused.
+    pub in_flight: bool,
+    /// The claim's VolumeAttributesClass, when it names one and the class exists.
+    pub attributes_class: Option<&'a VolumeAttributesClass>,
+}
+
+/// The claim's VolumeAttributesClass, checked as csi-provisioner checks it: the driver must
+/// modify volumes, the class must exist and be the driver's.
+fn attributes_class<'a>(
+    spec: &k8s_openapi::api::core::v1::PersistentVolumeClaimSpec,
+    settings: &Settings,
+    features: Features,
+    facts: PlanFacts<'a>,
+) -> Result<Option<&'a VolumeAttributesClass>, PlanError> {
+    let Some(name) = spec
+        .volume_attributes_class_name
+        .as_deref()
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    if !features.modify {
+        return Err(PlanError::AttributesClassUnsupported(
+            name.to_string(),
+            settings.driver.clone(),
+        ));
+    }
+    let class = facts
+        .attributes_class
+        .filter(|c| c.metadata.name.as_deref() == Some(name))
+        .ok_or_else(|| PlanError::AttributesClassMissing(name.to_string()))?;
+    if let Some(e) = crate::modify::class_error(class, &settings.driver) {
+        return Err(PlanError::AttributesClassDriver(e));
+    }
+    Ok(Some(class))
 }
 
 /// A CreateVolume worked out for one claim.
@@ -100,9 +151,15 @@ pub enum PlanError {
         name: String,
     },
     #[error(
-        "the claim asks for VolumeAttributesClass {0:?}; volume attributes classes are not supported by csi-pv-controller yet"
+        "the claim asks for VolumeAttributesClass {0:?}, but driver {1} cannot apply one (no MODIFY_VOLUME capability, or the cluster does not serve storage.k8s.io/v1 VolumeAttributesClass)"
     )]
-    AttributesClass(String),
+    AttributesClassUnsupported(String, String),
+    #[error(
+        "VolumeAttributesClass {0:?} not found; create it or correct the claim's volumeAttributesClassName"
+    )]
+    AttributesClassMissing(String),
+    #[error("{0}")]
+    AttributesClassDriver(String),
 }
 
 /// The CSI volume name and PV name for `claim`.
@@ -126,19 +183,13 @@ pub fn build(
     class: &StorageClass,
     settings: &Settings,
     features: Features,
-    facts: SourceFacts<'_>,
+    facts: PlanFacts<'_>,
 ) -> Result<Plan, PlanError> {
     let spec = claim.spec.clone().unwrap_or_default();
     if spec.selector.is_some() {
         return Err(PlanError::Selector);
     }
-    if let Some(vac) = spec
-        .volume_attributes_class_name
-        .as_deref()
-        .filter(|v| !v.is_empty())
-    {
-        return Err(PlanError::AttributesClass(vac.to_string()));
-    }
+    let attributes = attributes_class(&spec, settings, features, facts)?;
     let empty = BTreeMap::new();
     let class_parameters = parameters::parse(class.parameters.as_ref().unwrap_or(&empty))?;
 
@@ -210,7 +261,11 @@ pub fn build(
         secrets: Default::default(),
         volume_content_source: content_source,
         accessibility_requirements: None,
-        mutable_parameters: Default::default(),
+        mutable_parameters: attributes
+            .and_then(|c| c.parameters.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
     };
 
     let reclaim = class
@@ -255,6 +310,7 @@ pub fn build(
             persistent_volume_reclaim_policy: Some(reclaim.clone()),
             storage_class_name: class.metadata.name.clone(),
             volume_mode: spec.volume_mode.clone(),
+            volume_attributes_class_name: attributes.and_then(|c| c.metadata.name.clone()),
             claim_ref: Some(ObjectReference {
                 kind: Some("PersistentVolumeClaim".into()),
                 api_version: Some("v1".into()),
@@ -295,263 +351,5 @@ pub fn build(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    pub(crate) fn merge(base: &mut Value, extra: Value) {
-        match (base, extra) {
-            (Value::Object(b), Value::Object(e)) => {
-                for (k, v) in e {
-                    merge(b.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (b, e) => *b = e,
-        }
-    }
-
-    pub(crate) fn settings() -> Settings {
-        Settings {
-            driver: "d.csi".into(),
-            volume_name_prefix: "pvc".into(),
-            volume_name_uuid_length: None,
-            default_fs_type: Some("ext4".into()),
-            extra_create_metadata: false,
-            controller_publish_readonly: false,
-            identity: "id".into(),
-            prevent_volume_mode_conversion: true,
-            topology: TopologyOptions::default(),
-        }
-    }
-
-    pub(crate) fn class(extra: Value) -> StorageClass {
-        let mut v = json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"});
-        merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
-    }
-
-    pub(crate) fn claim(extra: Value) -> PersistentVolumeClaim {
-        let mut v = json!({
-            "metadata": {"name": "data", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
-                         "annotations": {"owner": "alice"}},
-            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}
-        });
-        merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
-    }
-
-    fn build_with(
-        claim: &PersistentVolumeClaim,
-        class: &StorageClass,
-        s: &Settings,
-    ) -> Result<Plan, PlanError> {
-        build(claim, class, s, Features::default(), SourceFacts::default())
-    }
-
-    #[test]
-    fn a_full_plan() {
-        let c = class(json!({
-            "parameters": {
-                "pool": "a",
-                "csi.storage.k8s.io/fstype": "xfs",
-                "csi.storage.k8s.io/provisioner-secret-name": "p-${pvc.name}",
-                "csi.storage.k8s.io/provisioner-secret-namespace": "${pvc.namespace}",
-                "csi.storage.k8s.io/node-stage-secret-name": "${pvc.annotations['owner']}",
-                "csi.storage.k8s.io/node-stage-secret-namespace": "ops",
-                "csi.storage.k8s.io/controller-modify-secret-name": "m",
-                "csi.storage.k8s.io/controller-modify-secret-namespace": "ops",
-            },
-            "mountOptions": ["noatime"],
-            "reclaimPolicy": "Retain",
-        }));
-        let mut s = settings();
-        s.extra_create_metadata = true;
-        let plan = build_with(&claim(json!({})), &c, &s).unwrap();
-        assert_eq!(plan.volume_name, "pvc-u-1");
-        assert_eq!(plan.requested_bytes, 1 << 30);
-        assert!(plan.retain);
-        let r = &plan.request;
-        assert_eq!(r.name, "pvc-u-1");
-        assert_eq!(r.parameters.get("pool").map(String::as_str), Some("a"));
-        assert_eq!(r.parameters["csi.storage.k8s.io/pvc/name"], "data");
-        assert_eq!(r.parameters["csi.storage.k8s.io/pvc/namespace"], "team");
-        assert_eq!(r.parameters["csi.storage.k8s.io/pv/name"], "pvc-u-1");
-        assert_eq!(
-            r.parameters.len(),
-            4,
-            "reserved keys removed: {:?}",
-            r.parameters
-        );
-        assert!(r.secrets.is_empty(), "secret contents are the executor's");
-        assert_eq!(
-            plan.provisioner_secret,
-            Some(SecretRef {
-                name: "p-data".into(),
-                namespace: "team".into()
-            })
-        );
-        let pv = &plan.volume;
-        let a = pv.metadata.annotations.as_ref().unwrap();
-        assert_eq!(a[ANN_PROVISIONED_BY], "d.csi");
-        assert_eq!(a[ANN_DELETION_SECRET_NAME], "p-data");
-        assert_eq!(a[ANN_DELETION_SECRET_NAMESPACE], "team");
-        assert_eq!(a[ANN_MODIFY_SECRET_NAME], "m");
-        assert_eq!(
-            pv.metadata.finalizers, None,
-            "Retain: no deletion finalizer"
-        );
-        let spec = pv.spec.as_ref().unwrap();
-        assert_eq!(
-            spec.persistent_volume_reclaim_policy.as_deref(),
-            Some("Retain")
-        );
-        assert_eq!(
-            spec.mount_options.as_deref(),
-            Some(&["noatime".to_string()][..])
-        );
-        let csi = spec.csi.as_ref().unwrap();
-        assert_eq!(csi.fs_type.as_deref(), Some("xfs"));
-        let stage = csi.node_stage_secret_ref.as_ref().unwrap();
-        assert_eq!(
-            (stage.name.as_deref(), stage.namespace.as_deref()),
-            (Some("alice"), Some("ops"))
-        );
-        assert!(csi.controller_publish_secret_ref.is_none());
-        let claim_ref = spec.claim_ref.as_ref().unwrap();
-        assert_eq!(claim_ref.uid.as_deref(), Some("u-1"));
-        assert_eq!(claim_ref.resource_version.as_deref(), Some("7"));
-    }
-
-    #[test]
-    fn defaults_block_and_read_only() {
-        let s = settings();
-        let plain = build_with(&claim(json!({})), &class(json!({})), &s).unwrap();
-        let spec = plain.volume.spec.as_ref().unwrap();
-        assert_eq!(
-            spec.csi.as_ref().unwrap().fs_type.as_deref(),
-            Some("ext4"),
-            "--default-fstype"
-        );
-        assert_eq!(
-            spec.persistent_volume_reclaim_policy.as_deref(),
-            Some("Delete")
-        );
-        assert_eq!(
-            plain.volume.metadata.finalizers.as_deref(),
-            Some(&[FINALIZER_VOLUME.to_string()][..])
-        );
-        let annotations = plain.volume.metadata.annotations.as_ref().unwrap();
-        assert_eq!(
-            annotations[ANN_DELETION_SECRET_NAME], "",
-            "always written; empty = none"
-        );
-
-        let block = build_with(
-            &claim(json!({"spec": {"volumeMode": "Block"}})),
-            &class(json!({})),
-            &s,
-        )
-        .unwrap();
-        assert_eq!(
-            block
-                .volume
-                .spec
-                .as_ref()
-                .unwrap()
-                .csi
-                .as_ref()
-                .unwrap()
-                .fs_type,
-            None
-        );
-        assert!(matches!(
-            block.request.volume_capabilities[0].access_type,
-            Some(csi::volume_capability::AccessType::Block(_))
-        ));
-
-        let mut ro = settings();
-        ro.controller_publish_readonly = true;
-        let rox = build_with(
-            &claim(json!({"spec": {"accessModes": ["ReadOnlyMany"]}})),
-            &class(json!({})),
-            &ro,
-        )
-        .unwrap();
-        assert_eq!(
-            rox.volume
-                .spec
-                .as_ref()
-                .unwrap()
-                .csi
-                .as_ref()
-                .unwrap()
-                .read_only,
-            Some(true)
-        );
-
-        let mut short = settings();
-        short.volume_name_uuid_length = Some(4);
-        let c = claim(json!({"metadata": {"uid": "ab-cd-ef"}}));
-        assert_eq!(
-            build_with(&c, &class(json!({})), &short)
-                .unwrap()
-                .volume_name,
-            "pvc-abcd"
-        );
-    }
-
-    #[test]
-    fn refusals_name_what_to_change() {
-        let s = settings();
-        let plain = class(json!({}));
-        let pvc_source =
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "src"}}});
-        let table = [
-            (
-                "selector",
-                claim(json!({"spec": {"selector": {"matchLabels": {"a": "b"}}}})),
-                "remove spec.selector",
-            ),
-            (
-                "attributes class",
-                claim(json!({"spec": {"volumeAttributesClassName": "fast"}})),
-                "VolumeAttributesClass \"fast\"",
-            ),
-            (
-                "clone without CLONE_VOLUME",
-                claim(pvc_source),
-                "does not support cloning",
-            ),
-            (
-                "snapshot",
-                claim(
-                    json!({"spec": {"dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}}}),
-                ),
-                "VolumeSnapshot \"s\"",
-            ),
-            (
-                "no request",
-                claim(json!({"spec": {"resources": {"requests": null}}})),
-                "no storage request",
-            ),
-            (
-                "RWOP with others",
-                claim(json!({"spec": {"accessModes": ["ReadWriteOncePod", "ReadOnlyMany"]}})),
-                "ReadWriteOncePod",
-            ),
-        ];
-        for (case, c, text) in table {
-            let e = build_with(&c, &plain, &s).unwrap_err().to_string();
-            assert!(e.contains(text), "{case}: {e}");
-        }
-        let bad_template = class(json!({"parameters": {
-            "csi.storage.k8s.io/provisioner-secret-name": "${pvc.annotations['missing']}",
-            "csi.storage.k8s.io/provisioner-secret-namespace": "ns",
-        }}));
-        let e = build_with(&claim(json!({})), &bad_template, &s)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("missing"), "{e}");
-    }
-}
+#[path = "plan_tests.rs"]
+pub(crate) mod tests;

@@ -5,8 +5,8 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::Value;
 
-use super::plan::PlanError;
-use super::source::{SourceFacts, volume_mode};
+use super::plan::{PlanError, PlanFacts};
+use super::source::volume_mode;
 use crate::cluster::quantity;
 use crate::csi::v1 as csi;
 use crate::names::*;
@@ -114,7 +114,7 @@ pub fn restore_source(
     required_bytes: i64,
     driver: &str,
     prevent_mode_conversion: bool,
-    facts: SourceFacts<'_>,
+    facts: PlanFacts<'_>,
 ) -> Result<csi::VolumeContentSource, PlanError> {
     let fail = |reason: String| PlanError::SnapshotSource {
         name: name.to_string(),

@@ -58,9 +58,9 @@ fn plan_with(
             snapshot,
             ..Features::default()
         },
-        SourceFacts {
+        PlanFacts {
             snapshot: Some(l),
-            ..SourceFacts::default()
+            ..PlanFacts::default()
         },
     )
 }

@@ -12,10 +12,9 @@
 //! | in another namespace | refused: cross-namespace data sources are not supported |
 //! | any other kind | left to a volume populator, if the cluster serves that kind |
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::plan::PlanError;
-use super::snapshot::SnapshotLookup;
+use super::plan::{PlanError, PlanFacts};
 use crate::cluster::quantity;
 use crate::csi::v1 as csi;
 use crate::names::*;
@@ -90,20 +89,6 @@ pub fn of(claim: &PersistentVolumeClaim) -> Source {
     }
 }
 
-/// What the stores and the API say about the claim's source.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SourceFacts<'a> {
-    /// The claim a clone reads from, and its PV.
-    pub claim: Option<&'a PersistentVolumeClaim>,
-    pub volume: Option<&'a PersistentVolume>,
-    /// The VolumeSnapshot a restore reads from, read live (None: not looked up).
-    pub snapshot: Option<&'a SnapshotLookup>,
-    /// The new claim holds our intent, so a CreateVolume that copies the source may be under
-    /// way (or is replayed to find the volume of a claim given up): a source on its way out
-    /// still serves as long as our protection holds it. New clones of it are refused.
-    pub in_flight: bool,
-}
-
 /// The driver capabilities a data source needs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SourceSupport {
@@ -119,7 +104,7 @@ pub fn content_source(
     required_bytes: i64,
     driver: &str,
     support: SourceSupport,
-    facts: SourceFacts<'_>,
+    facts: PlanFacts<'_>,
 ) -> Result<Option<csi::VolumeContentSource>, PlanError> {
     match of(claim) {
         Source::Empty | Source::Populator { .. } => Ok(None),
@@ -168,7 +153,7 @@ fn clone_source(
     claim: &PersistentVolumeClaim,
     required_bytes: i64,
     driver: &str,
-    facts: SourceFacts<'_>,
+    facts: PlanFacts<'_>,
 ) -> Result<csi::VolumeContentSource, PlanError> {
     let fail = |reason: &str| PlanError::CloneSource {
         name: name.to_string(),
@@ -247,7 +232,7 @@ pub fn has_clone_protection(claim: &PersistentVolumeClaim) -> bool {
 
 /// The source claim must be protected before a CreateVolume that clones it: the claim of a
 /// clone named in a plan, when its finalizer is missing. None: nothing to protect.
-pub fn unprotected_clone_source<'a>(facts: &SourceFacts<'a>) -> Option<&'a PersistentVolumeClaim> {
+pub fn unprotected_clone_source<'a>(facts: &PlanFacts<'a>) -> Option<&'a PersistentVolumeClaim> {
     facts.claim.filter(|c| !has_clone_protection(c))
 }
 

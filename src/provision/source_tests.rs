@@ -102,7 +102,7 @@ fn a_cross_namespace_source_is_refused_never_an_empty_volume() {
         &class(json!({})),
         &settings(),
         clone_features(),
-        SourceFacts::default(),
+        PlanFacts::default(),
     )
     .unwrap_err();
     assert!(e.to_string().contains("cross-namespace"), "{e}");
@@ -114,10 +114,10 @@ fn clone_sources_are_checked() {
     let target = clone_of("src");
     let good_claim = source_claim(json!({}));
     let good_pv = source_pv("d.csi", "src-uid");
-    let facts = |c, v| SourceFacts {
+    let facts = |c, v| PlanFacts {
         claim: c,
         volume: v,
-        ..SourceFacts::default()
+        ..PlanFacts::default()
     };
     let plan = build(
         &target,
@@ -201,11 +201,11 @@ fn a_protected_source_on_its_way_out_still_serves_a_clone_in_flight() {
         "finalizers": [FINALIZER_CLONING_PROTECTION],
     }}));
     let pv = source_pv("d.csi", "src-uid");
-    let facts = |in_flight| SourceFacts {
+    let facts = |in_flight| PlanFacts {
         claim: Some(&protected_deleting),
         volume: Some(&pv),
-        snapshot: None,
         in_flight,
+        ..PlanFacts::default()
     };
     let build_with = |in_flight| {
         build(
@@ -283,15 +283,15 @@ fn the_protection_goes_once_no_clone_may_be_in_flight() {
         Some(("team".into(), "src".into()))
     );
     assert_eq!(clone_source_key(&plain), None);
-    let facts = SourceFacts {
+    let facts = PlanFacts {
         claim: Some(&protected(false)),
-        ..SourceFacts::default()
+        ..PlanFacts::default()
     };
     assert!(unprotected_clone_source(&facts).is_none());
     let bare = source_claim(json!({}));
-    let facts = SourceFacts {
+    let facts = PlanFacts {
         claim: Some(&bare),
-        ..SourceFacts::default()
+        ..PlanFacts::default()
     };
     assert!(unprotected_clone_source(&facts).is_some());
 }

@@ -152,8 +152,8 @@ fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provision::plan::PlanFacts;
     use crate::provision::plan::{Features, build};
-    use crate::provision::source::SourceFacts;
     use serde_json::json;
 
     fn plan(clone: bool) -> Plan {
@@ -186,10 +186,10 @@ mod tests {
                 clone: true,
                 ..Features::default()
             },
-            SourceFacts {
+            PlanFacts {
                 claim: Some(&source_claim),
                 volume: Some(&source_pv),
-                ..SourceFacts::default()
+                ..PlanFacts::default()
             },
         )
         .unwrap()

@@ -1,0 +1,246 @@
+//! Carrying out a VolumeAttributesClass change (`modify::decide`): the status marks, the
+//! ControllerModifyVolume call with the PV's modify secret, then the PV and the claim, or what
+//! a failure leaves on the claim. Nothing is kept in memory: whether an attempt may still be
+//! running in the driver is read back from the claim's `ModifyVolumeError` condition.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::ResourceExt;
+use tracing::{info, warn};
+
+use super::claims::reference;
+use super::{ClaimKey, Controller, Outcome, SyncError};
+use crate::modify::{self, ModifyStep};
+use crate::names::*;
+
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+impl Controller {
+    /// A pass over a Bound claim: its size, then its VolumeAttributesClass.
+    pub(super) async fn sync_bound(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Outcome, SyncError> {
+        let expanded = self.sync_expansion(key, claim).await?;
+        let modified = self.sync_modify(key, claim).await?;
+        Ok(match (expanded, modified) {
+            (Outcome::Again, _) | (_, Outcome::Again) => Outcome::Again,
+            (Outcome::Waiting, _) | (_, Outcome::Waiting) => Outcome::Waiting,
+            _ => Outcome::Done,
+        })
+    }
+
+    /// The VolumeAttributesClass half of a pass over a Bound claim.
+    pub(super) async fn sync_modify(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Outcome, SyncError> {
+        if !self.features.modify {
+            return Ok(Outcome::Done);
+        }
+        let Some(pv) = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .and_then(|n| self.volume_in_store(n))
+        else {
+            return Ok(Outcome::Done);
+        };
+        let step = self.decide_modify(claim, &pv);
+        if step == ModifyStep::None {
+            return Ok(Outcome::Done);
+        }
+        tracing::Span::current().record("op", step.name());
+        match step {
+            ModifyStep::None | ModifyStep::RolledBack { patch: None } => Ok(Outcome::Done),
+            ModifyStep::RolledBack { patch: Some(patch) } => {
+                let claim = self
+                    .patch_claim_status(claim, patch, "cancel the volume modification")
+                    .await?;
+                info!("volume modification canceled: the claim names no class any more");
+                self.events
+                    .normal(
+                        &reference(&claim),
+                        EVENT_VOLUME_MODIFY_CANCELED,
+                        modify::CANCELED_NOTE.into(),
+                    )
+                    .await;
+                Ok(Outcome::Done)
+            }
+            ModifyStep::Missing { target, patch } => {
+                if self.backing_off(key, claim) {
+                    return Ok(Outcome::Waiting);
+                }
+                let claim = match patch {
+                    Some(p) => {
+                        self.patch_claim_status(claim, p, "mark the modification pending")
+                            .await?
+                    }
+                    None => claim.clone(),
+                };
+                Ok(self
+                    .failed(
+                        key,
+                        &claim,
+                        EVENT_VOLUME_MODIFY_FAILED,
+                        modify::missing_note(&target),
+                        false,
+                    )
+                    .await)
+            }
+            ModifyStep::Modify { .. } => {
+                if self.backing_off(key, claim) {
+                    return Ok(Outcome::Waiting);
+                }
+                // Decided on the cache: a call must rest on the claim as it is now.
+                let Some(live) = self.live_claim(claim).await? else {
+                    return Ok(Outcome::Done);
+                };
+                let ModifyStep::Modify { class, start } = self.decide_modify(&live, &pv) else {
+                    return Ok(Outcome::Again);
+                };
+                let target = class.name_any();
+                let claim = match start {
+                    Some(patch) => {
+                        let claim = self
+                            .patch_claim_status(&live, patch, "start the volume modification")
+                            .await?;
+                        self.events
+                            .normal(
+                                &reference(&claim),
+                                EVENT_VOLUME_MODIFY,
+                                modify::modifying_note(&claim.name_any(), &target),
+                            )
+                            .await;
+                        claim
+                    }
+                    None => live,
+                };
+                self.modify_in_driver(key, &claim, &pv, &class).await
+            }
+        }
+    }
+
+    fn decide_modify(&self, claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> ModifyStep {
+        let store = self.stores.attributes_classes.as_ref();
+        let classes: Vec<_> = store.map(|s| s.state()).unwrap_or_default();
+        modify::decide(
+            claim,
+            pv,
+            &self.settings.driver,
+            |name| {
+                classes
+                    .iter()
+                    .find(|c| c.metadata.name.as_deref() == Some(name))
+                    .map(|c| &**c)
+            },
+            &now(),
+        )
+    }
+
+    /// ControllerModifyVolume, then the PV (first: a crash before the claim's patch repeats an
+    /// idempotent call), then the claim; or the failure recorded on the claim.
+    async fn modify_in_driver(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        class: &k8s_openapi::api::storage::v1::VolumeAttributesClass,
+    ) -> Result<Outcome, SyncError> {
+        let target = class.name_any();
+        let mut request = modify::request(claim, pv, class, self.settings.extra_modify_metadata);
+        request.secrets = match self.modify_secrets(pv).await {
+            Ok(s) => s,
+            Err(note) => {
+                return Ok(self
+                    .failed(key, claim, EVENT_VOLUME_MODIFY_FAILED, note, false)
+                    .await);
+            }
+        };
+        let answer = self.csi.controller_modify_volume(request).await;
+        let error = match answer {
+            Ok(()) => {
+                self.patch_volume(
+                    pv,
+                    modify::volume_done(&target),
+                    "record the PersistentVolume's new VolumeAttributesClass",
+                )
+                .await?;
+                let claim = self
+                    .patch_claim_status(
+                        claim,
+                        modify::claim_done(claim, &target),
+                        "record the claim's new VolumeAttributesClass",
+                    )
+                    .await?;
+                self.clear_backoff(key);
+                info!(class = %target, "volume modified");
+                self.events
+                    .normal(
+                        &reference(&claim),
+                        EVENT_VOLUME_MODIFY_SUCCESSFUL,
+                        modify::modified_note(&claim.name_any(), &target),
+                    )
+                    .await;
+                return Ok(Outcome::Done);
+            }
+            Err(e) => e,
+        };
+        let Some(code) = error.code() else {
+            // Never reached the driver (or fenced): nothing to record, try again later.
+            let note = format!("cannot modify the volume to class {target}: {error}");
+            warn!(retry_in = ?self.back_off(key, claim, false), "{note}");
+            return Ok(Outcome::Waiting);
+        };
+        let code = crate::metrics::code_name(code);
+        let message = error.message().unwrap_or_default().to_string();
+        let patch = modify::failed(claim, &target, &code, &message, &now());
+        let claim = self
+            .patch_claim_status(claim, patch, "record the failed volume modification")
+            .await?;
+        let mut note = error.to_string();
+        if !modify::is_final(&code) {
+            note.push_str(&format!(". Still modifying to VAC {target}"));
+        }
+        let infeasible = code == "InvalidArgument";
+        Ok(self
+            .failed(key, &claim, EVENT_VOLUME_MODIFY_FAILED, note, infeasible)
+            .await)
+    }
+
+    /// The secret named by the PV's modify-secret annotations, else its expansion secret
+    /// (external-resizer's order); none when neither is set.
+    async fn modify_secrets(
+        &self,
+        pv: &PersistentVolume,
+    ) -> Result<HashMap<String, String>, String> {
+        let named = annotation(&pv.metadata, ANN_MODIFY_SECRET_NAME)
+            .zip(annotation(&pv.metadata, ANN_MODIFY_SECRET_NAMESPACE))
+            .map(|(n, ns)| (ns.to_string(), n.to_string()))
+            .or_else(|| {
+                let r = pv
+                    .spec
+                    .as_ref()?
+                    .csi
+                    .as_ref()?
+                    .controller_expand_secret_ref
+                    .as_ref()?;
+                Some((r.namespace.clone()?, r.name.clone()?))
+            });
+        match named {
+            Some((namespace, name)) => {
+                self.read_secret(&namespace, &name, "the PersistentVolume")
+                    .await
+            }
+            None => Ok(HashMap::new()),
+        }
+    }
+}

@@ -1,0 +1,322 @@
+use super::*;
+use serde_json::{Value, json};
+
+pub(crate) fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+pub(crate) fn settings() -> Settings {
+    Settings {
+        driver: "d.csi".into(),
+        volume_name_prefix: "pvc".into(),
+        volume_name_uuid_length: None,
+        default_fs_type: Some("ext4".into()),
+        extra_create_metadata: false,
+        controller_publish_readonly: false,
+        identity: "id".into(),
+        prevent_volume_mode_conversion: true,
+        topology: TopologyOptions::default(),
+        extra_modify_metadata: false,
+    }
+}
+
+pub(crate) fn class(extra: Value) -> StorageClass {
+    let mut v = json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"});
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+pub(crate) fn claim(extra: Value) -> PersistentVolumeClaim {
+    let mut v = json!({
+        "metadata": {"name": "data", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
+                     "annotations": {"owner": "alice"}},
+        "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn build_with(
+    claim: &PersistentVolumeClaim,
+    class: &StorageClass,
+    s: &Settings,
+) -> Result<Plan, PlanError> {
+    build(claim, class, s, Features::default(), PlanFacts::default())
+}
+
+#[test]
+fn a_full_plan() {
+    let c = class(json!({
+        "parameters": {
+            "pool": "a",
+            "csi.storage.k8s.io/fstype": "xfs",
+            "csi.storage.k8s.io/provisioner-secret-name": "p-${pvc.name}",
+            "csi.storage.k8s.io/provisioner-secret-namespace": "${pvc.namespace}",
+            "csi.storage.k8s.io/node-stage-secret-name": "${pvc.annotations['owner']}",
+            "csi.storage.k8s.io/node-stage-secret-namespace": "ops",
+            "csi.storage.k8s.io/controller-modify-secret-name": "m",
+            "csi.storage.k8s.io/controller-modify-secret-namespace": "ops",
+        },
+        "mountOptions": ["noatime"],
+        "reclaimPolicy": "Retain",
+    }));
+    let mut s = settings();
+    s.extra_create_metadata = true;
+    let plan = build_with(&claim(json!({})), &c, &s).unwrap();
+    assert_eq!(plan.volume_name, "pvc-u-1");
+    assert_eq!(plan.requested_bytes, 1 << 30);
+    assert!(plan.retain);
+    let r = &plan.request;
+    assert_eq!(r.name, "pvc-u-1");
+    assert_eq!(r.parameters.get("pool").map(String::as_str), Some("a"));
+    assert_eq!(r.parameters["csi.storage.k8s.io/pvc/name"], "data");
+    assert_eq!(r.parameters["csi.storage.k8s.io/pvc/namespace"], "team");
+    assert_eq!(r.parameters["csi.storage.k8s.io/pv/name"], "pvc-u-1");
+    assert_eq!(
+        r.parameters.len(),
+        4,
+        "reserved keys removed: {:?}",
+        r.parameters
+    );
+    assert!(r.secrets.is_empty(), "secret contents are the executor's");
+    assert_eq!(
+        plan.provisioner_secret,
+        Some(SecretRef {
+            name: "p-data".into(),
+            namespace: "team".into()
+        })
+    );
+    let pv = &plan.volume;
+    let a = pv.metadata.annotations.as_ref().unwrap();
+    assert_eq!(a[ANN_PROVISIONED_BY], "d.csi");
+    assert_eq!(a[ANN_DELETION_SECRET_NAME], "p-data");
+    assert_eq!(a[ANN_DELETION_SECRET_NAMESPACE], "team");
+    assert_eq!(a[ANN_MODIFY_SECRET_NAME], "m");
+    assert_eq!(
+        pv.metadata.finalizers, None,
+        "Retain: no deletion finalizer"
+    );
+    let spec = pv.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Retain")
+    );
+    assert_eq!(
+        spec.mount_options.as_deref(),
+        Some(&["noatime".to_string()][..])
+    );
+    let csi = spec.csi.as_ref().unwrap();
+    assert_eq!(csi.fs_type.as_deref(), Some("xfs"));
+    let stage = csi.node_stage_secret_ref.as_ref().unwrap();
+    assert_eq!(
+        (stage.name.as_deref(), stage.namespace.as_deref()),
+        (Some("alice"), Some("ops"))
+    );
+    assert!(csi.controller_publish_secret_ref.is_none());
+    let claim_ref = spec.claim_ref.as_ref().unwrap();
+    assert_eq!(claim_ref.uid.as_deref(), Some("u-1"));
+    assert_eq!(claim_ref.resource_version.as_deref(), Some("7"));
+}
+
+#[test]
+fn defaults_block_and_read_only() {
+    let s = settings();
+    let plain = build_with(&claim(json!({})), &class(json!({})), &s).unwrap();
+    let spec = plain.volume.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.csi.as_ref().unwrap().fs_type.as_deref(),
+        Some("ext4"),
+        "--default-fstype"
+    );
+    assert_eq!(
+        spec.persistent_volume_reclaim_policy.as_deref(),
+        Some("Delete")
+    );
+    assert_eq!(
+        plain.volume.metadata.finalizers.as_deref(),
+        Some(&[FINALIZER_VOLUME.to_string()][..])
+    );
+    let annotations = plain.volume.metadata.annotations.as_ref().unwrap();
+    assert_eq!(
+        annotations[ANN_DELETION_SECRET_NAME], "",
+        "always written; empty = none"
+    );
+
+    let block = build_with(
+        &claim(json!({"spec": {"volumeMode": "Block"}})),
+        &class(json!({})),
+        &s,
+    )
+    .unwrap();
+    assert_eq!(
+        block
+            .volume
+            .spec
+            .as_ref()
+            .unwrap()
+            .csi
+            .as_ref()
+            .unwrap()
+            .fs_type,
+        None
+    );
+    assert!(matches!(
+        block.request.volume_capabilities[0].access_type,
+        Some(csi::volume_capability::AccessType::Block(_))
+    ));
+
+    let mut ro = settings();
+    ro.controller_publish_readonly = true;
+    let rox = build_with(
+        &claim(json!({"spec": {"accessModes": ["ReadOnlyMany"]}})),
+        &class(json!({})),
+        &ro,
+    )
+    .unwrap();
+    assert_eq!(
+        rox.volume
+            .spec
+            .as_ref()
+            .unwrap()
+            .csi
+            .as_ref()
+            .unwrap()
+            .read_only,
+        Some(true)
+    );
+
+    let mut short = settings();
+    short.volume_name_uuid_length = Some(4);
+    let c = claim(json!({"metadata": {"uid": "ab-cd-ef"}}));
+    assert_eq!(
+        build_with(&c, &class(json!({})), &short)
+            .unwrap()
+            .volume_name,
+        "pvc-abcd"
+    );
+}
+
+#[test]
+fn refusals_name_what_to_change() {
+    let s = settings();
+    let plain = class(json!({}));
+    let pvc_source =
+        json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "src"}}});
+    let table = [
+        (
+            "selector",
+            claim(json!({"spec": {"selector": {"matchLabels": {"a": "b"}}}})),
+            "remove spec.selector",
+        ),
+        (
+            "attributes class",
+            claim(json!({"spec": {"volumeAttributesClassName": "fast"}})),
+            "VolumeAttributesClass \"fast\"",
+        ),
+        (
+            "clone without CLONE_VOLUME",
+            claim(pvc_source),
+            "does not support cloning",
+        ),
+        (
+            "snapshot",
+            claim(
+                json!({"spec": {"dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "s"}}}),
+            ),
+            "VolumeSnapshot \"s\"",
+        ),
+        (
+            "no request",
+            claim(json!({"spec": {"resources": {"requests": null}}})),
+            "no storage request",
+        ),
+        (
+            "RWOP with others",
+            claim(json!({"spec": {"accessModes": ["ReadWriteOncePod", "ReadOnlyMany"]}})),
+            "ReadWriteOncePod",
+        ),
+    ];
+    for (case, c, text) in table {
+        let e = build_with(&c, &plain, &s).unwrap_err().to_string();
+        assert!(e.contains(text), "{case}: {e}");
+    }
+    let bad_template = class(json!({"parameters": {
+        "csi.storage.k8s.io/provisioner-secret-name": "${pvc.annotations['missing']}",
+        "csi.storage.k8s.io/provisioner-secret-namespace": "ns",
+    }}));
+    let e = build_with(&claim(json!({})), &bad_template, &s)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing"), "{e}");
+}
+
+#[test]
+fn an_attributes_class_of_ours_gives_mutable_parameters() {
+    let s = settings();
+    let vac = |driver: &str| -> VolumeAttributesClass {
+        serde_json::from_value(json!({
+            "metadata": {"name": "fast"}, "driverName": driver,
+            "parameters": {"iops": "3000"}
+        }))
+        .unwrap()
+    };
+    let ours = vac("d.csi");
+    let theirs = vac("x.csi");
+    let c = claim(json!({"spec": {"volumeAttributesClassName": "fast"}}));
+    let modify = Features {
+        modify: true,
+        ..Features::default()
+    };
+    let with = |class: Option<&VolumeAttributesClass>, features| {
+        build(
+            &c,
+            &self::class(json!({})),
+            &s,
+            features,
+            PlanFacts {
+                attributes_class: class,
+                ..PlanFacts::default()
+            },
+        )
+    };
+    let plan = with(Some(&ours), modify).unwrap();
+    assert_eq!(plan.request.mutable_parameters["iops"], "3000");
+    assert_eq!(
+        plan.volume
+            .spec
+            .unwrap()
+            .volume_attributes_class_name
+            .as_deref(),
+        Some("fast")
+    );
+    let table: [(&str, Option<&VolumeAttributesClass>, Features, &str); 3] = [
+        (
+            "no MODIFY_VOLUME",
+            Some(&ours),
+            Features::default(),
+            "MODIFY_VOLUME",
+        ),
+        ("missing", None, modify, "not found"),
+        (
+            "another driver's",
+            Some(&theirs),
+            modify,
+            "for driver x.csi",
+        ),
+    ];
+    for (case, class, features, text) in table {
+        let e = with(class, features).unwrap_err().to_string();
+        assert!(e.contains(text), "{case}: {e}");
+    }
+    // A claim without a class asks for none.
+    let plain = build_with(&claim(json!({})), &self::class(json!({})), &s).unwrap();
+    assert!(plain.request.mutable_parameters.is_empty());
+}
