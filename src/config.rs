@@ -136,6 +136,35 @@ pub struct Config {
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub pvclaimbinder_sync_period: Duration,
 
+    /// csi-provisioner's: publish CSIStorageCapacity objects from GetCapacity, in the namespace
+    /// of env NAMESPACE (owned per --capacity-ownerref-level, from env POD_NAME).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_capacity: bool,
+
+    /// Owner of the capacity objects, counted up from the pod: -1 none, 0 the pod, 1 its
+    /// StatefulSet or DaemonSet, 2 a Deployment.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub capacity_ownerref_level: i32,
+
+    /// How often every capacity object is asked for again.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub capacity_poll_interval: Duration,
+
+    /// Publish capacity for Immediate classes too, not only WaitForFirstConsumer ones.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub capacity_for_immediate_binding: bool,
+
+    /// GetCapacity calls at once.
+    #[arg(long, default_value_t = 1)]
+    pub capacity_threads: usize,
+
+    /// The capacity objects' own client budget (csi-provisioner's).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub kube_api_capacity_qps: f32,
+
+    #[arg(long, default_value_t = 5)]
+    pub kube_api_capacity_burst: u32,
+
     /// csi-resizer's --resync-period: how often every claim and PV is queued again, whatever its
     /// state.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
@@ -274,6 +303,18 @@ impl Config {
         }
         if self.pvclaimbinder_sync_period.is_zero() {
             return bad("pvclaimbinder-sync-period", "must be greater than 0");
+        }
+        if self.capacity_poll_interval.is_zero() {
+            return bad("capacity-poll-interval", "must be greater than 0");
+        }
+        if self.capacity_ownerref_level < -1 {
+            return bad("capacity-ownerref-level", "must be -1 (no owner) or more");
+        }
+        if !self.kube_api_capacity_qps.is_finite() || self.kube_api_capacity_qps == 0.0 {
+            return bad(
+                "kube-api-capacity-qps",
+                "must be a number greater than 0, or negative for no client-side limit",
+            );
         }
         if self.resync_period.is_zero() {
             return bad("resync-period", "must be greater than 0");

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod binder;
+pub mod capacity;
 pub mod cluster;
 pub mod config;
 pub mod controller;

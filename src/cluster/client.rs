@@ -42,6 +42,18 @@ pub async fn build(
     )
 }
 
+/// A client of its own budget whose writes pass `fence` (the capacity objects' client).
+pub async fn build_fenced(
+    kubeconfig: Option<&Path>,
+    qps: f32,
+    burst: u32,
+    role: &'static str,
+    fence: &Fence,
+) -> Result<Client, ClientError> {
+    let config = load(kubeconfig).await?;
+    limited(config, &RateLimitLayer::new(qps, burst), fence, role)
+}
+
 /// The controller's clients, on one `qps`/`burst` budget, their writes behind one fence.
 #[derive(Clone)]
 pub struct ApiClients {

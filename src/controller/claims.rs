@@ -271,6 +271,7 @@ impl Controller {
         self.finish(claim, &pv).await?;
         self.clear_backoff(key);
         crate::metrics::metrics().provision(class, source, true, started.elapsed());
+        crate::capacity::publisher::nudge();
         self.succeeded(claim, &plan.volume_name).await;
         Ok(Outcome::Done)
     }

@@ -201,8 +201,12 @@ impl Queues {
                     queues.claims.add(ObjectRef::new(name).within(ns));
                 }
             }
-            Change::Class(c) => queues.classes.add(c.name_any()),
-            Change::Reference => {}
+            Change::Class(c) => {
+                queues.classes.add(c.name_any());
+                crate::capacity::publisher::nudge();
+            }
+            // A node or class the capacity objects are made from.
+            Change::Reference => crate::capacity::publisher::nudge(),
             // An attachment that comes or goes may hold or free a deletion.
             Change::Attachment(a) => {
                 if let Some(pv) = a.spec.source.persistent_volume_name.clone() {

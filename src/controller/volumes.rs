@@ -252,6 +252,7 @@ impl Controller {
             return Err(SyncError::csi(Operation::Delete, e));
         }
         info!(%handle, "deleted the volume in the driver");
+        crate::capacity::publisher::nudge();
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: pv.metadata.uid.clone(),

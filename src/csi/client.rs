@@ -376,6 +376,24 @@ impl CsiClient {
         Ok(r)
     }
 
+    /// GetCapacity: what may still be provisioned with these parameters in this topology.
+    pub async fn get_capacity(
+        &self,
+        request: csi::GetCapacityRequest,
+    ) -> Result<csi::GetCapacityResponse, CsiError> {
+        let mut c = self.controller();
+        let r = self
+            .unary("GetCapacity", request, |r| c.get_capacity(r))
+            .await?;
+        if r.available_capacity < 0 {
+            return Err(CsiError::InvalidResponse {
+                method: "GetCapacity",
+                reason: format!("negative available_capacity {}", r.available_capacity),
+            });
+        }
+        Ok(r)
+    }
+
     /// ControllerModifyVolume: the volume takes the mutable parameters of a
     /// VolumeAttributesClass.
     pub async fn controller_modify_volume(

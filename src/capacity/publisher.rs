@@ -1,0 +1,268 @@
+//! Keeps the CSIStorageCapacity objects current: a round asks GetCapacity for every wanted
+//! (class, segment) and writes what `reconcile` says, every `--capacity-poll-interval` and soon
+//! after a volume is made or deleted, a class changes or a node registers. Runs while leading,
+//! on its own client (`--kube-api-capacity-qps/-burst`) behind the same fence as every write.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::CSIStorageCapacity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use super::{Answer, Change, Item};
+use crate::cluster::Stores;
+use crate::csi::{CsiClient, v1 as csi};
+
+/// How the flags set the publisher up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub namespace: String,
+    pub owner: Option<OwnerReference>,
+    /// `--capacity-poll-interval`.
+    pub poll: Duration,
+    /// `--capacity-for-immediate-binding`.
+    pub immediate: bool,
+    /// `--capacity-threads`: GetCapacity calls at once.
+    pub threads: usize,
+}
+
+pub struct Publisher {
+    pub client: Client,
+    pub csi: CsiClient,
+    pub stores: Stores,
+    pub driver: String,
+    pub topology: bool,
+    pub options: Options,
+}
+
+fn nudges() -> &'static Notify {
+    static NUDGE: OnceLock<Notify> = OnceLock::new();
+    NUDGE.get_or_init(Notify::new)
+}
+
+/// Something the objects depend on changed (a volume made or deleted, a class, a node): the
+/// next round comes soon. Free when capacity tracking is off.
+pub fn nudge() {
+    nudges().notify_one();
+}
+
+/// Rounds wait this long after a nudge, so that a burst of changes costs one round.
+const SETTLE: Duration = Duration::from_secs(1);
+
+impl Publisher {
+    pub async fn run(self, stop: impl Future<Output = ()>) {
+        info!(namespace = %self.options.namespace, poll = ?self.options.poll, "publishing storage capacity");
+        tokio::pin!(stop);
+        loop {
+            self.round().await;
+            tokio::select! {
+                _ = tokio::time::sleep(self.options.poll) => {}
+                _ = nudges().notified() => tokio::time::sleep(SETTLE).await,
+                _ = &mut stop => return,
+            }
+        }
+    }
+
+    /// One pass: ask, compare, write. Failures are logged; the next round tries again.
+    async fn round(&self) {
+        let classes = self.stores.classes.state();
+        let (csi_nodes, nodes) = match &self.stores.topology {
+            Some(t) => (t.csi_nodes.state(), t.nodes.state()),
+            None => (Vec::new(), Vec::new()),
+        };
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .map(|n| Node {
+                metadata: n.metadata.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let segments = super::segments(
+            &self.driver,
+            self.topology,
+            &csi_nodes.iter().map(|c| &**c).collect::<Vec<_>>(),
+            &nodes.iter().collect::<Vec<_>>(),
+        );
+        let class_refs: Vec<_> = classes.iter().map(|c| &**c).collect();
+        let items = super::wanted(&class_refs, &self.driver, &segments, self.options.immediate);
+        let answers: Vec<(Item, Option<Answer>)> = futures::stream::iter(items)
+            .map(|item| async move {
+                let answer = self.ask(&item).await;
+                (item, answer)
+            })
+            .buffer_unordered(self.options.threads.max(1))
+            .collect()
+            .await;
+        let api: Api<CSIStorageCapacity> =
+            Api::namespaced(self.client.clone(), &self.options.namespace);
+        let existing = match api
+            .list(&ListParams::default().labels(&super::selector(&self.driver)))
+            .await
+        {
+            Ok(list) => list.items,
+            Err(e) => {
+                warn!(error = %e, "cannot list CSIStorageCapacity objects; trying at the next round");
+                return;
+            }
+        };
+        let changes = super::reconcile(
+            &answers,
+            &existing.iter().collect::<Vec<_>>(),
+            &self.driver,
+            self.options.owner.as_ref(),
+        );
+        for change in changes {
+            if let Err(e) = self.apply(&api, &existing, change).await {
+                warn!(error = %e, "cannot update storage capacity; trying at the next round");
+            }
+        }
+    }
+
+    /// GetCapacity for the item's class parameters in its segment; None when it failed.
+    async fn ask(&self, item: &Item) -> Option<Answer> {
+        let class = self
+            .stores
+            .classes
+            .get(&kube::runtime::reflector::ObjectRef::new(&item.class))?;
+        let request = csi::GetCapacityRequest {
+            volume_capabilities: Vec::new(),
+            parameters: class
+                .parameters
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+            accessible_topology: (!item.segment.is_empty()).then(|| csi::Topology {
+                segments: item.segment.clone().into_iter().collect(),
+            }),
+        };
+        match self.csi.get_capacity(request).await {
+            Ok(r) => Some(Answer {
+                available: r.available_capacity,
+                maximum_volume_size: r.maximum_volume_size,
+            }),
+            Err(e) => {
+                warn!(class = %item.class, segment = ?item.segment, error = %e, "GetCapacity failed; the capacity object stays as it was");
+                None
+            }
+        }
+    }
+
+    async fn apply(
+        &self,
+        api: &Api<CSIStorageCapacity>,
+        existing: &[CSIStorageCapacity],
+        change: Change,
+    ) -> Result<(), kube::Error> {
+        match change {
+            Change::Create(object) => {
+                let made = api.create(&PostParams::default(), &object).await?;
+                debug!(name = %made.name_any(), class = %made.storage_class_name, "storage capacity published");
+            }
+            Change::Update {
+                name,
+                version,
+                answer,
+                owner,
+            } => {
+                let owners = owner.map(|o| {
+                    let mut all = existing
+                        .iter()
+                        .find(|e| e.metadata.name.as_deref() == Some(name.as_str()))
+                        .and_then(|e| e.metadata.owner_references.clone())
+                        .unwrap_or_default();
+                    all.push(o);
+                    all
+                });
+                let patch = super::update_patch(version.as_deref(), answer, owners);
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await?;
+                debug!(%name, "storage capacity updated");
+            }
+            Change::Delete { name } => match api.delete(&name, &Default::default()).await {
+                Ok(_) => debug!(%name, "obsolete storage capacity deleted"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            },
+        }
+        Ok(())
+    }
+}
+
+/// The owner of the objects, csi-provisioner's `--capacity-ownerref-level`: -1 none, 0 the pod
+/// itself, 1 its controller (a StatefulSet or DaemonSet), 2 that one's (a Deployment), …
+pub async fn owner(
+    client: &Client,
+    namespace: &str,
+    pod: &str,
+    level: i32,
+) -> Result<Option<OwnerReference>, String> {
+    if level < 0 {
+        return Ok(None);
+    }
+    let pods: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")),
+    );
+    let mut object = pods
+        .get(pod)
+        .await
+        .map_err(|e| format!("cannot read Pod {namespace}/{pod}: {e}"))?;
+    if level == 0 {
+        return Ok(Some(OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: pod.to_string(),
+            uid: object.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }));
+    }
+    // The owner's reference is read from the object below it: only the objects in between
+    // are read (a ReplicaSet for a Deployment), as csi-provisioner's RBAC expects.
+    for step in 1..=level {
+        let parent = object
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "{namespace}/{} has no controller owner at level {step}; lower --capacity-ownerref-level",
+                    object.name_any()
+                )
+            })?;
+        if step == level {
+            return Ok(Some(OwnerReference {
+                block_owner_deletion: None,
+                controller: Some(true),
+                ..parent
+            }));
+        }
+        let (group, version) = match parent.api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), parent.api_version.clone()),
+        };
+        let resource =
+            ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &parent.kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+        object = api.get(&parent.name).await.map_err(|e| {
+            format!(
+                "cannot read {} {namespace}/{}: {e}",
+                parent.kind, parent.name
+            )
+        })?;
+    }
+    Ok(None)
+}
