@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
+
 use serde_json::json;
 
 use support::cluster::{World, eventually, finalizers};
@@ -138,10 +139,57 @@ async fn restore_from_a_real_snapshot() {
     let mut missing = from_snapshot.clone();
     missing["spec"]["dataSource"]["name"] = json!("no-such-snap");
     world.create_claim("missing", "std", "1Gi", missing).await;
+
+    // A snapshot of a claim that does not exist never gets a content; one of another driver
+    // (pre-provisioned, as an admin imports it) is bound but not ours to restore.
+    let api = snapshots::snapshots(&world.client, &world.namespace);
+    let dynamic =
+        |v: serde_json::Value| -> kube::api::DynamicObject { serde_json::from_value(v).unwrap() };
+    api.create(
+        &PostParams::default(),
+        &dynamic(json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": "orphan-snap", "namespace": world.namespace},
+            "spec": {"volumeSnapshotClassName": "restore-snap",
+                     "source": {"persistentVolumeClaimName": "no-such-claim"}}
+        })),
+    )
+    .await
+    .unwrap();
+    snapshots::contents(&world.client)
+        .create(
+            &PostParams::default(),
+            &dynamic(json!({
+                "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
+                "metadata": {"name": "foreign-content"},
+                "spec": {"driver": "other.csi.test", "deletionPolicy": "Retain",
+                         "source": {"snapshotHandle": "foreign-handle"},
+                         "volumeSnapshotRef": {"namespace": world.namespace, "name": "foreign-snap"}}
+            })),
+        )
+        .await
+        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &dynamic(json!({
+            "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": "foreign-snap", "namespace": world.namespace},
+            "spec": {"source": {"volumeSnapshotContentName": "foreign-content"}}
+        })),
+    )
+    .await
+    .unwrap();
+    for (claim, snap) in [("unbound", "orphan-snap"), ("foreign", "foreign-snap")] {
+        let mut spec = from_snapshot.clone();
+        spec["spec"]["dataSource"]["name"] = json!(snap);
+        world.create_claim(claim, "std", "1Gi", spec).await;
+    }
     for (name, text) in [
         ("too-small", "less than the snapshot's restore size"),
         ("as-block", "--prevent-volume-mode-conversion"),
         ("missing", "\"no-such-snap\": it does not exist"),
+        ("unbound", "not bound to a VolumeSnapshotContent yet"),
+        ("foreign", "taken by driver other.csi.test"),
     ] {
         world.event(name, "ProvisioningFailed", text, LIMIT).await;
         never_provisioned(&world, name).await;
