@@ -211,14 +211,7 @@ async fn clone_on_the_real_driver() {
     world.create_claim("origin", "std", "1Gi", json!({})).await;
     let (_, origin) = volume_folder(&world, "origin").await;
     std::fs::write(format!("{}/hello.txt", origin.path), "copied").unwrap();
-    world
-        .create_claim(
-            "copy",
-            "std",
-            "1Gi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "origin"}}}),
-        )
-        .await;
+    world.create_clone("copy", "std", "1Gi", "origin").await;
     let (_, copy) = volume_folder(&world, "copy").await;
     assert_ne!(copy.path, origin.path);
     assert_eq!(
@@ -243,12 +236,7 @@ async fn clone_on_the_real_driver() {
     );
     // A clone of a source that is gone is refused, with no volume.
     world
-        .create_claim(
-            "late-copy",
-            "std",
-            "1Gi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "origin"}}}),
-        )
+        .create_clone("late-copy", "std", "1Gi", "origin")
         .await;
     world
         .event("late-copy", "ProvisioningFailed", "does not exist", LIMIT)

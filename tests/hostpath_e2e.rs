@@ -282,14 +282,7 @@ async fn clone_from_a_claim() {
     let source = state.iter().find(|v| v.name == source_name).unwrap();
     // Data in the source volume, as a pod would have written it.
     std::fs::write(std::path::Path::new(&source.path).join("marker"), "cloned").unwrap();
-    world
-        .create_claim(
-            "copy",
-            "std",
-            "1Gi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "source"}}}),
-        )
-        .await;
+    world.create_clone("copy", "std", "1Gi", "source").await;
     let (_, copy_pv) = world.bound("copy", LIMIT).await;
     let copy_name = copy_pv.metadata.name.unwrap();
     let state = world.driver.state_volumes();

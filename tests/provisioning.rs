@@ -273,12 +273,7 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
         )
         .await;
     world
-        .create_claim(
-            "e-clone",
-            "plain",
-            "1Gi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "d-limit"}}}),
-        )
+        .create_clone("e-clone", "plain", "1Gi", "d-limit")
         .await;
     world
         .create_claim(
@@ -537,14 +532,7 @@ async fn clones_and_populators() {
     world.create_class("std", json!({})).await;
     world.create_claim("origin", "std", "1Gi", json!({})).await;
     let (_, origin_pv) = world.bound("origin", BIND_LIMIT).await;
-    world
-        .create_claim(
-            "copy",
-            "std",
-            "2Gi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "origin"}}}),
-        )
-        .await;
+    world.create_clone("copy", "std", "2Gi", "origin").await;
     world.bound("copy", BIND_LIMIT).await;
     let request = create_calls(&world)
         .into_iter()
@@ -562,12 +550,7 @@ async fn clones_and_populators() {
 
     // A smaller clone than its source is refused with a reason.
     world
-        .create_claim(
-            "small-copy",
-            "std",
-            "512Mi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "origin"}}}),
-        )
+        .create_clone("small-copy", "std", "512Mi", "origin")
         .await;
     world
         .event(
@@ -621,14 +604,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     );
 
     world.driver.inject("CreateVolume", Fault::Hang);
-    world
-        .create_claim(
-            "copy",
-            "std",
-            "1Gi",
-            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "origin"}}}),
-        )
-        .await;
+    world.create_clone("copy", "std", "1Gi", "origin").await;
     let copying = eventually(BIND_LIMIT, || async {
         create_calls(&world)
             .iter()
@@ -686,6 +662,13 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
             )),
         "{copied:?}"
     );
+}
+
+/// One of the topologies is the fake driver's zone-a.
+fn in_zone_a(topologies: &[csi::Topology]) -> bool {
+    topologies
+        .iter()
+        .any(|t| t.segments[support::fake_driver::TOPOLOGY_KEY] == "zone-a")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -748,13 +731,7 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
     // Not strict (csi-provisioner's default): every node's segment may take the volume, the
     // selected node's comes first.
     assert_eq!(requirement.preferred[0].segments[TOPOLOGY_KEY], "zone-a");
-    assert!(
-        requirement
-            .requisite
-            .iter()
-            .any(|t| t.segments[TOPOLOGY_KEY] == "zone-a"),
-        "{requirement:?}"
-    );
+    assert!(in_zone_a(&requirement.requisite), "{requirement:?}");
     let term = &pv
         .spec
         .unwrap()
@@ -844,13 +821,7 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
         .rfind(|r| r.name.ends_with(&uid))
         .unwrap();
     let requirement = request.accessibility_requirements.unwrap();
-    assert!(
-        requirement
-            .requisite
-            .iter()
-            .any(|t| t.segments[TOPOLOGY_KEY] == "zone-a"),
-        "{requirement:?}"
-    );
+    assert!(in_zone_a(&requirement.requisite), "{requirement:?}");
     let mut preferred = requirement.preferred.clone();
     preferred.sort_by_key(|t| t.segments[TOPOLOGY_KEY].clone());
     let mut requisite = requirement.requisite.clone();

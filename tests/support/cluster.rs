@@ -230,6 +230,19 @@ impl<D> World<D> {
             .unwrap()
     }
 
+    /// A claim of `class` that clones claim `source` of this namespace.
+    pub async fn create_clone(
+        &self,
+        name: &str,
+        class: &str,
+        size: &str,
+        source: &str,
+    ) -> PersistentVolumeClaim {
+        let spec =
+            json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim", "name": source}}});
+        self.create_claim(name, class, size, spec).await
+    }
+
     /// `count` claims `<prefix>-NN` of `class`, 1Gi each, created at once; their names.
     pub async fn create_claims(&self, prefix: &str, class: &str, count: usize) -> Vec<String> {
         let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i:02}")).collect();
