@@ -214,9 +214,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
         },
     );
     let publisher = match config.enable_capacity {
-        true => {
-            Some(capacity_publisher(&config, &fence, &csi, &stores_for_capacity, &driver).await?)
-        }
+        true => Some(
+            csi_pv_controller::capacity::publisher::Publisher::from_config(
+                &config,
+                &fence,
+                &csi,
+                &stores_for_capacity,
+                &driver,
+            )
+            .await?,
+        ),
         false => None,
     };
     // Ready means the caches are warm: a standby is ready to take over at once.
@@ -299,61 +306,6 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
-}
-
-/// `--enable-capacity`: the publisher of CSIStorageCapacity objects, set up as csi-provisioner
-/// sets it up (env NAMESPACE, and POD_NAME for the owner), to be run while leading.
-async fn capacity_publisher(
-    config: &Config,
-    fence: &csi_pv_controller::fence::Fence,
-    csi: &csi_pv_controller::csi::CsiClient,
-    stores: &cluster::Stores,
-    driver: &csi_pv_controller::csi::DriverInfo,
-) -> anyhow::Result<csi_pv_controller::capacity::publisher::Publisher> {
-    use csi_pv_controller::capacity::publisher::{self, Options, Publisher};
-    let namespace = std::env::var("NAMESPACE")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .context("--enable-capacity needs the NAMESPACE environment variable (the namespace for CSIStorageCapacity objects)")?;
-    let client = cluster::client::build_fenced(
-        config.kubeconfig.as_deref(),
-        config.kube_api_capacity_qps,
-        config.kube_api_capacity_burst,
-        "capacity",
-        fence,
-    )
-    .await?;
-    let owner = match config.capacity_ownerref_level {
-        level if level < 0 => None,
-        level => {
-            let pod = std::env::var("POD_NAME")
-                .ok()
-                .filter(|p| !p.is_empty())
-                .context(
-                    "--capacity-ownerref-level 0 or more needs the POD_NAME environment variable",
-                )?;
-            publisher::owner(&client, &namespace, &pod, level)
-                .await
-                .map_err(anyhow::Error::msg)?
-        }
-    };
-    if let Some(o) = &owner {
-        info!(kind = %o.kind, name = %o.name, "owner of CSIStorageCapacity objects");
-    }
-    Ok(Publisher {
-        client,
-        csi: csi.clone(),
-        stores: stores.clone(),
-        driver: driver.name.clone(),
-        topology: driver.plugin.accessibility_constraints,
-        options: Options {
-            namespace,
-            owner,
-            poll: config.capacity_poll_interval,
-            immediate: config.capacity_for_immediate_binding,
-            threads: config.capacity_threads,
-        },
-    })
 }
 
 /// When this process binds, an error line (at most one a minute) whenever kube-controller-

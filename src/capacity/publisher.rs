@@ -43,6 +43,70 @@ pub struct Publisher {
     pub options: Options,
 }
 
+/// Why capacity publishing cannot start; the process stops with it, as csi-provisioner does.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(
+        "--enable-capacity needs the NAMESPACE environment variable (the namespace for CSIStorageCapacity objects)"
+    )]
+    NoNamespace,
+    #[error("--capacity-ownerref-level 0 or more needs the POD_NAME environment variable")]
+    NoPod,
+    #[error("cannot build the capacity client: {0}")]
+    Client(#[from] crate::cluster::client::ClientError),
+    #[error("cannot find the owner of CSIStorageCapacity objects: {0}")]
+    Owner(String),
+}
+
+impl Publisher {
+    /// Set up from the flags and env NAMESPACE and POD_NAME, as csi-provisioner does; the owner
+    /// is looked up now, so that a wrong level stops the process at start.
+    pub async fn from_config(
+        config: &crate::config::Config,
+        fence: &crate::fence::Fence,
+        csi: &CsiClient,
+        stores: &Stores,
+        driver: &crate::csi::DriverInfo,
+    ) -> Result<Publisher, SetupError> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let namespace = env("NAMESPACE").ok_or(SetupError::NoNamespace)?;
+        let client = crate::cluster::client::build_fenced(
+            config.kubeconfig.as_deref(),
+            config.kube_api_capacity_qps,
+            config.kube_api_capacity_burst,
+            "capacity",
+            fence,
+        )
+        .await?;
+        let owner = match config.capacity_ownerref_level {
+            level if level < 0 => None,
+            level => {
+                let pod = env("POD_NAME").ok_or(SetupError::NoPod)?;
+                owner(&client, &namespace, &pod, level)
+                    .await
+                    .map_err(SetupError::Owner)?
+            }
+        };
+        if let Some(o) = &owner {
+            info!(kind = %o.kind, name = %o.name, "owner of CSIStorageCapacity objects");
+        }
+        Ok(Publisher {
+            client,
+            csi: csi.clone(),
+            stores: stores.clone(),
+            driver: driver.name.clone(),
+            topology: driver.plugin.accessibility_constraints,
+            options: Options {
+                namespace,
+                owner,
+                poll: config.capacity_poll_interval,
+                immediate: config.capacity_for_immediate_binding,
+                threads: config.capacity_threads,
+            },
+        })
+    }
+}
+
 fn nudges() -> &'static Notify {
     static NUDGE: OnceLock<Notify> = OnceLock::new();
     NUDGE.get_or_init(Notify::new)

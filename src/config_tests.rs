@@ -1,0 +1,145 @@
+use super::*;
+
+fn parse(args: &[&str]) -> Result<Config, String> {
+    let mut argv = vec!["csi-pv-controller"];
+    argv.extend_from_slice(args);
+    let config = Config::try_parse_from(argv).map_err(|e| e.to_string())?;
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+#[test]
+fn defaults_match_upstream() {
+    let c = parse(&[]).unwrap();
+    assert_eq!(c.csi_address, "/run/csi/socket");
+    assert_eq!(c.timeout, Duration::from_secs(10));
+    // Not upstream's 5: one client carries three components' traffic (see the flag's help).
+    assert_eq!((c.kube_api_qps, c.kube_api_burst), (-1.0, 10));
+    assert_eq!(c.worker_threads, 100);
+    assert_eq!(c.retry_interval_start, Duration::from_secs(1));
+    assert_eq!(c.retry_interval_max, Duration::from_secs(300));
+    assert!(!c.leader_election);
+    assert!(c.handle_volume_inuse_error);
+    assert_eq!(c.http_address().unwrap(), None);
+    assert_eq!(c.volume_name_prefix, "pvc");
+    assert_eq!(c.uuid_length(), None);
+    assert!(!c.extra_create_metadata);
+}
+
+#[test]
+fn log_flags() {
+    let c = parse(&["--log-format=json", "-v=5"]).unwrap();
+    assert_eq!(c.log_format, "json");
+    assert_eq!(c.log_level(), "info,csi_pv_controller=trace");
+    assert_eq!(
+        parse(&["--v=2"]).unwrap().log_level(),
+        "info,csi_pv_controller=debug"
+    );
+    assert_eq!(parse(&[]).unwrap().log_level(), "info");
+    assert!(parse(&["--log-format=xml"]).is_err());
+    assert_eq!(
+        parse(&["--logging-format=json"]).unwrap().log_format,
+        "json"
+    );
+}
+
+#[test]
+fn leader_election_timing_is_checked() {
+    let c = parse(&["--leader-election"]).unwrap();
+    assert!(c.leader_election);
+    assert_eq!(c.leader_election_lease_duration, Duration::from_secs(15));
+    assert_eq!(c.leader_election_renew_deadline, Duration::from_secs(10));
+    assert_eq!(c.leader_election_retry_period, Duration::from_secs(5));
+    let refused = parse(&[
+        "--leader-election",
+        "--leader-election-lease-duration=5s",
+        "--leader-election-renew-deadline=5s",
+    ])
+    .unwrap_err();
+    assert!(
+        refused.contains("--leader-election-lease-duration"),
+        "{refused}"
+    );
+    assert!(parse(&["--leader-election", "--leader-election-retry-period=0s"]).is_err());
+}
+
+#[test]
+fn go_style_values_parse() {
+    let c = parse(&[
+        "--timeout=1m30s",
+        "--http-endpoint=:8080",
+        "--leader-election=false",
+        "--kube-api-qps=50",
+    ])
+    .unwrap();
+    assert_eq!(c.timeout, Duration::from_secs(90));
+    assert_eq!(
+        c.http_address().unwrap(),
+        Some("0.0.0.0:8080".parse().unwrap())
+    );
+    assert_eq!(
+        parse(&["--http-endpoint=127.0.0.1:9808"])
+            .unwrap()
+            .http_address()
+            .unwrap(),
+        Some("127.0.0.1:9808".parse().unwrap())
+    );
+}
+
+#[test]
+fn a_negative_qps_means_no_client_side_limit() {
+    assert_eq!(parse(&["--kube-api-qps=-1"]).unwrap().kube_api_qps, -1.0);
+    assert_eq!(parse(&["--kube-api-qps=50"]).unwrap().kube_api_qps, 50.0);
+    for nonsense in [
+        "--kube-api-qps=NaN",
+        "--kube-api-qps=inf",
+        "--kube-api-qps=0",
+    ] {
+        let e = parse(&[nonsense]).unwrap_err();
+        assert!(e.contains("kube-api-qps"), "{nonsense}: {e}");
+    }
+}
+
+#[test]
+fn kube_controller_manager_binds_unless_told_otherwise() {
+    use crate::binder::Binder;
+    assert_eq!(parse(&[]).unwrap().binder(), Binder::External);
+    assert_eq!(
+        parse(&["--binder=driver"]).unwrap().binder(),
+        Binder::Driver
+    );
+    assert_eq!(parse(&["--binder=all"]).unwrap().binder(), Binder::All);
+    assert_eq!(parse(&["--bind-all"]).unwrap().binder(), Binder::All);
+    assert_eq!(
+        parse(&["--bind-all=false", "--binder=driver"])
+            .unwrap()
+            .binder(),
+        Binder::Driver
+    );
+}
+
+#[test]
+fn nonsense_is_rejected_with_the_flag_named() {
+    for (args, flag) in [
+        (&["--timeout=-1s"][..], "timeout"),
+        (&["--timeout=0s"], "timeout"),
+        (&["--kube-api-qps=0", "--kube-api-burst=0"], "kube-api-qps"),
+        (&["--kube-api-burst=0"], "kube-api-burst"),
+        (&["--worker-threads=0"], "worker-threads"),
+        (
+            &["--retry-interval-start=10s", "--retry-interval-max=1s"],
+            "retry-interval-max",
+        ),
+        (&["--http-endpoint=nonsense"], "http-endpoint"),
+        (&["--csi-address=tcp://127.0.0.1:1"], "csi-address"),
+        (&["--kubeconfig=/does/not/exist"], "kubeconfig"),
+        (&["--volume-name-prefix="], "volume-name-prefix"),
+        (&["--volume-name-uuid-length=-2"], "volume-name-uuid-length"),
+        (&["--binder=kcm"], "binder"),
+        (&["--feature-gates=Nope=true"], "feature-gates"),
+        (&["--bind-all", "--binder=driver"], "bind-all"),
+    ] {
+        let err = parse(args).unwrap_err();
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}
