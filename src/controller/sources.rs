@@ -75,10 +75,14 @@ impl Controller {
             &namespace,
             &snapshot_resource("VolumeSnapshot", "volumesnapshots"),
         );
-        let found = snapshots
-            .get_opt(&name)
-            .await
-            .map_err(|e| SyncError::api("read the VolumeSnapshot", e))?;
+        let found = match snapshots.get_opt(&name).await {
+            Ok(found) => found,
+            // Refused, not failed: the user must act (RBAC); say so on the claim.
+            Err(e) if is_status(&e, 403) => {
+                return Ok(Some(SnapshotLookup::Unreadable(e.to_string())));
+            }
+            Err(e) => return Err(SyncError::api("read the VolumeSnapshot", e)),
+        };
         let Some(found) = found else {
             // A 404 is also what a cluster without the CRDs answers: ask discovery which.
             let served = match self
@@ -103,11 +107,15 @@ impl Controller {
                 self.client.clone(),
                 &snapshot_resource("VolumeSnapshotContent", "volumesnapshotcontents"),
             );
-            parsed.content = contents
-                .get_opt(&content_name)
-                .await
-                .map_err(|e| SyncError::api("read the VolumeSnapshotContent", e))?
-                .map(|c| snapshot::parse_content(&serde_json::to_value(&c).unwrap_or_default()));
+            parsed.content = match contents.get_opt(&content_name).await {
+                Ok(content) => content.map(|c| {
+                    snapshot::parse_content(&serde_json::to_value(&c).unwrap_or_default())
+                }),
+                Err(e) if is_status(&e, 403) => {
+                    return Ok(Some(SnapshotLookup::Unreadable(e.to_string())));
+                }
+                Err(e) => return Err(SyncError::api("read the VolumeSnapshotContent", e)),
+            };
         }
         Ok(Some(SnapshotLookup::Found(Box::new(parsed))))
     }

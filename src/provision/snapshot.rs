@@ -17,6 +17,8 @@ pub enum SnapshotLookup {
     /// The cluster does not serve `snapshot.storage.k8s.io/v1`.
     Unserved,
     Missing,
+    /// The API refused the read (RBAC, most likely): the text says why.
+    Unreadable(String),
     Found(Box<Snapshot>),
 }
 
@@ -126,6 +128,11 @@ pub fn restore_source(
             return Err(fail(
                 "the cluster does not serve snapshot.storage.k8s.io/v1; install the VolumeSnapshot CRDs and snapshot-controller".into(),
             ));
+        }
+        Some(SnapshotLookup::Unreadable(why)) => {
+            return Err(fail(format!(
+                "it cannot be read ({why}); csi-pv-controller needs get on volumesnapshots and volumesnapshotcontents (deploy/rbac.yaml)"
+            )));
         }
         Some(SnapshotLookup::Missing) | None => {
             return Err(fail("it does not exist in the claim's namespace".into()));

@@ -114,7 +114,7 @@ fn a_ready_snapshot_of_our_driver_is_restored_with_its_handle() {
 #[test]
 fn a_snapshot_that_cannot_be_restored_is_refused_with_the_reason() {
     let good = || Some(content_json(json!({})));
-    let table: [(&str, SnapshotLookup, Value, bool, &str); 12] = [
+    let table: [(&str, SnapshotLookup, Value, bool, &str); 13] = [
         (
             "no capability",
             lookup(snapshot_json(json!({})), good()),
@@ -128,6 +128,13 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_the_reason() {
             json!({}),
             true,
             "does not exist",
+        ),
+        (
+            "forbidden",
+            SnapshotLookup::Unreadable("403 Forbidden".into()),
+            json!({}),
+            true,
+            "get on volumesnapshots",
         ),
         (
             "no CRDs",
