@@ -584,11 +584,12 @@ async fn clones_and_populators() {
 
 /// The source of a clone cannot go while a CreateVolume may be copying it: the
 /// cloning-protection finalizer goes on after the clone's intent and before CreateVolume, holds
-/// a deleted source while the driver works, and comes off once the copy is recorded.
+/// a deleted source while the driver works (across a kill -9 of the sidecar), and comes off once
+/// the copy is recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clone_holds_its_source_until_the_copy_is_made() {
     const PROTECTION: &str = "provisioner.storage.kubernetes.io/cloning-protection";
-    let world = World::start(
+    let mut world = World::start(
         "prov-clone-hold",
         DriverConfig::default(),
         &["--timeout=60s"],
@@ -626,6 +627,10 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
         .delete("origin", &DeleteParams::default())
         .await
         .unwrap();
+    // kill -9 meanwhile: the finalizer, not the process's memory, holds the source; the
+    // restarted sidecar's retry of the copy hangs in the driver as well.
+    world.driver.inject("CreateVolume", Fault::Hang);
+    world.kill_and_restart();
     tokio::time::sleep(Duration::from_secs(8)).await;
     let held = world.claim("origin").await;
     assert!(
