@@ -155,3 +155,76 @@ async fn claims_are_bound_under_a_client_side_limit_beside_a_busy_writer() {
         );
     }
 }
+
+/// A write the API refuses as such (403: the RBAC lacks it) gets the same answer every time:
+/// it is logged as refused and tried again after the longest backoff, not hammered. Here the
+/// sidecar's ClusterRole loses `create` on PVs after start; CreateVolume succeeds, the PV
+/// cannot be recorded, and in 8 s the whole pass (CreateVolume included) runs at most twice
+/// instead of the five or six times an exponential backoff from 200 ms would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_is_not_hammered() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use support::fake_driver::Call;
+
+    let world = World::start(
+        "refused",
+        DriverConfig::default(),
+        &["--retry-interval-max=30s"],
+    )
+    .await;
+    world.create_class("std", json!({})).await;
+    let roles: kube::Api<ClusterRole> = kube::Api::all(world.client.clone());
+    let name = "csi-pv-controller-runner-refused";
+    let mut role = roles.get(name).await.unwrap();
+    for rule in role.rules.iter_mut().flatten() {
+        if rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r == "persistentvolumes")
+        {
+            rule.verbs.retain(|v| v != "create");
+        }
+    }
+    roles
+        .replace(name, &Default::default(), &role)
+        .await
+        .unwrap();
+    // RBAC changes apply at once in the apiserver's authorizer (no cache to wait for).
+    world.create_claim("data", "std", "1Gi", json!({})).await;
+    let creates = || {
+        world
+            .driver
+            .calls_of("CreateVolume")
+            .into_iter()
+            .filter(|c| matches!(c, Call::CreateVolume(_)))
+            .count()
+    };
+    let first = eventually(Duration::from_secs(30), || async {
+        (creates() > 0).then_some(())
+    })
+    .await;
+    assert!(first.is_some(), "{}", world.sidecar.log_text());
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let log = world.sidecar.log_text();
+    assert!(
+        creates() <= 2,
+        "{} CreateVolume calls in 8 s:\n{log}",
+        creates()
+    );
+    assert!(
+        log.contains("refused; nothing changes until"),
+        "the refusal is said:\n{log}"
+    );
+    assert!(
+        world
+            .volumes()
+            .get_opt(&format!(
+                "pvc-{}",
+                world.claim("data").await.unwrap().metadata.uid.unwrap()
+            ))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

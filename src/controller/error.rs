@@ -12,6 +12,9 @@ pub enum SyncErrorClass {
     InProgress,
     /// Cannot work as asked until the user changes the input; retry slowly.
     Infeasible,
+    /// The API refused the request as such (RBAC, validation): the same request gets the same
+    /// answer until an operator or the user acts. Said loudly, retried rarely.
+    Refused,
     /// Our view was stale (HTTP 409); look again at once.
     Conflict,
 }
@@ -60,6 +63,9 @@ impl SyncError {
     pub fn class(&self) -> SyncErrorClass {
         match self {
             SyncError::Api { source, .. } if is_status(source, 409) => SyncErrorClass::Conflict,
+            // Forbidden (RBAC), Invalid, BadRequest: the same request gets the same answer
+            // until an operator or the user acts.
+            SyncError::Api { source, .. } if refused(source) => SyncErrorClass::Refused,
             SyncError::Api { .. } => SyncErrorClass::InProgress,
             SyncError::Stale { .. } => SyncErrorClass::Conflict,
             SyncError::Csi { operation, source } => match source.class(*operation) {
@@ -74,7 +80,48 @@ impl SyncError {
     }
 }
 
+/// The API refused the request as such (400, 403, 422), as opposed to failing to serve it.
+pub fn refused(error: &kube::Error) -> bool {
+    [400, 403, 422].iter().any(|code| is_status(error, *code))
+}
+
 /// The API answered with this HTTP status.
 pub fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16) -> SyncError {
+        SyncError::api(
+            "patch the claim",
+            kube::Error::Api(
+                kube::core::Status::failure("refused", "Reason")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        )
+    }
+
+    #[test]
+    fn api_answers_are_classed_by_what_retrying_can_change() {
+        let table = [
+            (409, SyncErrorClass::Conflict),
+            (403, SyncErrorClass::Refused),
+            (422, SyncErrorClass::Refused),
+            (400, SyncErrorClass::Refused),
+            (500, SyncErrorClass::InProgress),
+            (503, SyncErrorClass::InProgress),
+            (429, SyncErrorClass::InProgress),
+        ];
+        for (code, class) in table {
+            assert_eq!(api(code).class(), class, "{code}");
+        }
+        assert_eq!(
+            SyncError::Input("bad".into()).class(),
+            SyncErrorClass::Infeasible
+        );
+    }
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use tracing::{Instrument, debug, field, info_span, warn};
+use tracing::{Instrument, debug, error, field, info_span, warn};
 
 pub use error::{SyncError, SyncErrorClass};
 pub use journal::{Journal, JournalError};
@@ -491,6 +491,11 @@ impl Controller {
             Err(e) if e.class() == SyncErrorClass::Conflict => {
                 let delay = queue.retry_conflict(key);
                 debug!(error = %e, retry_in = ?delay, "conflict; looking again once the watch has the newer version");
+            }
+            // The same request would get the same answer: said loudly, tried again rarely.
+            Err(e) if e.class() == SyncErrorClass::Refused => {
+                let delay = queue.retry_slowly(key);
+                error!(error = %e, retry_in = ?delay, "refused; nothing changes until the input, the object or the RBAC named here does");
             }
             Err(e) => {
                 let delay = queue.retry(key.clone());
