@@ -195,4 +195,26 @@ async fn capacity_is_published_per_class_and_segment() {
     })
     .await;
     assert_eq!(last[&format!("{ns}-slow")].0, "9Gi");
+    // csi-provisioner's gauges, as of the last round: one wanted, present, nothing obsolete.
+    let settled = eventually(LIMIT, || async {
+        let text = support::control_plane::http_get(world.sidecar.http_port, "/metrics")?;
+        [
+            "csistoragecapacities_desired_goal 1",
+            "csistoragecapacities_desired_current 1",
+            "csistoragecapacities_obsolete 0",
+        ]
+        .iter()
+        .all(|line| text.lines().any(|l| l == *line))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        settled.is_some(),
+        "{:?}",
+        support::control_plane::http_get(world.sidecar.http_port, "/metrics")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("csistorage"))
+            .collect::<Vec<_>>()
+    );
 }

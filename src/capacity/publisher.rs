@@ -183,6 +183,15 @@ impl Publisher {
             &self.driver,
             self.options.owner.as_ref(),
         );
+        let created = changes
+            .iter()
+            .filter(|c| matches!(c, Change::Create(_)))
+            .count();
+        let obsolete = changes
+            .iter()
+            .filter(|c| matches!(c, Change::Delete { .. }))
+            .count();
+        crate::metrics::metrics().capacity(answers.len(), answers.len() - created, obsolete);
         for change in changes {
             if let Err(e) = self.apply(&api, &existing, change).await {
                 warn!(error = %e, "cannot update storage capacity; trying at the next round");

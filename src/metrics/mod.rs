@@ -83,6 +83,11 @@ pub struct Metrics {
     pub leader: Family<QueueLabels, Gauge>,
     /// Side effects the fence refused (leadership may have lapsed), by kind (`api`, `csi`).
     pub fenced: Family<QueueLabels, Counter>,
+    /// csi-provisioner's capacity gauges: CSIStorageCapacity objects wanted, wanted and
+    /// present, and present but no longer wanted, at the last round.
+    pub capacity_goal: Gauge,
+    pub capacity_current: Gauge,
+    pub capacity_obsolete: Gauge,
     process: process::Process,
 }
 
@@ -242,6 +247,24 @@ impl Metrics {
             "API writes and CSI calls refused because this replica's leadership may have lapsed",
             fenced.clone(),
         );
+        let capacity_goal = Gauge::default();
+        registry.register(
+            "csistoragecapacities_desired_goal",
+            "CSIStorageCapacity objects that should exist (classes times topology segments)",
+            capacity_goal.clone(),
+        );
+        let capacity_current = Gauge::default();
+        registry.register(
+            "csistoragecapacities_desired_current",
+            "CSIStorageCapacity objects that should exist and do",
+            capacity_current.clone(),
+        );
+        let capacity_obsolete = Gauge::default();
+        registry.register(
+            "csistoragecapacities_obsolete",
+            "CSIStorageCapacity objects that exist but are no longer wanted",
+            capacity_obsolete.clone(),
+        );
         let process = process::Process::register(&mut registry);
         Metrics {
             registry,
@@ -264,8 +287,19 @@ impl Metrics {
             delete_seconds,
             leader,
             fenced,
+            capacity_goal,
+            capacity_current,
+            capacity_obsolete,
             process,
         }
+    }
+
+    /// What a capacity round found: objects wanted, wanted and present, present but unwanted.
+    pub fn capacity(&self, goal: usize, current: usize, obsolete: usize) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.capacity_goal.set(gauge(goal));
+        self.capacity_current.set(gauge(current));
+        self.capacity_obsolete.set(gauge(obsolete));
     }
 
     /// A provision ended: `ok` once the PV is saved, else a failed CreateVolume.
