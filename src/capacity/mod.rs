@@ -17,12 +17,12 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
 use crate::cluster::quantity::format_bytes;
+use crate::provision::topology::{driver_keys, segment_of};
 
 pub const DRIVER_LABEL: &str = "csi.storage.k8s.io/drivername";
 pub const MANAGED_BY_LABEL: &str = "csi.storage.k8s.io/managed-by";
@@ -30,7 +30,7 @@ pub const MANAGED_BY_LABEL: &str = "csi.storage.k8s.io/managed-by";
 pub const MANAGED_BY: &str = "external-provisioner";
 
 /// Topology key → value: the nodes one object speaks for.
-pub type Segment = BTreeMap<String, String>;
+pub use crate::provision::topology::Segment;
 
 /// One object's worth: a class in a segment.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,7 +53,7 @@ pub fn segments(
     driver: &str,
     topology: bool,
     csi_nodes: &[&CSINode],
-    nodes: &[&Node],
+    nodes: &[&ObjectMeta],
 ) -> Vec<Segment> {
     if !topology {
         return vec![Segment::new()];
@@ -61,23 +61,13 @@ pub fn segments(
     let mut out: Vec<Segment> = csi_nodes
         .iter()
         .filter_map(|csi_node| {
-            let keys = csi_node
-                .spec
-                .drivers
-                .iter()
-                .find(|d| d.name == driver)?
-                .topology_keys
-                .clone()
-                .filter(|k| !k.is_empty())?;
+            let keys = driver_keys(csi_node, driver)?;
             let labels = nodes
                 .iter()
-                .find(|n| n.metadata.name == csi_node.metadata.name)?
-                .metadata
+                .find(|n| n.name == csi_node.metadata.name)?
                 .labels
                 .as_ref()?;
-            keys.iter()
-                .map(|k| Some((k.clone(), labels.get(k)?.clone())))
-                .collect::<Option<Segment>>()
+            segment_of(labels, &keys)
         })
         .collect();
     out.sort();

@@ -8,7 +8,6 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSIStorageCapacity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -142,18 +141,11 @@ impl Publisher {
             Some(t) => (t.csi_nodes.state(), t.nodes.state()),
             None => (Vec::new(), Vec::new()),
         };
-        let nodes: Vec<Node> = nodes
-            .iter()
-            .map(|n| Node {
-                metadata: n.metadata.clone(),
-                ..Default::default()
-            })
-            .collect();
         let segments = super::segments(
             &self.driver,
             self.topology,
             &csi_nodes.iter().map(|c| &**c).collect::<Vec<_>>(),
-            &nodes.iter().collect::<Vec<_>>(),
+            &nodes.iter().map(|n| &n.metadata).collect::<Vec<_>>(),
         );
         let class_refs: Vec<_> = classes.iter().map(|c| &**c).collect();
         let items = super::wanted(&class_refs, &self.driver, &segments, self.options.immediate);

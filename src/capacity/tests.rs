@@ -1,4 +1,5 @@
 use super::*;
+use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 
 fn class(name: &str, driver: &str, mode: &str) -> StorageClass {
@@ -57,7 +58,7 @@ fn segments_come_from_the_nodes_the_driver_is_on() {
         "d.csi",
         true,
         &csi_nodes.iter().collect::<Vec<_>>(),
-        &nodes.iter().collect::<Vec<_>>(),
+        &nodes.iter().map(|n| &n.metadata).collect::<Vec<_>>(),
     );
     assert_eq!(got, [seg("a"), seg("b")]);
     assert_eq!(segments("d.csi", false, &[], &[]), [Segment::new()]);

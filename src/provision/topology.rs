@@ -20,7 +20,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use crate::csi::v1 as csi;
 
 /// One topology segment: key → value, ordered by key.
-type Segment = BTreeMap<String, String>;
+pub type Segment = BTreeMap<String, String>;
 
 /// Why no requirement could be worked out; the text tells the user what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -166,14 +166,26 @@ fn compare(a: &Segment, b: &Segment) -> std::cmp::Ordering {
 fn any_keys(driver: &str, cluster: &ClusterNodes<'_>) -> Option<Vec<String>> {
     let mut csi_nodes = cluster.csi_nodes.clone();
     csi_nodes.sort_by_key(|c| c.metadata.name.clone());
-    csi_nodes.iter().find_map(|c| {
-        c.spec
-            .drivers
-            .iter()
-            .find(|d| d.name == driver)
-            .and_then(|d| d.topology_keys.clone())
-            .filter(|k| !k.is_empty())
-    })
+    csi_nodes.iter().find_map(|c| driver_keys(c, driver))
+}
+
+/// The topology keys `driver` registered in `csi_node`, if it registered any.
+pub fn driver_keys(csi_node: &CSINode, driver: &str) -> Option<Vec<String>> {
+    csi_node
+        .spec
+        .drivers
+        .iter()
+        .find(|d| d.name == driver)?
+        .topology_keys
+        .clone()
+        .filter(|k| !k.is_empty())
+}
+
+/// The segment `labels` give for `keys`; None when a key is missing.
+pub fn segment_of(labels: &BTreeMap<String, String>, keys: &[String]) -> Option<Segment> {
+    keys.iter()
+        .map(|k| Some((k.clone(), labels.get(k)?.clone())))
+        .collect()
 }
 
 /// Every distinct segment of the nodes that carry all of `keys`.
@@ -185,11 +197,7 @@ fn aggregate(
     let segments: Vec<Segment> = cluster
         .node_labels
         .iter()
-        .filter_map(|labels| {
-            keys.iter()
-                .map(|k| Some((k.clone(), labels.get(k)?.clone())))
-                .collect::<Option<Segment>>()
-        })
+        .filter_map(|labels| segment_of(labels, keys))
         .collect();
     if segments.is_empty() {
         return Err(TopologyError::KeysOnNoNode {
@@ -224,9 +232,7 @@ fn spread(claim_name: &str, count: usize) -> usize {
 /// The driver's topology keys on the selected node.
 fn node_keys(node: SelectedNode<'_>, driver: &str) -> Result<Vec<String>, TopologyError> {
     node.csi_node
-        .and_then(|c| c.spec.drivers.iter().find(|d| d.name == driver))
-        .and_then(|d| d.topology_keys.clone())
-        .filter(|k| !k.is_empty())
+        .and_then(|c| driver_keys(c, driver))
         .ok_or_else(|| TopologyError::NotRegistered {
             node: node.name.to_string(),
             driver: driver.to_string(),
