@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use tracing::{info, warn};
 
 use super::claims::reference;
-use super::{ClaimKey, Controller, Outcome, SyncError, due_at};
+use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::{CsiError, ErrorClass, Operation};
 use crate::expand::{self, Expander, ResizeStep};
 use crate::names::*;
@@ -90,12 +90,6 @@ enum Failure {
     },
     /// Nothing recorded: the driver may still be working, or we never reached it.
     Uncertain(String),
-}
-
-fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {

@@ -10,15 +10,9 @@ use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::claims::reference;
-use super::{ClaimKey, Controller, Outcome, SyncError};
+use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::modify::{self, ModifyStep};
 use crate::names::*;
-
-fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
 
 impl Controller {
     /// A pass over a Bound claim: its size, then its VolumeAttributesClass.
@@ -131,19 +125,11 @@ impl Controller {
 
     fn decide_modify(&self, claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> ModifyStep {
         let store = self.stores.attributes_classes.as_ref();
-        let classes: Vec<_> = store.map(|s| s.state()).unwrap_or_default();
-        modify::decide(
-            claim,
-            pv,
-            &self.settings.driver,
-            |name| {
-                classes
-                    .iter()
-                    .find(|c| c.metadata.name.as_deref() == Some(name))
-                    .map(|c| &**c)
-            },
-            &now(),
-        )
+        let class = |name: &str| {
+            let found = store?.get(&kube::runtime::reflector::ObjectRef::new(name))?;
+            Some((*found).clone())
+        };
+        modify::decide(claim, pv, &self.settings.driver, class, &now())
     }
 
     /// ControllerModifyVolume, then the PV (first: a crash before the claim's patch repeats an
@@ -210,32 +196,18 @@ impl Controller {
         if !modify::is_final(&code) {
             note.push_str(&format!(". Still modifying to VAC {target}"));
         }
-        let infeasible = code == "InvalidArgument";
+        let infeasible = modify::infeasible(&code);
         Ok(self
             .failed(key, &claim, EVENT_VOLUME_MODIFY_FAILED, note, infeasible)
             .await)
     }
 
-    /// The secret named by the PV's modify-secret annotations, else its expansion secret
-    /// (external-resizer's order); none when neither is set.
+    /// The contents of the secret ControllerModifyVolume carries (`modify::secret_ref`).
     async fn modify_secrets(
         &self,
         pv: &PersistentVolume,
     ) -> Result<HashMap<String, String>, String> {
-        let named = annotation(&pv.metadata, ANN_MODIFY_SECRET_NAME)
-            .zip(annotation(&pv.metadata, ANN_MODIFY_SECRET_NAMESPACE))
-            .map(|(n, ns)| (ns.to_string(), n.to_string()))
-            .or_else(|| {
-                let r = pv
-                    .spec
-                    .as_ref()?
-                    .csi
-                    .as_ref()?
-                    .controller_expand_secret_ref
-                    .as_ref()?;
-                Some((r.namespace.clone()?, r.name.clone()?))
-            });
-        match named {
+        match modify::secret_ref(pv) {
             Some((namespace, name)) => {
                 self.read_secret(&namespace, &name, "the PersistentVolume")
                     .await

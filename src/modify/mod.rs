@@ -107,16 +107,17 @@ fn uncertain(claim: &PersistentVolumeClaim) -> bool {
         .and_then(|c| c.iter().find(|c| c.type_ == MODIFY_ERROR));
     match error {
         None => true,
-        Some(c) => c.reason.as_deref().is_some_and(|r| NOT_FINAL.contains(&r)),
+        Some(c) => c.reason.as_deref().is_some_and(|r| !is_final(r)),
     }
 }
 
-/// One pass over a Bound claim of `driver`'s PV. `class`: a VolumeAttributesClass by name.
-pub fn decide<'a>(
+/// One pass over a Bound claim of `driver`'s PV. `class`: a VolumeAttributesClass by name,
+/// asked only when the step needs one.
+pub fn decide(
     claim: &PersistentVolumeClaim,
     pv: &PersistentVolume,
     driver: &str,
-    class: impl Fn(&str) -> Option<&'a VolumeAttributesClass>,
+    class: impl Fn(&str) -> Option<VolumeAttributesClass>,
     now: &str,
 ) -> ModifyStep {
     let ours = pv
@@ -156,7 +157,7 @@ pub fn decide<'a>(
         let target = status.map(|(_, t)| t).unwrap_or_default();
         return match class(target) {
             Some(c) => ModifyStep::Modify {
-                class: Box::new(c.clone()),
+                class: Box::new(c),
                 start: None,
             },
             None => ModifyStep::Missing {
@@ -180,7 +181,7 @@ pub fn decide<'a>(
                 now,
             );
             ModifyStep::Modify {
-                class: Box::new(c.clone()),
+                class: Box::new(c),
                 start: Some(start),
             }
         }
@@ -300,8 +301,8 @@ pub fn claim_done(claim: &PersistentVolumeClaim, target: &str) -> Value {
 }
 
 /// The claim patch after a failed call with gRPC code `code` (its name as grpc-go spells it)
-/// and `message`: `Infeasible` for InvalidArgument, else `InProgress`; `final_error` says
-/// whether the driver is done with the attempt.
+/// and `message`: `Infeasible` for InvalidArgument, else `InProgress`; the progress message
+/// says whether the driver is done with the attempt.
 pub fn failed(
     claim: &PersistentVolumeClaim,
     target: &str,
@@ -309,13 +310,12 @@ pub fn failed(
     message: &str,
     now: &str,
 ) -> Value {
-    let final_error = !NOT_FINAL.contains(&code);
-    let state = if code == "InvalidArgument" {
+    let state = if infeasible(code) {
         INFEASIBLE
     } else {
         IN_PROGRESS
     };
-    let progress = if final_error {
+    let progress = if is_final(code) {
         format!("Modifying volume to {target:?} failed. Waiting for retry.")
     } else {
         format!("Modifying volume to {target:?} is still in progress.")
@@ -332,9 +332,33 @@ pub fn failed(
     patch
 }
 
-/// Whether `code` leaves the driver possibly still working on the attempt.
+/// Whether the driver is done with the attempt after `code` (else it may still be working).
 pub fn is_final(code: &str) -> bool {
     !NOT_FINAL.contains(&code)
+}
+
+/// Whether `code` says the class cannot be applied as it is (retried slowly).
+pub fn infeasible(code: &str) -> bool {
+    code == "InvalidArgument"
+}
+
+/// The secret ControllerModifyVolume carries, as (namespace, name): the one the PV's
+/// modify-secret annotations name, else its expansion secret (external-resizer's order).
+pub fn secret_ref(pv: &PersistentVolume) -> Option<(String, String)> {
+    use crate::names::{ANN_MODIFY_SECRET_NAME, ANN_MODIFY_SECRET_NAMESPACE, annotation};
+    annotation(&pv.metadata, ANN_MODIFY_SECRET_NAME)
+        .zip(annotation(&pv.metadata, ANN_MODIFY_SECRET_NAMESPACE))
+        .map(|(name, namespace)| (namespace.to_string(), name.to_string()))
+        .or_else(|| {
+            let r = pv
+                .spec
+                .as_ref()?
+                .csi
+                .as_ref()?
+                .controller_expand_secret_ref
+                .as_ref()?;
+            Some((r.namespace.clone()?, r.name.clone()?))
+        })
 }
 
 /// Why a claim's class cannot be applied at provisioning or modification: checked on the class.

@@ -69,6 +69,7 @@ fn the_modify_controllers_table() {
         classes
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(n))
+            .cloned()
     };
     let ours = pv("d.csi");
     let modifying = json!({"conditions": [{"type": MODIFYING, "status": "True"}]});
@@ -171,6 +172,7 @@ fn the_patches_say_where_the_change_stands() {
         classes
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(n))
+            .cloned()
     };
     let c = claim(Some("fast"), Some("gold"), json!({}));
     let ModifyStep::Modify {
@@ -261,4 +263,26 @@ fn the_request_carries_the_class_parameters() {
     other.driver_name = "x.csi".into();
     assert!(class_error(&other, "d.csi").unwrap().contains("x.csi"));
     assert!(class_error(&vac("fast"), "d.csi").is_none());
+}
+
+#[test]
+fn the_modify_secret_is_the_annotated_one_else_the_expansion_one() {
+    let pv = |extra: Value| -> PersistentVolume {
+        let mut v = json!({
+            "metadata": {"name": "pv-1"},
+            "spec": {"csi": {"driver": "d.csi", "volumeHandle": "h-1"}}
+        });
+        crate::provision::plan::tests::merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    };
+    let expand =
+        json!({"spec": {"csi": {"controllerExpandSecretRef": {"name": "ex", "namespace": "ns"}}}});
+    let mut both = expand.clone();
+    both["metadata"] = json!({"annotations": {
+        "volume.kubernetes.io/controller-modify-secret-name": "mod",
+        "volume.kubernetes.io/controller-modify-secret-namespace": "ms"}});
+    assert_eq!(secret_ref(&pv(json!({}))), None);
+    assert_eq!(secret_ref(&pv(expand)), Some(("ns".into(), "ex".into())));
+    assert_eq!(secret_ref(&pv(both)), Some(("ms".into(), "mod".into())));
+    assert!(infeasible("InvalidArgument") && !infeasible("Internal"));
 }
