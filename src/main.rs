@@ -150,7 +150,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
             .has(csi_pv_controller::csi::ControllerCapability::ModifyVolume);
         // csi-resizer turns its modify controller off when the cluster lacks the v1 API.
         let attributes_classes = modifies
-            && cluster::serves(&clients.state, "storage.k8s.io/v1", "VolumeAttributesClass").await;
+            && cluster::serves(&clients.state, "storage.k8s.io/v1", "VolumeAttributesClass")
+                .await
+                .unwrap_or_else(|e| {
+                    warn!(error = %e, "cannot discover VolumeAttributesClass; taking it as not served");
+                    false
+                });
         if modifies && !attributes_classes {
             warn!(
                 "the driver modifies volumes, but this cluster does not serve storage.k8s.io/v1 VolumeAttributesClass: claims naming a class are refused"

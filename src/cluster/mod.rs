@@ -8,14 +8,16 @@ pub mod stores;
 
 pub use stores::Stores;
 
-/// Whether the API serves `kind` in `group_version` (discovery). An error counts as not served:
-/// the caller turns a feature off rather than watch what may not exist.
-pub async fn serves(client: &kube::Client, group_version: &str, kind: &str) -> bool {
+/// Whether the API serves `kind` in `group_version` (discovery); a group version the API does
+/// not know (404) serves nothing.
+pub async fn serves(
+    client: &kube::Client,
+    group_version: &str,
+    kind: &str,
+) -> Result<bool, kube::Error> {
     match client.list_api_group_resources(group_version).await {
-        Ok(list) => list.resources.iter().any(|r| r.kind == kind),
-        Err(e) => {
-            tracing::debug!(error = %e, %group_version, "discovery found no such API");
-            false
-        }
+        Ok(list) => Ok(list.resources.iter().any(|r| r.kind == kind)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
     }
 }

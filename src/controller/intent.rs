@@ -35,9 +35,7 @@ impl Controller {
         if let Some(journal) = &self.journal {
             journal.record(claim).await?;
         } else {
-            let mut finalizers = claim.finalizers().to_vec();
-            finalizers.push(FINALIZER_PROVISIONING.to_string());
-            metadata["finalizers"] = json!(finalizers);
+            metadata["finalizers"] = json!(super::with(claim, FINALIZER_PROVISIONING));
         }
         if !annotated {
             metadata["annotations"] = json!({

@@ -562,6 +562,13 @@ fn due_at(delay: Duration) -> Instant {
     Instant::now() + delay.saturating_sub(Duration::from_millis(20))
 }
 
+/// The object's finalizers with `finalizer` added at the end.
+fn with<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
+    let mut finalizers = object.finalizers().to_vec();
+    finalizers.push(finalizer.to_string());
+    finalizers
+}
+
 /// The object's finalizers without `finalizer`.
 fn without<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
     object

@@ -85,15 +85,13 @@ impl Controller {
         };
         let Some(found) = found else {
             // A 404 is also what a cluster without the CRDs answers: ask discovery which.
-            let served = match self
-                .client
-                .list_api_group_resources(&format!("{SNAPSHOT_GROUP}/v1"))
-                .await
-            {
-                Ok(list) => list.resources.iter().any(|r| r.kind == "VolumeSnapshot"),
-                Err(e) if is_status(&e, 404) => false,
-                Err(e) => return Err(SyncError::api("discover the snapshot API", e)),
-            };
+            let served = crate::cluster::serves(
+                &self.client,
+                &format!("{SNAPSHOT_GROUP}/v1"),
+                "VolumeSnapshot",
+            )
+            .await
+            .map_err(|e| SyncError::api("discover the snapshot API", e))?;
             return Ok(Some(if served {
                 SnapshotLookup::Missing
             } else {
@@ -136,11 +134,9 @@ impl Controller {
                 "the clone source {namespace}/{name} went away"
             )));
         };
-        let mut finalizers = cached.finalizers().to_vec();
-        finalizers.push(FINALIZER_CLONING_PROTECTION.into());
         let patch = json!({"metadata": {
             "resourceVersion": cached.resource_version(),
-            "finalizers": finalizers,
+            "finalizers": super::with(&*cached, FINALIZER_CLONING_PROTECTION),
         }});
         let updated = self
             .patch_claim(&cached, patch, "protect the clone source")
@@ -229,11 +225,7 @@ impl Controller {
             return Ok(false);
         };
         for version in &found.versions {
-            let list = self
-                .client
-                .list_api_group_resources(&version.group_version)
-                .await?;
-            if list.resources.iter().any(|r| r.kind == kind) {
+            if crate::cluster::serves(&self.client, &version.group_version, kind).await? {
                 return Ok(true);
             }
         }

@@ -8,7 +8,7 @@ use tracing::{debug, info, warn};
 
 use super::claims::reference;
 use super::error::is_status;
-use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, without};
+use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::matching::claim_ref_key;
 use crate::binder::{
     self,
@@ -85,8 +85,7 @@ impl Controller {
                     Ok(Outcome::Done)
                 }
                 VolumeStep::AddFinalizer => {
-                    let mut finalizers = pv.finalizers().to_vec();
-                    finalizers.push(FINALIZER_VOLUME.to_string());
+                    let finalizers = with(&*pv, FINALIZER_VOLUME);
                     if let Some(pv) = set_finalizers(&self.pvs(), &*pv, finalizers).await? {
                         self.remember(&pv);
                     }
