@@ -163,21 +163,21 @@ impl Stores {
             |o, _| Change::Class(o),
             None,
         );
-        let (attachments, attachments_run) = match watched.attachments {
-            true => {
-                let (store, run) = reflect(
+        let (attachments, attachments_run) = watched
+            .attachments
+            .then(|| {
+                reflect(
                     watches.clone(),
                     whole::<VolumeAttachment>(client),
                     on_change.clone(),
                     |o, _| Change::Attachment(o),
                     None,
-                );
-                (Some(store), Some(run))
-            }
-            false => (None, None),
-        };
-        let (topology, topology_run) = match watched.topology {
-            true => {
+                )
+            })
+            .unzip();
+        let (topology, topology_run) = watched
+            .topology
+            .then(|| {
                 let (csi_nodes, csi_nodes_run) = reflect(
                     watches.clone(),
                     whole::<CSINode>(client),
@@ -196,44 +196,30 @@ impl Stores {
                 let run = async move {
                     tokio::join!(csi_nodes_run, nodes_run);
                 };
-                (Some(TopologyStores { csi_nodes, nodes }), Some(run))
-            }
-            false => (None, None),
-        };
-        let (attributes_classes, classes_of_attributes_run) = match watched.attributes_classes {
-            true => {
-                let (store, run) = reflect(
+                (TopologyStores { csi_nodes, nodes }, run)
+            })
+            .unzip();
+        let (attributes_classes, attributes_classes_run) = watched
+            .attributes_classes
+            .then(|| {
+                reflect(
                     watches.clone(),
                     whole::<VolumeAttributesClass>(client),
                     on_change.clone(),
                     |_, _| Change::Reference,
                     None,
-                );
-                (Some(store), Some(run))
-            }
-            false => (None, None),
-        };
+                )
+            })
+            .unzip();
         let run = async move {
-            let optional = async move {
-                tokio::join!(
-                    async move {
-                        if let Some(run) = attachments_run {
-                            run.await;
-                        }
-                    },
-                    async move {
-                        if let Some(run) = topology_run {
-                            run.await;
-                        }
-                    },
-                    async move {
-                        if let Some(run) = classes_of_attributes_run {
-                            run.await;
-                        }
-                    }
-                );
-            };
-            tokio::join!(claims_run, volumes_run, classes_run, optional);
+            tokio::join!(
+                claims_run,
+                volumes_run,
+                classes_run,
+                if_watched(attachments_run),
+                if_watched(topology_run),
+                if_watched(attributes_classes_run),
+            );
         };
         (
             Stores {
@@ -265,6 +251,13 @@ impl Stores {
             topology.nodes.wait_until_ready().await?;
         }
         Ok(())
+    }
+}
+
+/// Runs a watch that is set up only for some drivers.
+async fn if_watched(run: Option<impl Future<Output = ()>>) {
+    if let Some(run) = run {
+        run.await;
     }
 }
 
