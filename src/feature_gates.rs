@@ -34,14 +34,15 @@ impl std::str::FromStr for FeatureGates {
     fn from_str(text: &str) -> Result<Self, String> {
         let mut gates = FeatureGates::default();
         for (name, on) in parse(text)? {
+            if let Some((_, why)) = NOT_IMPLEMENTED.iter().find(|(g, _)| *g == name) {
+                if on {
+                    return Err(format!("{name}=true: {why}"));
+                }
+                continue;
+            }
             match name.as_str() {
                 "AnnotateFsResize" => gates.annotate_fs_resize = on,
                 n if ALWAYS_ON.contains(&n) && on => {}
-                n if NOT_IMPLEMENTED.iter().any(|(g, _)| *g == n) => {
-                    if on && let Some((_, why)) = NOT_IMPLEMENTED.iter().find(|(g, _)| *g == n) {
-                        return Err(format!("{n}=true: {why}"));
-                    }
-                }
                 n if ALWAYS_ON.contains(&n) => {
                     return Err(format!("{n} is always on in csi-pv-controller"));
                 }

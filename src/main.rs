@@ -200,7 +200,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
         extra_modify_metadata: config.extra_modify_metadata,
     };
     health.watch(stores.watches.clone());
-    let stores_for_capacity = stores.clone();
+    let publisher = match config.enable_capacity {
+        true => Some(
+            csi_pv_controller::capacity::publisher::Publisher::from_config(
+                &config, &fence, &csi, &stores, &driver,
+            )
+            .await?,
+        ),
+        false => None,
+    };
     let controller = Controller::new(
         clients,
         csi.clone(),
@@ -218,19 +226,6 @@ async fn run(config: Config) -> anyhow::Result<()> {
             expansion_workers: config.workers,
         },
     );
-    let publisher = match config.enable_capacity {
-        true => Some(
-            csi_pv_controller::capacity::publisher::Publisher::from_config(
-                &config,
-                &fence,
-                &csi,
-                &stores_for_capacity,
-                &driver,
-            )
-            .await?,
-        ),
-        false => None,
-    };
     // Ready means the caches are warm: a standby is ready to take over at once.
     health.set_ready(true);
     info!(driver = %driver.name, "ready: driver probed and caches synced");
