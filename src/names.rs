@@ -74,6 +74,16 @@ pub fn annotation<'a>(
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
+/// The object carries `finalizer`.
+pub fn has_finalizer(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    finalizer: &str,
+) -> bool {
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == finalizer))
+}
+
 // Phases.
 pub const PHASE_BOUND: &str = "Bound";
 pub const PHASE_RELEASED: &str = "Released";

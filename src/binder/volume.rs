@@ -89,10 +89,7 @@ pub fn is_drivers(pv: &PersistentVolume, driver: &str) -> bool {
 }
 
 fn has_finalizer(pv: &PersistentVolume) -> bool {
-    pv.metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_VOLUME))
+    crate::names::has_finalizer(&pv.metadata, FINALIZER_VOLUME)
 }
 
 fn set_phase(pv: &PersistentVolume, wanted: &'static str) -> VolumeStep {

@@ -152,7 +152,7 @@ impl Controller {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<(), SyncError> {
-        if !source::release_clone_protection(claim, [], |_| false) {
+        if !source::protection_pending(claim) {
             return Ok(());
         }
         let clones = self

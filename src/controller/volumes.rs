@@ -266,7 +266,7 @@ impl Controller {
         };
         let mut remaining = remaining;
         if let Some(pv) = &remaining
-            && pv.finalizers().iter().any(|f| f == FINALIZER_VOLUME)
+            && has_finalizer(&pv.metadata, FINALIZER_VOLUME)
         {
             remaining = drop_finalizer(&self.pvs(), pv, FINALIZER_VOLUME).await?;
         }

@@ -97,11 +97,7 @@ impl ClaimAction {
 
 /// The claim carries our provisioning intent: a volume for it may exist in the driver.
 pub fn has_intent(claim: &PersistentVolumeClaim) -> bool {
-    claim
-        .metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_PROVISIONING))
+    has_finalizer(&claim.metadata, FINALIZER_PROVISIONING)
 }
 
 /// Decides the next step for `claim`.

@@ -223,11 +223,13 @@ fn clone_source(
 
 /// The source claim carries the cloning-protection finalizer.
 pub fn has_clone_protection(claim: &PersistentVolumeClaim) -> bool {
-    claim
-        .metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == FINALIZER_CLONING_PROTECTION))
+    has_finalizer(&claim.metadata, FINALIZER_CLONING_PROTECTION)
+}
+
+/// The source is on its way out and protected: whether the protection may go is the next
+/// question (`release_clone_protection`).
+pub fn protection_pending(source: &PersistentVolumeClaim) -> bool {
+    has_clone_protection(source) && source.metadata.deletion_timestamp.is_some()
 }
 
 /// The source claim must be protected before a CreateVolume that clones it: the claim of a
@@ -244,7 +246,7 @@ pub fn release_clone_protection<'a>(
     clones: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
     in_flight: impl Fn(&PersistentVolumeClaim) -> bool,
 ) -> bool {
-    if !has_clone_protection(source) || source.metadata.deletion_timestamp.is_none() {
+    if !protection_pending(source) {
         return false;
     }
     let name = source.metadata.name.as_deref().unwrap_or_default();
