@@ -14,7 +14,7 @@ use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use support::cluster::{World, eventually};
+use support::cluster::World;
 use support::control_plane::fresh_plane;
 use support::hostpath::Hostpath;
 use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
@@ -53,21 +53,13 @@ async fn status_until(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let found = eventually(LIMIT, || async {
-        let c: PersistentVolumeClaim = world.claim(claim).await?;
-        let status = serde_json::to_value(c.status?).ok()?;
-        check(&status).then_some(status)
-    })
-    .await;
-    match found {
-        Some(s) => s,
-        None => panic!(
-            "{claim}: {what} never came; status {:?}, events {:?}\n{}",
-            world.claim(claim).await.and_then(|c| c.status),
-            world.events(claim).await,
-            world.sidecar.log_text()
-        ),
-    }
+    let status = |c: &PersistentVolumeClaim| serde_json::to_value(&c.status).unwrap_or_default();
+    let found = world
+        .claim_until(claim, what, LIMIT, |c| {
+            c.status.is_some() && check(&status(c))
+        })
+        .await;
+    status(&found)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

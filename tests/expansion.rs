@@ -124,29 +124,6 @@ fn pv_capacity(pv: &PersistentVolume) -> Option<String> {
     storage(pv.spec.as_ref()?.capacity.as_ref())
 }
 
-/// Waits until `check` holds for the claim, then returns it; panics with the story so far.
-async fn claim_until(
-    world: &World,
-    name: &str,
-    what: &str,
-    check: impl Fn(&PersistentVolumeClaim) -> bool,
-) -> PersistentVolumeClaim {
-    let found = eventually(LIMIT, || async {
-        let c = world.claim(name).await?;
-        check(&c).then_some(c)
-    })
-    .await;
-    match found {
-        Some(c) => c,
-        None => panic!(
-            "claim {name}: {what} did not happen; claim status {:?}\nevents {:?}\nsidecar log:\n{}",
-            world.claim(name).await.and_then(|c| c.status),
-            world.events(name).await,
-            world.sidecar.log_text()
-        ),
-    }
-}
-
 async fn volume(world: &World, name: &str) -> PersistentVolume {
     world.volumes().get(name).await.unwrap()
 }
@@ -190,10 +167,11 @@ async fn controller_expansion_finishes_the_claim() {
         .clone();
 
     request_size(&world, "data", "2Gi").await.unwrap();
-    let claim = claim_until(&world, "data", "capacity 2Gi", |c| {
-        capacity(c).as_deref() == Some("2Gi")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("2Gi")
+        })
+        .await;
     assert_eq!(
         allocated(&claim).as_deref(),
         Some("2Gi"),
@@ -285,10 +263,11 @@ async fn node_expansion_leaves_the_filesystem_to_kubelet() {
     let pv_name = pv.metadata.name.clone().unwrap();
 
     request_size(&world, "data", "3Gi").await.unwrap();
-    let claim = claim_until(&world, "data", "NodeResizePending", |c| {
-        resize_status(c).as_deref() == Some("NodeResizePending")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "NodeResizePending", LIMIT, |c| {
+            resize_status(c).as_deref() == Some("NodeResizePending")
+        })
+        .await;
     assert_eq!(
         capacity(&claim).as_deref(),
         Some("1Gi"),
@@ -360,10 +339,11 @@ async fn node_only_driver_hands_over_without_a_call() {
     let world = World::start("grow-nodeonly", config, &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     request_size(&world, "data", "2Gi").await.unwrap();
-    let claim = claim_until(&world, "data", "NodeResizePending", |c| {
-        resize_status(c).as_deref() == Some("NodeResizePending")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "NodeResizePending", LIMIT, |c| {
+            resize_status(c).as_deref() == Some("NodeResizePending")
+        })
+        .await;
     assert_eq!(allocated(&claim).as_deref(), Some("2Gi"));
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
     assert_eq!(
@@ -392,10 +372,11 @@ async fn infeasible_size_waits_for_the_user_and_lowering_recovers() {
     bound_claim(&world, "data", "1Gi").await;
 
     request_size(&world, "data", "100Gi").await.unwrap();
-    let claim = claim_until(&world, "data", "ControllerResizeInfeasible", |c| {
-        resize_status(c).as_deref() == Some("ControllerResizeInfeasible")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "ControllerResizeInfeasible", LIMIT, |c| {
+            resize_status(c).as_deref() == Some("ControllerResizeInfeasible")
+        })
+        .await;
     assert_eq!(allocated(&claim).as_deref(), Some("100Gi"));
     let error = conditions(&claim)
         .into_iter()
@@ -416,10 +397,11 @@ async fn infeasible_size_waits_for_the_user_and_lowering_recovers() {
 
     // The user lowers the request (still above the capacity): the new size is sent at once.
     request_size(&world, "data", "4Gi").await.unwrap();
-    let claim = claim_until(&world, "data", "capacity 4Gi", |c| {
-        capacity(c).as_deref() == Some("4Gi")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "capacity 4Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("4Gi")
+        })
+        .await;
     assert_eq!(
         allocated(&claim).as_deref(),
         Some("4Gi"),
@@ -469,10 +451,11 @@ async fn non_final_errors_record_nothing_and_are_retried() {
         .await;
 
     world.driver.clear_faults("ControllerExpandVolume");
-    claim_until(&world, "data", "capacity 2Gi", |c| {
-        capacity(c).as_deref() == Some("2Gi")
-    })
-    .await;
+    world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("2Gi")
+        })
+        .await;
     assert!(expand_calls(&world).iter().all(|c| asked(c) == 2 * GI));
 }
 
@@ -503,10 +486,11 @@ async fn hung_call_times_out_and_the_same_size_is_pursued() {
     request_size(&world, "data", "3Gi").await.unwrap();
     world.driver.clear_faults("ControllerExpandVolume");
     world.driver.release();
-    let claim = claim_until(&world, "data", "capacity 4Gi", |c| {
-        capacity(c).as_deref() == Some("4Gi")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "capacity 4Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("4Gi")
+        })
+        .await;
     assert_eq!(allocated(&claim).as_deref(), Some("4Gi"));
     let sizes: Vec<i64> = expand_calls(&world).iter().map(asked).collect();
     assert!(sizes.len() >= 2, "{sizes:?}");
@@ -524,10 +508,11 @@ async fn zero_capacity_answer_records_the_requested_size() {
         .driver
         .inject("ControllerExpandVolume", Fault::CapacityBytes(0));
     request_size(&world, "data", "3Gi").await.unwrap();
-    claim_until(&world, "data", "capacity 3Gi", |c| {
-        capacity(c).as_deref() == Some("3Gi")
-    })
-    .await;
+    world
+        .claim_until("data", "capacity 3Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("3Gi")
+        })
+        .await;
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
     assert_eq!(pv_capacity(&pv).as_deref(), Some("3Gi"));
     assert_eq!(expand_calls(&world).len(), 1, "no retry loop on a 0 answer");
@@ -540,10 +525,11 @@ async fn zero_capacity_answer_records_the_requested_size() {
         .driver
         .inject("ControllerExpandVolume", Fault::CapacityBytes(GI));
     request_size(&world, "data", "5Gi").await.unwrap();
-    let claim = claim_until(&world, "data", "ControllerResizeError", |c| {
-        condition_types(c).contains(&"ControllerResizeError".to_string())
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "ControllerResizeError", LIMIT, |c| {
+            condition_types(c).contains(&"ControllerResizeError".to_string())
+        })
+        .await;
     assert!(
         conditions(&claim)
             .iter()
@@ -551,10 +537,11 @@ async fn zero_capacity_answer_records_the_requested_size() {
         "{:?}",
         conditions(&claim)
     );
-    claim_until(&world, "data", "capacity 5Gi", |c| {
-        capacity(c).as_deref() == Some("5Gi")
-    })
-    .await;
+    world
+        .claim_until("data", "capacity 5Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("5Gi")
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -613,10 +600,11 @@ async fn offline_driver_waits_while_the_claim_is_in_use() {
         .await
         .unwrap();
     world.driver.set_published(&handle, false);
-    let claim = claim_until(&world, "data", "capacity 2Gi", |c| {
-        capacity(c).as_deref() == Some("2Gi")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("2Gi")
+        })
+        .await;
     assert!(
         condition_types(&claim).is_empty(),
         "{:?}",
@@ -630,10 +618,11 @@ async fn shrink_below_capacity_is_refused_by_the_api_and_changes_nothing() {
     let world = World::start("grow-shrink", DriverConfig::default(), &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     request_size(&world, "data", "2Gi").await.unwrap();
-    let grown = claim_until(&world, "data", "capacity 2Gi", |c| {
-        capacity(c).as_deref() == Some("2Gi")
-    })
-    .await;
+    let grown = world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("2Gi")
+        })
+        .await;
 
     let refused = request_size(&world, "data", "1Gi").await;
     match refused {
@@ -680,10 +669,11 @@ async fn killed_mid_expansion_finishes_after_restart() {
 
     world.kill_and_restart();
     world.driver.release();
-    let claim = claim_until(&world, "data", "capacity 2Gi", |c| {
-        capacity(c).as_deref() == Some("2Gi")
-    })
-    .await;
+    let claim = world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("2Gi")
+        })
+        .await;
     assert_eq!(resize_status(&claim), None);
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
     assert_eq!(pv_capacity(&pv).as_deref(), Some("2Gi"));
@@ -721,10 +711,11 @@ async fn metrics_after_provisioning_and_a_resize() {
     let world = World::start("grow-metrics", DriverConfig::default(), &[]).await;
     bound_claim(&world, "data", "1Gi").await;
     request_size(&world, "data", "2Gi").await.unwrap();
-    claim_until(&world, "data", "capacity 2Gi", |c| {
-        capacity(c).as_deref() == Some("2Gi")
-    })
-    .await;
+    world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            capacity(c).as_deref() == Some("2Gi")
+        })
+        .await;
 
     let text = world.sidecar.metrics().await;
     let driver = &world.driver_name;

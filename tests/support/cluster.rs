@@ -289,6 +289,31 @@ impl<D> World<D> {
         }
     }
 
+    /// Waits until `check` holds for claim `name`, then returns it; panics with the story so
+    /// far (status, events, sidecar log), `what` naming what never happened.
+    pub async fn claim_until(
+        &self,
+        name: &str,
+        what: &str,
+        limit: Duration,
+        check: impl Fn(&PersistentVolumeClaim) -> bool,
+    ) -> PersistentVolumeClaim {
+        let found = eventually(limit, || async {
+            let c = self.claim(name).await?;
+            check(&c).then_some(c)
+        })
+        .await;
+        match found {
+            Some(c) => c,
+            None => panic!(
+                "claim {name}: {what} did not happen; claim status {:?}\nevents {:?}\nsidecar log:\n{}",
+                self.claim(name).await.and_then(|c| c.status),
+                self.events(name).await,
+                self.sidecar.log_text()
+            ),
+        }
+    }
+
     /// (type, reason, note) of the events about object `name` in this namespace.
     pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
