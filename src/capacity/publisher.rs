@@ -111,10 +111,21 @@ fn nudges() -> &'static Notify {
     NUDGE.get_or_init(Notify::new)
 }
 
-/// Something the objects depend on changed (a volume made or deleted, a class, a node): the
-/// next round comes soon. Free when capacity tracking is off.
+fn reshapes() -> &'static Notify {
+    static RESHAPE: OnceLock<Notify> = OnceLock::new();
+    RESHAPE.get_or_init(Notify::new)
+}
+
+/// Something the answers depend on changed (a volume made or deleted, a class): the next
+/// round comes soon. Free when capacity tracking is off.
 pub fn nudge() {
     nudges().notify_one();
+}
+
+/// A CSINode or Node changed. Nodes change all the time (status, labels of no interest), so
+/// this brings a round only when the wanted objects are no longer those of the last round.
+pub fn nodes_changed() {
+    reshapes().notify_one();
 }
 
 /// Rounds wait this long after a nudge, so that a burst of changes costs one round.
@@ -124,18 +135,27 @@ impl Publisher {
     pub async fn run(self, stop: impl Future<Output = ()>) {
         info!(namespace = %self.options.namespace, poll = ?self.options.poll, "publishing storage capacity");
         tokio::pin!(stop);
+        let mut last = self.wanted();
+        self.round(last.clone()).await;
         loop {
-            self.round().await;
             tokio::select! {
                 _ = tokio::time::sleep(self.options.poll) => {}
                 _ = nudges().notified() => tokio::time::sleep(SETTLE).await,
+                _ = reshapes().notified() => {
+                    tokio::time::sleep(SETTLE).await;
+                    if self.wanted() == last {
+                        continue;
+                    }
+                }
                 _ = &mut stop => return,
             }
+            last = self.wanted();
+            self.round(last.clone()).await;
         }
     }
 
-    /// One pass: ask, compare, write. Failures are logged; the next round tries again.
-    async fn round(&self) {
+    /// The (class, segment) pairs that should have an object, from the stores.
+    fn wanted(&self) -> Vec<Item> {
         let classes = self.stores.classes.state();
         let (csi_nodes, nodes) = match &self.stores.topology {
             Some(t) => (t.csi_nodes.state(), t.nodes.state()),
@@ -148,7 +168,12 @@ impl Publisher {
             &nodes.iter().map(|n| &n.metadata).collect::<Vec<_>>(),
         );
         let class_refs: Vec<_> = classes.iter().map(|c| &**c).collect();
-        let items = super::wanted(&class_refs, &self.driver, &segments, self.options.immediate);
+        super::wanted(&class_refs, &self.driver, &segments, self.options.immediate)
+    }
+
+    /// One pass over `items`: ask, compare, write. Failures are logged; the next round tries
+    /// again.
+    async fn round(&self, items: Vec<Item>) {
         let answers: Vec<(Item, Option<Answer>)> = futures::stream::iter(items)
             .map(|item| async move {
                 let answer = self.ask(&item).await;

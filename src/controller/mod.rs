@@ -205,8 +205,8 @@ impl Queues {
                 queues.classes.add(c.name_any());
                 crate::capacity::publisher::nudge();
             }
-            // A node or class the capacity objects are made from.
-            Change::Reference => crate::capacity::publisher::nudge(),
+            // A node the capacity objects may be made for (or an attributes class).
+            Change::Reference => crate::capacity::publisher::nodes_changed(),
             // An attachment that comes or goes may hold or free a deletion.
             Change::Attachment(a) => {
                 if let Some(pv) = a.spec.source.persistent_volume_name.clone() {
