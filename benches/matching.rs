@@ -6,6 +6,7 @@
 //!
 //! `cargo bench --bench matching` (or `make bench`) prints one line per way.
 
+use csi_pv_controller::model::VolumeExt;
 use std::time::{Duration, Instant};
 
 use csi_pv_controller::binder::VolumeIndex;
@@ -109,10 +110,7 @@ fn indexed(pvs: &[PersistentVolume], claims: &[ClaimFacts]) -> (Duration, Durati
 /// Quantity is, so that the scan pays only for the comparisons.
 fn full_scan(pvs: &[PersistentVolume], claims: &[ClaimFacts]) -> (Duration, usize) {
     let mut pvs: Vec<PersistentVolume> = pvs.to_vec();
-    let sizes: Vec<u64> = pvs
-        .iter()
-        .map(csi_pv_controller::binder::matching::volume_bytes)
-        .collect();
+    let sizes: Vec<u64> = pvs.iter().map(|pv| pv.capacity_bytes()).collect();
     let start = Instant::now();
     let mut bound = 0;
     for claim in claims {

@@ -15,6 +15,7 @@ pub mod freshness;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod model;
 pub mod modify;
 pub mod names;
 pub mod provision;

@@ -12,6 +12,7 @@ use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{Command, Config};
 use csi_pv_controller::controller::{self, Controller, Options, Queues};
 use csi_pv_controller::csi::CsiClient;
+use csi_pv_controller::model::ClaimExt;
 use csi_pv_controller::provision::plan::Settings;
 use csi_pv_controller::queue::Backoff;
 use csi_pv_controller::{http, leader};
@@ -369,7 +370,7 @@ async fn explain(config: &Config, target: &str) -> anyhow::Result<()> {
     {
         volumes.upsert(pv);
     }
-    let class_name = matching::claim_class(&claim);
+    let class_name = claim.class();
     let class = classes
         .iter()
         .find(|c| c.metadata.name.as_deref() == Some(class_name));

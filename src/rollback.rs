@@ -11,6 +11,7 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
+use crate::model::ClaimExt;
 use crate::names::FINALIZER_PROVISIONING;
 
 /// What to do with one claim's finalizer.
@@ -40,7 +41,7 @@ pub fn judge(
         return None;
     }
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let named = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+    let named = claim.volume_name();
     let recorded = volumes.iter().find(|pv| {
         let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
         pv.metadata.name.as_deref() == named && named.is_some()

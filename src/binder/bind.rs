@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
-use super::matching::bound_to_claim;
-use crate::cluster::quantity::parse_bytes;
+use crate::model::quantity::parse_bytes;
+use crate::model::{ClaimExt, VolumeExt, VolumePhase};
 use crate::names::*;
 
 /// Step 1: the PV's claimRef names the claim with its UID (bound-by-controller when the PV was
@@ -18,7 +18,7 @@ pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Opti
     let ns = claim.metadata.namespace.as_deref().unwrap_or_default();
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let prebound = bound_to_claim(pv, ns, name, uid);
+    let prebound = pv.bound_to_claim(ns, name, uid);
     let current = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
     let same = current.is_some_and(|r| {
         r.name.as_deref() == Some(name)
@@ -50,8 +50,7 @@ pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Opti
 /// Step 2, and every other phase change (updateVolumePhase): the phase and the message
 /// (cleared when None). None when the PV has that phase already, whatever its message.
 pub fn volume_phase(pv: &PersistentVolume, phase: &str, message: Option<&str>) -> Option<Value> {
-    let current = pv.status.as_ref().and_then(|s| s.phase.as_deref());
-    (current != Some(phase)).then(|| {
+    (pv.phase().map(VolumePhase::as_str) != Some(phase)).then(|| {
         json!({
             "metadata": {"resourceVersion": pv.metadata.resource_version},
             "status": {"phase": phase, "message": message},
@@ -63,7 +62,7 @@ pub fn volume_phase(pv: &PersistentVolume, phase: &str, message: Option<&str>) -
 /// did not name it). Our provisioning finalizer goes in the same write: the volume is recorded.
 pub fn claim_spec(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Option<Value> {
     let pv_name = pv.metadata.name.as_deref().unwrap_or_default();
-    let named = claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(pv_name);
+    let named = claim.volume_name() == Some(pv_name);
     let mut annotations = serde_json::Map::new();
     if !named && annotation(&claim.metadata, ANN_BOUND_BY_CONTROLLER).is_none() {
         annotations.insert(ANN_BOUND_BY_CONTROLLER.into(), json!("yes"));

@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::matching::{
-    ClaimFacts, MatchError, VolumeIndex, bound_to_claim, check_volume_satisfies_claim, claim_class,
-    claim_has_no_class, delay_binding,
+    ClaimFacts, MatchError, VolumeIndex, check_volume_satisfies_claim, delay_binding,
 };
+use crate::model::{ClaimExt, PodExt, VolumeExt};
 use crate::names::*;
 
 /// An event the binder emits, with upstream's reason and message.
@@ -95,11 +95,7 @@ fn annotated(claim: &PersistentVolumeClaim, key: &str) -> bool {
 }
 
 fn volume_name(claim: &PersistentVolumeClaim) -> &str {
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.as_deref())
-        .unwrap_or("")
+    claim.volume_name().unwrap_or("")
 }
 
 fn claim_key(claim: &PersistentVolumeClaim) -> String {
@@ -140,7 +136,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
     if let Some(pv) = view.volumes.best_match(&facts, delay) {
         return ClaimStep::Bind(pv);
     }
-    if claim_has_no_class(claim)
+    if claim.names_no_class()
         && let Some(default) = view.default_class
     {
         return ClaimStep::AssignDefaultClass(default.to_string());
@@ -149,7 +145,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
     if delay && !selected {
         return ClaimStep::WaitForConsumer;
     }
-    let class = claim_class(claim);
+    let class = claim.class();
     if class.is_empty() {
         return ClaimStep::Pending(Some(Notice::normal(
             "FailedBinding",
@@ -191,26 +187,6 @@ pub fn wait_notice(unscheduled_pods: &[String]) -> Notice {
     }
 }
 
-/// The pod has run to its end (Succeeded or Failed), so it uses no volume any more.
-pub fn pod_finished(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
-/// The pod names the claim in one of its volumes (a persistentVolumeClaim source).
-pub fn pod_names_claim(pod: &k8s_openapi::api::core::v1::Pod, claim: &str) -> bool {
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .any(|v| {
-            v.persistent_volume_claim
-                .as_ref()
-                .is_some_and(|c| c.claim_name == claim)
-        })
-}
-
 /// The pod uses the claim (directly, or as its generic ephemeral volume), is not finished, and
 /// has no node yet.
 pub fn waits_for_claim(pod: &k8s_openapi::api::core::v1::Pod, claim: &str) -> bool {
@@ -224,7 +200,7 @@ pub fn waits_for_claim(pod: &k8s_openapi::api::core::v1::Pod, claim: &str) -> bo
         .iter()
         .flatten()
         .any(|v| v.ephemeral.is_some() && format!("{pod_name}-{}", v.name) == claim);
-    !pod_finished(pod) && unscheduled && (pod_names_claim(pod, claim) || ephemeral)
+    !pod.finished() && unscheduled && (pod.names_claim(claim) || ephemeral)
 }
 
 /// §3.2 B: a claim that names a PV in spec.volumeName but is not bound yet.
@@ -245,7 +221,7 @@ fn decide_requested(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> Clai
                 format!("Cannot bind to requested volume {requested:?}: {reason}"),
             ))),
         },
-        Some(_) if bound_to_claim(&pv, ns, name, uid) => ClaimStep::Bind(pv),
+        Some(_) if pv.bound_to_claim(ns, name, uid) => ClaimStep::Bind(pv),
         Some(r) => {
             let notice = Notice::warning(
                 "FailedBinding",

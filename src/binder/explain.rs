@@ -1,6 +1,7 @@
 //! `csi-pv-controller explain <namespace>/<claim>`: what the binder would do with a claim, and
 //! why each PV was or was not chosen, from the same decision code the controller runs.
 
+use crate::model::{ClaimExt, ClaimPhase};
 use std::fmt::Write;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -16,11 +17,7 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
         claim.metadata.namespace.as_deref().unwrap_or_default(),
         claim.metadata.name.as_deref().unwrap_or_default()
     );
-    let phase = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending");
+    let phase = claim.phase().unwrap_or(ClaimPhase::Pending).as_str();
     let _ = writeln!(out, "claim {key}: phase {phase}");
     let step = claim::decide(claim, view);
     let _ = writeln!(out, "decision: {}", describe(&step, view));

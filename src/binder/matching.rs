@@ -14,16 +14,9 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::{Selector, SelectorExt};
 
-use crate::cluster::quantity::parse_bytes;
+use crate::model::quantity::parse_bytes;
+use crate::model::{AccessMode, ClaimExt, VolumeExt, VolumePhase};
 use crate::names::*;
-
-/// The access modes in upstream's fixed order; a PV's index key lists its modes in this order.
-const MODE_ORDER: [&str; 4] = [
-    "ReadWriteOnce",
-    "ReadOnlyMany",
-    "ReadWriteMany",
-    "ReadWriteOncePod",
-];
 
 /// Why a claim cannot be matched at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,8 +69,8 @@ impl ClaimFacts {
         Ok(ClaimFacts {
             uid: claim.metadata.uid.clone().unwrap_or_default(),
             request,
-            class: claim_class(claim).to_string(),
-            volume_mode: spec.volume_mode.unwrap_or_else(|| "Filesystem".into()),
+            class: claim.class().to_string(),
+            volume_mode: claim.volume_mode().as_str().to_string(),
             attributes_class: spec.volume_attributes_class_name.unwrap_or_default(),
             modes: spec.access_modes.unwrap_or_default().into_iter().collect(),
             selector,
@@ -87,68 +80,19 @@ impl ClaimFacts {
     }
 }
 
-/// The claim's class as upstream reads it: the beta annotation first, then the field; "" if none.
-pub fn claim_class(claim: &PersistentVolumeClaim) -> &str {
-    annotation(&claim.metadata, ANN_BETA_STORAGE_CLASS)
-        .or_else(|| claim.spec.as_ref()?.storage_class_name.as_deref())
-        .unwrap_or("")
-}
-
-/// The PV's class: the beta annotation first, then the field; "" if none.
-pub fn volume_class(pv: &PersistentVolume) -> &str {
-    annotation(&pv.metadata, ANN_BETA_STORAGE_CLASS)
-        .or_else(|| pv.spec.as_ref()?.storage_class_name.as_deref())
-        .unwrap_or("")
-}
-
-/// The claim names no class at all (neither annotation nor field), so a default may be given.
-pub fn claim_has_no_class(claim: &PersistentVolumeClaim) -> bool {
-    annotation(&claim.metadata, ANN_BETA_STORAGE_CLASS).is_none()
-        && claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.storage_class_name.as_ref())
-            .is_none()
-}
-
-/// The PV's storage capacity in bytes; 0 when absent or unreadable.
-pub fn volume_bytes(pv: &PersistentVolume) -> u64 {
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref()?.get("storage"))
-        .and_then(|q| parse_bytes(&q.0).ok())
-        .unwrap_or(0)
-}
-
-/// A PV's access modes as upstream's index key: deduplicated, in fixed order, comma-joined.
+/// A PV's access modes as upstream's index key: deduplicated, in upstream's fixed order
+/// (`AccessMode::ALL`), comma-joined; a mode the API does not know is left out.
 pub fn modes_key(modes: &[String]) -> String {
-    MODE_ORDER
+    AccessMode::ALL
         .iter()
-        .filter(|m| modes.iter().any(|x| x == *m))
-        .copied()
+        .map(|m| m.as_str())
+        .filter(|m| modes.iter().any(|x| x == m))
         .collect::<Vec<_>>()
         .join(",")
 }
 
 fn key_modes(key: &str) -> BTreeSet<&str> {
     key.split(',').filter(|m| !m.is_empty()).collect()
-}
-
-pub(crate) fn phase(pv: &PersistentVolume) -> &str {
-    pv.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-/// The claimRef names this claim, with its UID or none (IsVolumeBoundToClaim).
-pub fn bound_to_claim(pv: &PersistentVolume, namespace: &str, name: &str, uid: &str) -> bool {
-    let Some(r) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
-        return false;
-    };
-    r.name.as_deref() == Some(name)
-        && r.namespace.as_deref() == Some(namespace)
-        && r.uid.as_deref().is_none_or(|u| u.is_empty() || u == uid)
 }
 
 /// What matching thinks of one PV for one claim.
@@ -192,12 +136,12 @@ impl Rejection {
             }
             Rejection::TooSmall => format!(
                 "too small: {} bytes, the claim asks for {}",
-                volume_bytes(pv),
+                pv.capacity_bytes(),
                 claim.request
             ),
             Rejection::VolumeMode => format!(
                 "volumeMode {}, the claim asks for {}",
-                spec.volume_mode.as_deref().unwrap_or("Filesystem"),
+                pv.volume_mode(),
                 claim.volume_mode
             ),
             Rejection::AttributesClass => format!(
@@ -207,11 +151,11 @@ impl Rejection {
             ),
             Rejection::Deleting => "being deleted".into(),
             Rejection::DelayBinding => "the claim's class is WaitForFirstConsumer: the scheduler picks a PV together with a node".into(),
-            Rejection::Phase => format!("phase is {:?}, not Available", phase(pv)),
+            Rejection::Phase => format!("phase is {:?}, not Available", pv.phase_text()),
             Rejection::Selector => "labels do not match the claim's selector".into(),
             Rejection::Class => format!(
                 "storage class {:?}, the claim asks for {:?}",
-                volume_class(pv),
+                pv.class(),
                 claim.class
             ),
             Rejection::AccessModes => format!(
@@ -235,14 +179,14 @@ pub fn verdict(claim: &ClaimFacts, pv: &PersistentVolume, delay_binding: bool) -
     if !claim.modes.iter().all(|m| pv_modes.contains(m)) {
         return reject(AccessModes);
     }
-    let prebound = bound_to_claim(pv, &claim.namespace, &claim.name, &claim.uid);
+    let prebound = pv.bound_to_claim(&claim.namespace, &claim.name, &claim.uid);
     if spec.claim_ref.is_some() && !prebound {
         return reject(ClaimedByOther);
     }
-    if volume_bytes(pv) < claim.request {
+    if pv.capacity_bytes() < claim.request {
         return reject(TooSmall);
     }
-    if spec.volume_mode.as_deref().unwrap_or("Filesystem") != claim.volume_mode {
+    if pv.volume_mode().as_str() != claim.volume_mode {
         return reject(VolumeMode);
     }
     if spec.volume_attributes_class_name.as_deref().unwrap_or("") != claim.attributes_class {
@@ -257,7 +201,7 @@ pub fn verdict(claim: &ClaimFacts, pv: &PersistentVolume, delay_binding: bool) -
     if delay_binding {
         return reject(DelayBinding);
     }
-    if phase(pv) != "Available" {
+    if pv.phase() != Some(VolumePhase::Available) {
         return reject(Phase);
     }
     if let Some(selector) = &claim.selector {
@@ -269,7 +213,7 @@ pub fn verdict(claim: &ClaimFacts, pv: &PersistentVolume, delay_binding: bool) -
             return reject(Selector);
         }
     }
-    if volume_class(pv) != claim.class {
+    if pv.class() != claim.class {
         return reject(Class);
     }
     Verdict::Candidate
@@ -291,10 +235,10 @@ pub fn check_volume_satisfies_claim(
         .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
         .and_then(|q| parse_bytes(&q.0).ok())
         .unwrap_or(0);
-    if volume_bytes(pv) < request {
+    if pv.capacity_bytes() < request {
         return Err("requested PV is too small".into());
     }
-    if volume_class(pv) != claim_class(claim) {
+    if pv.class() != claim.class() {
         return Err("storageClassName does not match".into());
     }
     let spec = pv.spec.clone().unwrap_or_default();
@@ -307,9 +251,7 @@ pub fn check_volume_satisfies_claim(
     {
         return Err("volumeAttributesClassName does not match".into());
     }
-    if spec.volume_mode.as_deref().unwrap_or("Filesystem")
-        != claim_spec.volume_mode.as_deref().unwrap_or("Filesystem")
-    {
+    if pv.volume_mode() != claim.volume_mode() {
         return Err("incompatible volumeMode".into());
     }
     let pv_modes = spec.access_modes.unwrap_or_default();
@@ -330,7 +272,7 @@ pub fn delay_binding(
     claim: &PersistentVolumeClaim,
     class: Option<&StorageClass>,
 ) -> Result<bool, MatchError> {
-    if claim_class(claim).is_empty() {
+    if claim.class().is_empty() {
         return Ok(false);
     }
     let Some(class) = class else {
@@ -387,7 +329,7 @@ pub struct VolumeIndex {
 /// Available, unclaimed and not being deleted: a PV a claim without a pre-bound PV can get.
 pub fn is_available(pv: &PersistentVolume) -> bool {
     pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
-        && phase(pv) == "Available"
+        && pv.phase() == Some(VolumePhase::Available)
         && pv.metadata.deletion_timestamp.is_none()
 }
 
@@ -479,7 +421,7 @@ impl VolumeIndex {
     }
 
     fn available_key(pv: &PersistentVolume) -> Option<(String, String)> {
-        is_available(pv).then(|| (pv_modes_key(pv), volume_class(pv).to_string()))
+        is_available(pv).then(|| (pv_modes_key(pv), pv.class().to_string()))
     }
 
     fn link(&mut self, pv: &PersistentVolume) {
@@ -489,7 +431,7 @@ impl VolumeIndex {
             self.available
                 .entry(key)
                 .or_default()
-                .insert((volume_bytes(pv), name.clone()));
+                .insert((pv.capacity_bytes(), name.clone()));
         }
         if let Some(claim) = claim_ref_key(pv) {
             self.claimed.entry(claim).or_default().insert(name);
@@ -508,7 +450,7 @@ impl VolumeIndex {
         if let Some(key) = Self::available_key(pv)
             && let Some(set) = self.available.get_mut(&key)
         {
-            set.remove(&(volume_bytes(pv), name.clone()));
+            set.remove(&(pv.capacity_bytes(), name.clone()));
             if set.is_empty() {
                 self.available.remove(&key);
             }

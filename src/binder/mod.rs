@@ -13,6 +13,7 @@ pub mod volume;
 #[cfg(test)]
 mod tests;
 
+use crate::model::ClaimExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -84,12 +85,12 @@ impl Scope {
         class: Option<&StorageClass>,
         named_volume: Option<&PersistentVolume>,
     ) -> bool {
-        if self.binder == Binder::All || crate::provision::claim::has_intent(claim) {
+        if self.binder == Binder::All || claim.has_intent() {
             return true;
         }
         let ours = match class {
             Some(c) => c.provisioner == self.driver,
-            None => crate::provision::claim::handed_over(claim, &self.driver),
+            None => claim.handed_to(&self.driver),
         };
         ours || named_volume.is_some_and(|pv| volume::is_drivers(pv, &self.driver))
     }

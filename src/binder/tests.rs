@@ -9,6 +9,7 @@ use super::bind;
 use super::claim::{ClaimStep, ClaimView, decide as decide_claim};
 use super::matching::*;
 use super::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
+use crate::model::VolumePhase;
 use crate::names::*;
 use crate::provision::plan::tests::merge;
 
@@ -1031,7 +1032,7 @@ fn s3_7_row1_no_claimref_available() {
             &pv("v", "1Gi", json!({"status": {"phase": "Pending"}})),
             ClaimLookup::Store(None)
         ),
-        VolumeStep::Phase("Available")
+        VolumeStep::Phase(VolumePhase::Available)
     );
     assert_eq!(
         vstep(&pv("v", "1Gi", json!({})), ClaimLookup::Store(None)),
@@ -1048,7 +1049,7 @@ fn s3_7_row2_prebound_by_name_available() {
     );
     assert_eq!(
         vstep(&v, ClaimLookup::Store(None)),
-        VolumeStep::Phase("Available")
+        VolumeStep::Phase(VolumePhase::Available)
     );
 }
 
@@ -1141,7 +1142,7 @@ fn s3_7_row7_claim_bound_here_volume_bound() {
             &bound_pv(json!({"status": {"phase": "Available"}})),
             ClaimLookup::Store(Some(&c))
         ),
-        VolumeStep::Phase("Bound")
+        VolumeStep::Phase(VolumePhase::Bound)
     );
     assert_eq!(
         vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))),

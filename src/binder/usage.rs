@@ -3,6 +3,7 @@
 //! a claim's claimRef points at but that the claim never used (two binders each gave the claim
 //! a PV in the same instant) keeps its data when that claim goes.
 
+use crate::model::{ClaimExt, VolumeExt};
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -22,11 +23,7 @@ pub struct ClaimUse {
 impl ClaimUse {
     /// Records the PV the claim names, if any.
     pub fn saw_claim(&mut self, claim: &PersistentVolumeClaim) {
-        let volume = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .filter(|v| !v.is_empty());
+        let volume = claim.named_volume();
         if let (Some(volume), Some(uid)) = (volume, claim.metadata.uid.as_deref())
             && self.used_by.get(volume).map(String::as_str) != Some(uid)
         {
@@ -58,7 +55,7 @@ pub fn served_its_claim(
     provisioned_name: impl Fn(&str) -> String,
     user: Option<&str>,
 ) -> bool {
-    let Some(uid) = crate::provision::volume::claim_ref_uid(pv).filter(|u| !u.is_empty()) else {
+    let Some(uid) = pv.claim_ref_uid().filter(|u| !u.is_empty()) else {
         return false;
     };
     pv.metadata.name.as_deref() == Some(provisioned_name(uid).as_str()) || user == Some(uid)

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 
 use super::claim::Notice;
-use super::matching::phase;
+use crate::model::{ClaimExt, ReclaimPolicy, VolumeExt, VolumePhase};
 use crate::names::*;
 
 /// Where the claim named by the PV's claimRef was looked up.
@@ -37,7 +37,7 @@ pub enum Reclaim {
 pub enum VolumeStep {
     None,
     /// Set the phase (message cleared), when it differs.
-    Phase(&'static str),
+    Phase(VolumePhase),
     /// The store does not show the claim (or shows another UID): read it live and decide again.
     CheckClaim,
     /// The claim is gone: mark Released, then reclaim.
@@ -73,27 +73,17 @@ impl VolumeStep {
     }
 }
 
-fn policy(pv: &PersistentVolume) -> &str {
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
-        .unwrap_or("Retain")
-}
-
 /// The PV is a CSI volume of `driver`.
 pub fn is_drivers(pv: &PersistentVolume, driver: &str) -> bool {
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.csi.as_ref())
-        .is_some_and(|c| c.driver == driver)
+    pv.csi_driver() == Some(driver)
 }
 
 fn has_finalizer(pv: &PersistentVolume) -> bool {
     crate::names::has_finalizer(&pv.metadata, FINALIZER_VOLUME)
 }
 
-fn set_phase(pv: &PersistentVolume, wanted: &'static str) -> VolumeStep {
-    if phase(pv) == wanted {
+fn set_phase(pv: &PersistentVolume, wanted: VolumePhase) -> VolumeStep {
+    if pv.phase() == Some(wanted) {
         VolumeStep::None
     } else {
         VolumeStep::Phase(wanted)
@@ -105,19 +95,19 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
     if annotation(&pv.metadata, "pv.kubernetes.io/migrated-to").is_some_and(|m| !m.is_empty()) {
         return Reclaim::External;
     }
-    match policy(pv) {
-        "Retain" => Reclaim::Keep,
-        "Delete" if is_drivers(pv, driver) => Reclaim::Delete,
+    match pv.reclaim_policy() {
+        ReclaimPolicy::Retain => Reclaim::Keep,
+        ReclaimPolicy::Delete if is_drivers(pv, driver) => Reclaim::Delete,
         // Another provisioner made it and deletes it; any CSI PV is left to its driver's
         // provisioner (kube-controller-manager's "external deleter": Released, silently).
-        "Delete"
+        ReclaimPolicy::Delete
             if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some()
                 || pv.spec.as_ref().is_some_and(|s| s.csi.is_some()) =>
         {
             Reclaim::External
         }
         // Nothing can delete it (no plugin here, no provisioner named): say so, as upstream.
-        "Delete" => Reclaim::Fail(Notice {
+        ReclaimPolicy::Delete => Reclaim::Fail(Notice {
             warning: true,
             reason: "VolumeFailedDelete",
             message: format!(
@@ -125,12 +115,12 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
                 pv.metadata.name.as_deref().unwrap_or_default()
             ),
         }),
-        "Recycle" => Reclaim::Fail(Notice {
+        ReclaimPolicy::Recycle => Reclaim::Fail(Notice {
             warning: true,
             reason: "VolumeFailedRecycle",
             message: "No recycler plugin found for the volume!".into(),
         }),
-        _ => Reclaim::Fail(Notice {
+        ReclaimPolicy::Unknown(_) => Reclaim::Fail(Notice {
             warning: true,
             reason: "VolumeUnknownReclaimPolicy",
             message: "Volume has unrecognized PersistentVolumeReclaimPolicy".into(),
@@ -147,10 +137,10 @@ pub fn deletion_done(pv: &PersistentVolume) -> bool {
 
 /// Released or Failed already: reclaim; otherwise release first.
 fn release_or_reclaim(pv: &PersistentVolume, driver: &str) -> VolumeStep {
-    match phase(pv) {
-        PHASE_RELEASED | "Failed" => match reclaim(pv, driver) {
+    match pv.phase() {
+        Some(phase @ (VolumePhase::Released | VolumePhase::Failed)) => match reclaim(pv, driver) {
             // A Failed PV stays Failed: the event was given when it failed.
-            Reclaim::Fail(_) if phase(pv) == "Failed" => VolumeStep::None,
+            Reclaim::Fail(_) if phase == VolumePhase::Failed => VolumeStep::None,
             Reclaim::Keep | Reclaim::External => VolumeStep::None,
             Reclaim::Delete if deletion_done(pv) => VolumeStep::None,
             r => VolumeStep::Reclaim(r),
@@ -162,16 +152,17 @@ fn release_or_reclaim(pv: &PersistentVolume, driver: &str) -> VolumeStep {
 /// syncVolume for `pv`; `driver` is ours (its PVs get the finalizer upkeep and CSI deletion).
 pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> VolumeStep {
     let ours = is_drivers(pv, driver);
-    if ours && has_finalizer(pv) && policy(pv) != "Delete" {
+    let delete = pv.reclaim_policy() == ReclaimPolicy::Delete;
+    if ours && has_finalizer(pv) && !delete {
         return VolumeStep::RemoveFinalizer;
     }
     let Some(claim_ref) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
-        return set_phase(pv, "Available"); // row 1
+        return set_phase(pv, VolumePhase::Available); // row 1
     };
     let Some(ref_uid) = claim_ref.uid.as_deref().filter(|u| !u.is_empty()) else {
-        return set_phase(pv, "Available"); // row 2: pre-bound by name only
+        return set_phase(pv, VolumePhase::Available); // row 2: pre-bound by name only
     };
-    let settled = matches!(phase(pv), PHASE_RELEASED | "Failed");
+    let settled = VolumePhase::settled(pv.phase());
     let claim = match claim {
         // Rows 3 and 4: confirm in the API before believing the claim is gone.
         ClaimLookup::Store(c) => match c {
@@ -185,26 +176,20 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
         return release_or_reclaim(pv, driver); // row 5
     };
     let name = pv.metadata.name.as_deref().unwrap_or_default();
-    let claim_spec = claim.spec.clone().unwrap_or_default();
-    match claim_spec.volume_name.as_deref().unwrap_or("") {
+    match claim.volume_name().unwrap_or("") {
         // Row 6: the claim's side is not written yet.
         "" => {
-            let pv_mode = pv
-                .spec
-                .as_ref()
-                .and_then(|s| s.volume_mode.as_deref())
-                .unwrap_or("Filesystem");
-            if pv_mode != claim_spec.volume_mode.as_deref().unwrap_or("Filesystem") {
+            if pv.volume_mode() != claim.volume_mode() {
                 VolumeStep::ModeMismatch
             } else {
                 VolumeStep::QueueClaim
             }
         }
         // Row 7.
-        v if v == name => match set_phase(pv, PHASE_BOUND) {
+        v if v == name => match set_phase(pv, VolumePhase::Bound) {
             VolumeStep::None
                 if ours
-                    && policy(pv) == "Delete"
+                    && delete
                     && !has_finalizer(pv)
                     && pv.metadata.deletion_timestamp.is_none() =>
             {
@@ -213,7 +198,7 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
             step => step,
         },
         // Row 8: a provisioned PV with Delete whose claim took another PV.
-        _ if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some() && policy(pv) == "Delete" => {
+        _ if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some() && delete => {
             release_or_reclaim(pv, driver)
         }
         // Rows 9 and 10.
@@ -239,9 +224,7 @@ pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeSt
             VolumeStep::None
         }
         // Only a Released PV is ours to act on: no need to read its claim before then.
-        VolumeStep::CheckClaim if !matches!(phase(pv), PHASE_RELEASED | "Failed") => {
-            VolumeStep::None
-        }
+        VolumeStep::CheckClaim if !VolumePhase::settled(pv.phase()) => VolumeStep::None,
         step => step,
     }
 }
@@ -273,11 +256,11 @@ pub fn claim_holds(volume: &PersistentVolume, claim: Option<&PersistentVolumeCla
     let Some(claim) = claim else {
         return false;
     };
-    let ref_uid = crate::provision::volume::claim_ref_uid(volume);
+    let ref_uid = volume.claim_ref_uid();
     if ref_uid.is_none() || claim.metadata.uid.as_deref() != ref_uid {
         return false;
     }
-    match claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) {
+    match claim.volume_name() {
         None | Some("") => true,
         Some(v) => Some(v) == volume.metadata.name.as_deref(),
     }

@@ -21,7 +21,7 @@ use k8s_openapi::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
-use crate::cluster::quantity::format_bytes;
+use crate::model::quantity::format_bytes;
 use crate::provision::topology::{driver_keys, segment_of};
 
 pub const DRIVER_LABEL: &str = "csi.storage.k8s.io/drivername";
@@ -133,7 +133,7 @@ fn item_of(object: &CSIStorageCapacity) -> Option<Item> {
 
 fn bytes(q: &Option<Quantity>) -> Option<i64> {
     let q = q.as_ref()?;
-    crate::cluster::quantity::parse_bytes(&q.0)
+    crate::model::quantity::parse_bytes(&q.0)
         .ok()
         .and_then(|b| i64::try_from(b).ok())
 }

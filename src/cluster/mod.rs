@@ -2,7 +2,6 @@
 
 pub mod client;
 pub mod gate;
-pub mod quantity;
 pub mod ratelimit;
 pub mod stores;
 

@@ -15,11 +15,10 @@ use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::binder::VolumeIndex;
 use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
-use crate::binder::matching::{claim_class, claim_has_no_class, default_class, is_available};
+use crate::binder::matching::{default_class, is_available};
+use crate::model::{ClaimExt, ClaimPhase, VolumePhase};
 use crate::names::*;
-use crate::provision::claim::{
-    Handover, awaits_handover, handover, handover_missing_note, has_intent,
-};
+use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
 
 impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
@@ -35,12 +34,7 @@ impl Controller {
         };
         let claim = (*cached).clone();
         let class = self.class_of(&claim);
-        let named = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .filter(|v| !v.is_empty())
-            .and_then(|v| self.volume_in_store(v));
+        let named = claim.named_volume().and_then(|v| self.volume_in_store(v));
         if !self
             .scope
             .has_claim(&claim, class.as_deref(), named.as_deref())
@@ -51,11 +45,11 @@ impl Controller {
         if !self.scope.binder.binds() {
             return self.sync_handed_over(key, claim).await;
         }
-        if has_intent(&claim) {
+        if claim.has_intent() {
             tracing::Span::current().record("op", "provision");
             return self.sync_provisioning(key, claim).await;
         }
-        let default = if claim_has_no_class(&claim) {
+        let default = if claim.names_no_class() {
             let classes = self.stores.classes.state();
             default_class(classes.iter().map(|c| &**c)).and_then(|c| c.metadata.name.clone())
         } else {
@@ -83,7 +77,7 @@ impl Controller {
         };
         // The pass's operation, recorded once (a second record would be appended, not replace
         // it): a bound claim's no-op "bind" leaves it to expansion.
-        let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        let bound = claim.is_bound();
         let no_op = match step {
             ClaimStep::None => true,
             ClaimStep::Bind(_) => bound,
@@ -225,7 +219,7 @@ impl Controller {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Option<std::sync::Arc<StorageClass>> {
-        let name = claim_class(claim);
+        let name = claim.class();
         if name.is_empty() {
             return None;
         }
@@ -266,14 +260,10 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         notice: Notice,
     ) -> Result<Outcome, SyncError> {
-        if claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Lost") {
+        if claim.phase() == Some(ClaimPhase::Lost) {
             return Ok(Outcome::Done);
         }
-        if let Some(name) = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .filter(|v| !v.is_empty())
+        if let Some(name) = claim.named_volume()
             && self.volume_in_store(name).is_none()
             && let Some(pv) = self.live_volume_if_missing(name).await?
         {
@@ -342,7 +332,7 @@ impl Controller {
                 .patch_volume(&pv, patch, "bind the PersistentVolume to the claim")
                 .await?;
         }
-        let pv = self.set_phase(&pv, PHASE_BOUND, None).await?;
+        let pv = self.set_phase(&pv, VolumePhase::Bound, None).await?;
         let mut claim = claim.clone();
         let mut wrote = false;
         if let Some(patch) = bind::claim_spec(&claim, &pv) {

@@ -14,8 +14,9 @@ use tracing::{debug, info, warn};
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::csi::{ErrorClass, Operation, v1 as csi};
+use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
-use crate::provision::claim::{self, ClaimAction, ClaimContext, has_intent};
+use crate::provision::claim::{self, ClaimAction, ClaimContext};
 use crate::provision::plan::{self, Plan, PlanFacts};
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
@@ -102,7 +103,7 @@ impl Controller {
                     let Some(pv) = self.live_volume_if_missing(&volume).await? else {
                         return Ok(Outcome::Done);
                     };
-                    let had_intent = has_intent(&claim);
+                    let had_intent = claim.has_intent();
                     self.finish(&claim, &pv).await?;
                     self.clear_backoff(key);
                     // Beside the cluster's binder, the event was given when the PV was made.
@@ -285,7 +286,7 @@ impl Controller {
     ) -> Result<(), SyncError> {
         if self.scope.binder.binds() {
             self.bind(claim, pv).await
-        } else if claim::claim_bound(claim) || !has_intent(claim) {
+        } else if claim::claim_bound(claim) || !claim.has_intent() {
             // A journal entry goes now; a finalizer once the binder has bound the claim.
             self.drop_intent(claim).await
         } else {
@@ -440,7 +441,7 @@ impl Controller {
                     .get(&name)
                     .await
                     .map_err(|e| SyncError::api("read the existing PersistentVolume", e))?;
-                if volume::claim_ref_uid(&existing) == claim.metadata.uid.as_deref() {
+                if existing.claim_ref_uid() == claim.metadata.uid.as_deref() {
                     Ok(existing)
                 } else {
                     let note = format!(
@@ -473,7 +474,7 @@ impl Controller {
             .get_opt(&plan.volume_name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?
-            && volume::claim_ref_uid(&pv) == claim.metadata.uid.as_deref()
+            && pv.claim_ref_uid() == claim.metadata.uid.as_deref()
         {
             self.drop_intent(claim).await?;
             return Ok(Outcome::Done);

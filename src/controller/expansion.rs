@@ -15,6 +15,7 @@ use super::claims::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::{CsiError, ErrorClass, Operation};
 use crate::expand::{self, Expander, ResizeStep};
+use crate::model::ClaimExt;
 use crate::names::*;
 
 /// What this process remembers of a claim's resize between passes. Lost on restart, as
@@ -103,12 +104,7 @@ impl Controller {
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
-        let Some(name) = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .filter(|n| !n.is_empty())
-        else {
+        let Some(name) = claim.named_volume() else {
             return Ok(Outcome::Done);
         };
         let Some(pv) = self.live_volume_if_missing(name).await? else {

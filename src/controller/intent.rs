@@ -10,8 +10,9 @@ use tracing::{Instrument, field, info, info_span, warn};
 
 use super::claims::reference;
 use super::{Controller, SyncError, set_finalizers, without};
+use crate::model::ClaimExt;
 use crate::names::*;
-use crate::provision::claim::{ClaimAction, has_intent};
+use crate::provision::claim::ClaimAction;
 
 impl Controller {
     /// The claim's intent is in the journal.
@@ -73,7 +74,7 @@ impl Controller {
         if let (Some(journal), Some(uid)) = (&self.journal, claim.metadata.uid.as_deref()) {
             journal.remove(uid).await?;
         }
-        if !has_intent(claim) {
+        if !claim.has_intent() {
             return Ok(());
         }
         let updated = set_finalizers(

@@ -33,6 +33,7 @@ use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, CsiClient, DriverInfo};
+use crate::model::{ClaimExt, VolumeExt, VolumePhase};
 use crate::provision::plan::{self, Features, Settings};
 use crate::queue::{Backoff, WorkQueue};
 
@@ -167,8 +168,8 @@ impl Queues {
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
                     queues.claims.add(ObjectRef::new(&name).within(&ns));
                 }
-                if let Some(v) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) {
-                    queues.volumes.add(v);
+                if let Some(v) = c.volume_name() {
+                    queues.volumes.add(v.to_string());
                 }
                 if let Some(uid) = c.metadata.uid.as_deref() {
                     queues.volumes.add(crate::provision::request::volume_name(
@@ -190,9 +191,7 @@ impl Queues {
                     }
                 };
                 if opened {
-                    queues
-                        .classes
-                        .add(crate::binder::matching::volume_class(v).to_string());
+                    queues.classes.add(v.class().to_string());
                 }
                 queues.volumes.add(v.name_any());
                 if let Some(r) = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref())
@@ -373,7 +372,6 @@ impl Controller {
     /// claims with a resize under way (one may wait for its pods to go). Settled ones wait for
     /// a change or the full resync.
     fn enqueue_unsettled(&self) {
-        let bound = |phase: Option<&str>| phase == Some(crate::names::PHASE_BOUND);
         for c in self.stores.claims.state() {
             let status = c.status.as_ref();
             let resizing = status.is_some_and(|s| {
@@ -386,12 +384,12 @@ impl Controller {
                 .as_ref()
                 .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
                 != status.and_then(|s| s.capacity.as_ref()?.get("storage"));
-            if resizing || !bound(status.and_then(|s| s.phase.as_deref())) {
+            if resizing || !c.is_bound() {
                 self.claims.add(ObjectRef::from_obj(&*c));
             }
         }
         for v in self.stores.volumes.state() {
-            if !bound(v.status.as_ref().and_then(|s| s.phase.as_deref())) {
+            if v.phase() != Some(VolumePhase::Bound) {
                 self.volumes.add(v.name_any());
             }
         }
@@ -456,12 +454,8 @@ impl Controller {
     async fn class_worker(&self) {
         while let Some(class) = self.classes.next().await {
             for c in self.stores.claims.state() {
-                let unbound = c
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.volume_name.as_deref())
-                    .is_none();
-                if unbound && crate::binder::matching::claim_class(&c) == class {
+                let unbound = c.volume_name().is_none();
+                if unbound && c.class() == class {
                     self.claims.add(ObjectRef::from_obj(&*c));
                 }
             }

@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use super::claims::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
+use crate::model::ClaimExt;
 use crate::modify::{self, ModifyStep};
 use crate::names::*;
 
@@ -39,13 +40,7 @@ impl Controller {
         if !self.features.modify {
             return Ok(Outcome::Done);
         }
-        let Some(pv) = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.as_deref())
-            .filter(|n| !n.is_empty())
-            .and_then(|n| self.volume_in_store(n))
-        else {
+        let Some(pv) = claim.named_volume().and_then(|n| self.volume_in_store(n)) else {
             return Ok(Outcome::Done);
         };
         let step = self.decide_modify(claim, &pv);

@@ -13,6 +13,7 @@ use tracing::{info, warn};
 
 use super::claims::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
+use crate::model::ClaimExt;
 use crate::names::*;
 use crate::provision::snapshot::{self, SnapshotLookup};
 use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
@@ -55,8 +56,8 @@ impl Controller {
             });
         let source_volume = source_claim
             .as_ref()
-            .and_then(|c| c.spec.as_ref()?.volume_name.clone())
-            .and_then(|v| self.volume_in_store(&v));
+            .and_then(|c| c.volume_name())
+            .and_then(|v| self.volume_in_store(v));
         (source_claim, source_volume)
     }
 
@@ -160,8 +161,7 @@ impl Controller {
             .list(&ListParams::default())
             .await
             .map_err(|e| SyncError::api("list the claims that may clone this one", e))?;
-        let in_flight =
-            |c: &PersistentVolumeClaim| crate::provision::claim::has_intent(c) || self.journaled(c);
+        let in_flight = |c: &PersistentVolumeClaim| c.has_intent() || self.journaled(c);
         if !source::release_clone_protection(claim, &clones.items, in_flight) {
             return Ok(());
         }

@@ -16,6 +16,7 @@ use crate::binder::{
     volume::{ClaimLookup, Reclaim, VolumeStep},
 };
 use crate::csi::Operation;
+use crate::model::{VolumeExt, VolumePhase};
 use crate::names::*;
 
 impl Controller {
@@ -111,13 +112,15 @@ impl Controller {
                 .await?;
         }
         info!("unbound: its claim is bound to another volume");
-        self.set_phase(&pv, "Available", None).await?;
+        self.set_phase(&pv, VolumePhase::Available, None).await?;
         Ok(())
     }
 
     /// Failed with the reason in status.message, and the event.
     async fn fail_volume(&self, pv: &PersistentVolume, notice: &Notice) -> Result<(), SyncError> {
-        let failed = self.set_phase(pv, "Failed", Some(&notice.message)).await?;
+        let failed = self
+            .set_phase(pv, VolumePhase::Failed, Some(&notice.message))
+            .await?;
         warn!("{}", notice.message);
         self.notify(&reference(&failed), notice).await;
         Ok(())
@@ -155,7 +158,7 @@ impl Controller {
         if binder::volume::claim_holds(pv, claim.as_ref()) {
             return Ok(Outcome::Again); // the cache was behind
         }
-        let released = self.set_phase(pv, PHASE_RELEASED, None).await?;
+        let released = self.set_phase(pv, VolumePhase::Released, None).await?;
         info!("released: its claim is gone");
         // The patch answered with the live PV, and the claim was just read: no need to read again.
         match binder::volume::reclaim(&released, &self.settings.driver) {
@@ -180,10 +183,7 @@ impl Controller {
         else {
             return Ok(Outcome::Done);
         };
-        let settled = matches!(
-            pv.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some(PHASE_RELEASED | "Failed")
-        );
+        let settled = VolumePhase::settled(pv.phase());
         if binder::volume::deletion_done(&pv) {
             self.remember(&pv);
             return Ok(Outcome::Done);

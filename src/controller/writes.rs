@@ -15,6 +15,7 @@ use tracing::debug;
 use super::{Controller, SyncError, error};
 use crate::binder;
 use crate::freshness::{self, Rebase};
+use crate::model::VolumePhase;
 
 impl Controller {
     /// A merge patch of the claim, its version remembered (`wrote_claim`); `action` says what it
@@ -57,9 +58,10 @@ impl Controller {
     pub(super) async fn set_phase(
         &self,
         pv: &PersistentVolume,
-        phase: &str,
+        phase: VolumePhase,
         message: Option<&str>,
     ) -> Result<PersistentVolume, SyncError> {
+        let phase = phase.as_str();
         let Some(patch) = binder::bind::volume_phase(pv, phase, message) else {
             return Ok(pv.clone());
         };

@@ -11,9 +11,9 @@ mod tests;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::{Value, json};
 
-use crate::binder::claim::{pod_finished, pod_names_claim};
-use crate::cluster::quantity::{format_bytes, parse_bytes};
 use crate::csi::v1 as csi;
+use crate::model::quantity::{format_bytes, parse_bytes};
+use crate::model::{ClaimExt, PodExt, VolumeMode};
 use crate::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
 use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
@@ -126,8 +126,8 @@ pub fn in_use(claim: &PersistentVolumeClaim, pods: &[Pod]) -> bool {
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     pods.iter().any(|pod| {
         pod.metadata.namespace == claim.metadata.namespace
-            && !pod_finished(pod)
-            && pod_names_claim(pod, name)
+            && !pod.finished()
+            && pod.names_claim(name)
     })
 }
 
@@ -197,9 +197,8 @@ impl<'a> Sizes<'a> {
 
 /// The claim is Bound to a PV of `driver` whose claimRef names it (namespace and UID).
 pub fn owns(claim: &PersistentVolumeClaim, pv: &PersistentVolume, driver: &str) -> bool {
-    let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-    let named =
-        claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == pv.metadata.name.as_deref();
+    let bound = claim.is_bound();
+    let named = claim.volume_name() == pv.metadata.name.as_deref();
     let spec = pv.spec.as_ref();
     let ours = spec
         .and_then(|s| s.csi.as_ref())
@@ -429,7 +428,7 @@ pub fn request(
         &spec.access_modes.unwrap_or_default(),
         single_node_multi_writer,
     )?;
-    let access_type = if spec.volume_mode.as_deref() == Some("Block") {
+    let access_type = if VolumeMode::from_field(spec.volume_mode.as_deref()) == VolumeMode::Block {
         AccessType::Block(BlockVolume {})
     } else {
         AccessType::Mount(MountVolume {

@@ -27,6 +27,7 @@ use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
+use crate::model::ClaimExt;
 
 pub const MODIFYING: &str = "ModifyingVolume";
 pub const MODIFY_ERROR: &str = "ModifyVolumeError";
@@ -125,7 +126,7 @@ pub fn decide(
         .as_ref()
         .and_then(|s| s.csi.as_ref())
         .is_some_and(|c| c.driver == driver);
-    let bound = claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let bound = claim.is_bound();
     if !ours || !bound {
         return ModifyStep::None;
     }

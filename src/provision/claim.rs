@@ -22,7 +22,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::source::{self, Source};
-use super::volume::claim_ref_uid;
+use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
 
 /// What the stores say about a claim's surroundings.
@@ -95,22 +95,13 @@ impl ClaimAction {
     }
 }
 
-/// The claim carries our provisioning intent: a volume for it may exist in the driver.
-pub fn has_intent(claim: &PersistentVolumeClaim) -> bool {
-    has_finalizer(&claim.metadata, FINALIZER_PROVISIONING)
-}
-
 /// Decides the next step for `claim`.
 pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
-    let finalizer = has_intent(claim);
+    let finalizer = claim.has_intent();
     let has_intent = finalizer || ctx.journaled;
     let deleting = claim.metadata.deletion_timestamp.is_some();
     let volume_name = plan::volume_name_for(claim, ctx.settings);
-    let bound_to = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.as_deref())
-        .filter(|v| !v.is_empty());
+    let bound_to = claim.named_volume();
     let claim_uid = claim.metadata.uid.as_deref().unwrap_or_default();
     if !is_ours(claim, ctx) {
         return ClaimAction::None;
@@ -124,7 +115,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
                 .map(|c| c.driver.as_str())
                 == Some(ctx.settings.driver.as_str())
             && pv.metadata.deletion_timestamp.is_none()
-            && claim_ref_uid(pv) == Some(claim_uid)
+            && pv.claim_ref_uid() == Some(claim_uid)
     });
 
     if !has_intent {
@@ -134,7 +125,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         return match (bound_to, our_pv) {
             // Bound by kube-controller-manager's binder, or not yet: either way not ours to do.
             (_, Some(_)) if !ctx.binds => ClaimAction::None,
-            (None, None) if !ctx.binds && !handed_over(claim, &ctx.settings.driver) => {
+            (None, None) if !ctx.binds && !claim.handed_to(&ctx.settings.driver) => {
                 ClaimAction::None
             }
             // A PV of ours points at the claim (recorded by a run that stopped before binding).
@@ -206,16 +197,8 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
 fn is_ours(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> bool {
     match ctx.class {
         Some(class) => class.provisioner == ctx.settings.driver,
-        None => handed_over(claim, &ctx.settings.driver),
+        None => claim.handed_to(&ctx.settings.driver),
     }
-}
-
-/// The claim's provisioner annotation (GA or beta) names `driver`: a binder found no PV for it
-/// and handed it to the driver.
-pub fn handed_over(claim: &PersistentVolumeClaim, driver: &str) -> bool {
-    annotation(&claim.metadata, ANN_STORAGE_PROVISIONER)
-        .or_else(|| annotation(&claim.metadata, ANN_BETA_STORAGE_PROVISIONER))
-        == Some(driver)
 }
 
 /// What a claim pass does beside kube-controller-manager's binder.
@@ -232,12 +215,8 @@ pub enum Handover {
 /// The claim pass beside kube-controller-manager's binder. `journaled`: its intent is in the
 /// intent journal.
 pub fn handover(claim: &PersistentVolumeClaim, driver: &str, journaled: bool) -> Handover {
-    let volume = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.as_deref())
-        .filter(|v| !v.is_empty());
-    if has_intent(claim) || journaled {
+    let volume = claim.named_volume();
+    if claim.has_intent() || journaled {
         Handover::Provision
     } else if volume.is_some() {
         if claim_bound(claim) {
@@ -245,7 +224,7 @@ pub fn handover(claim: &PersistentVolumeClaim, driver: &str, journaled: bool) ->
         } else {
             Handover::None
         }
-    } else if handed_over(claim, driver) {
+    } else if claim.handed_to(driver) {
         Handover::Provision
     } else {
         Handover::None
@@ -266,18 +245,14 @@ pub fn awaits_handover(
     let Some(class) = class.filter(|c| c.provisioner == driver) else {
         return false;
     };
-    let unbound = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.as_deref())
-        .is_none_or(str::is_empty);
+    let unbound = claim.named_volume().is_none();
     let waits_for_node = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
         && selected_node(claim).is_none();
     age >= grace
         && unbound
         && !waits_for_node
-        && !handed_over(claim, driver)
-        && !has_intent(claim)
+        && !claim.handed_to(driver)
+        && !claim.has_intent()
         && claim.metadata.deletion_timestamp.is_none()
 }
 
@@ -325,8 +300,7 @@ pub fn selected_node(claim: &PersistentVolumeClaim) -> Option<&str> {
 
 /// Both halves of the claim side of a binding are written.
 pub fn claim_bound(claim: &PersistentVolumeClaim) -> bool {
-    annotation(&claim.metadata, ANN_BIND_COMPLETED).is_some()
-        && claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(PHASE_BOUND)
+    annotation(&claim.metadata, ANN_BIND_COMPLETED).is_some() && claim.is_bound()
 }
 
 #[cfg(test)]

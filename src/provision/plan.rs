@@ -19,6 +19,7 @@ use super::snapshot::SnapshotLookup;
 use super::source::{self, SourceSupport};
 use super::topology::TopologyOptions;
 use crate::csi::v1 as csi;
+use crate::model::ClaimExt;
 use crate::names::*;
 
 /// How this sidecar was told to name and describe volumes (flags).
@@ -173,7 +174,7 @@ pub fn volume_name_for(claim: &PersistentVolumeClaim, settings: &Settings) -> St
 
 /// The claim's class name as the binder reads it (beta annotation first); None for no class.
 pub fn class_name(claim: &PersistentVolumeClaim) -> Option<&str> {
-    let class = crate::binder::matching::claim_class(claim);
+    let class = claim.class();
     (!class.is_empty()).then_some(class)
 }
 

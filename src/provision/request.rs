@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use crate::cluster::quantity::{self, QuantityError};
 use crate::csi::v1 as csi;
+use crate::model::quantity::{self, QuantityError};
 use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
 

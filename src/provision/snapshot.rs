@@ -6,9 +6,9 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::Value;
 
 use super::plan::{PlanError, PlanFacts};
-use super::source::volume_mode;
-use crate::cluster::quantity;
 use crate::csi::v1 as csi;
+use crate::model::ClaimExt;
+use crate::model::quantity;
 use crate::names::*;
 
 /// The VolumeSnapshot a claim restores from, as the API answered.
@@ -188,12 +188,12 @@ pub fn restore_source(
     }
     if prevent_mode_conversion
         && let Some(source_mode) = &content.source_volume_mode
-        && source_mode != volume_mode(claim)
+        && source_mode != claim.volume_mode().as_str()
         && !content.allow_mode_change
     {
         return Err(fail(format!(
             "it was taken from a {source_mode} volume and the claim asks for {}; converting the volume mode is refused (--prevent-volume-mode-conversion) unless VolumeSnapshotContent {content_name} is annotated {ANN_ALLOW_VOLUME_MODE_CHANGE}=\"true\"",
-            volume_mode(claim)
+            claim.volume_mode()
         )));
     }
     Ok(csi::VolumeContentSource {

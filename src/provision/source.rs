@@ -15,8 +15,9 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 use super::plan::{PlanError, PlanFacts};
-use crate::cluster::quantity;
 use crate::csi::v1 as csi;
+use crate::model::quantity;
+use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
 
 /// The API group of VolumeSnapshots.
@@ -138,15 +139,6 @@ pub fn content_source(
     }
 }
 
-/// The claim's volume mode, Filesystem when unset.
-pub fn volume_mode(claim: &PersistentVolumeClaim) -> &str {
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_mode.as_deref())
-        .unwrap_or("Filesystem")
-}
-
 /// The source volume of a clone, checked as external-provisioner checks it.
 fn clone_source(
     name: &str,
@@ -167,12 +159,7 @@ fn clone_source(
     {
         return Err(fail("it is being deleted"));
     }
-    if source_claim
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        != Some(PHASE_BOUND)
-    {
+    if !source_claim.is_bound() {
         return Err(fail("it is not Bound yet"));
     }
     let source_request = source_claim.spec.as_ref().and_then(|s| {
@@ -192,7 +179,7 @@ fn clone_source(
             q.0
         )));
     }
-    if volume_mode(source_claim) != volume_mode(claim) {
+    if source_claim.volume_mode() != claim.volume_mode() {
         return Err(fail("its volumeMode differs from the new claim's"));
     }
     let volume = facts
@@ -209,7 +196,7 @@ fn clone_source(
             csi_source.driver
         )));
     }
-    if super::volume::claim_ref_uid(volume) != source_claim.metadata.uid.as_deref() {
+    if volume.claim_ref_uid() != source_claim.metadata.uid.as_deref() {
         return Err(fail("its PersistentVolume is bound to another claim"));
     }
     Ok(csi::VolumeContentSource {

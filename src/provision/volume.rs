@@ -8,14 +8,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::plan::Plan;
-use crate::cluster::quantity;
 use crate::csi::v1 as csi;
+use crate::model::quantity;
 use crate::names::ATTR_PROVISIONER_IDENTITY;
-
-/// The UID of the claim a PV's claimRef names, if it names one by UID.
-pub fn claim_ref_uid(pv: &PersistentVolume) -> Option<&str> {
-    pv.spec.as_ref()?.claim_ref.as_ref()?.uid.as_deref()
-}
 
 /// An answer from CreateVolume that cannot be recorded; the volume must be deleted again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,190 @@
+//! What decisions read from a PersistentVolumeClaim.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+use super::VolumeMode;
+use crate::names::{
+    ANN_BETA_STORAGE_CLASS, ANN_BETA_STORAGE_PROVISIONER, ANN_STORAGE_PROVISIONER,
+    FINALIZER_PROVISIONING, annotation, has_finalizer,
+};
+
+/// A claim's `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimPhase {
+    Pending,
+    Bound,
+    Lost,
+}
+
+impl ClaimPhase {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "Pending" => Some(ClaimPhase::Pending),
+            "Bound" => Some(ClaimPhase::Bound),
+            "Lost" => Some(ClaimPhase::Lost),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimPhase::Pending => "Pending",
+            ClaimPhase::Bound => "Bound",
+            ClaimPhase::Lost => "Lost",
+        }
+    }
+}
+
+/// Accessors over a claim, so that each is spelled once.
+pub trait ClaimExt {
+    /// `namespace/name`.
+    fn key(&self) -> String;
+    /// `spec.volumeName` as written: None when absent, possibly empty.
+    fn volume_name(&self) -> Option<&str>;
+    /// The PV the claim names: `spec.volumeName` when set and not empty.
+    fn named_volume(&self) -> Option<&str> {
+        self.volume_name().filter(|v| !v.is_empty())
+    }
+    /// `status.phase`, when it is one of the three the API knows.
+    fn phase(&self) -> Option<ClaimPhase>;
+    fn is_bound(&self) -> bool {
+        self.phase() == Some(ClaimPhase::Bound)
+    }
+    /// The class as the binder reads it: the beta annotation first, then the field; "" if none.
+    fn class(&self) -> &str;
+    /// Neither the annotation nor the field names a class, so a default class may be given.
+    fn names_no_class(&self) -> bool;
+    /// `spec.volumeMode`; absent means Filesystem.
+    fn volume_mode(&self) -> VolumeMode<'_>;
+    /// The provisioner the binder handed the claim to (the GA annotation, else the beta one).
+    fn provisioner(&self) -> Option<&str>;
+    /// The binder handed the claim to `driver`.
+    fn handed_to(&self, driver: &str) -> bool {
+        self.provisioner() == Some(driver)
+    }
+    /// Our provisioning intent is written on the claim (its finalizer).
+    fn has_intent(&self) -> bool;
+}
+
+impl ClaimExt for PersistentVolumeClaim {
+    fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+
+    fn volume_name(&self) -> Option<&str> {
+        self.spec.as_ref()?.volume_name.as_deref()
+    }
+
+    fn phase(&self) -> Option<ClaimPhase> {
+        ClaimPhase::parse(self.status.as_ref()?.phase.as_deref()?)
+    }
+
+    fn class(&self) -> &str {
+        annotation(&self.metadata, ANN_BETA_STORAGE_CLASS)
+            .or_else(|| self.spec.as_ref()?.storage_class_name.as_deref())
+            .unwrap_or("")
+    }
+
+    fn names_no_class(&self) -> bool {
+        annotation(&self.metadata, ANN_BETA_STORAGE_CLASS).is_none()
+            && self
+                .spec
+                .as_ref()
+                .and_then(|s| s.storage_class_name.as_ref())
+                .is_none()
+    }
+
+    fn volume_mode(&self) -> VolumeMode<'_> {
+        VolumeMode::from_field(self.spec.as_ref().and_then(|s| s.volume_mode.as_deref()))
+    }
+
+    fn provisioner(&self) -> Option<&str> {
+        annotation(&self.metadata, ANN_STORAGE_PROVISIONER)
+            .or_else(|| annotation(&self.metadata, ANN_BETA_STORAGE_PROVISIONER))
+    }
+
+    fn has_intent(&self) -> bool {
+        has_finalizer(&self.metadata, FINALIZER_PROVISIONING)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimStatus};
+
+    fn claim(spec: PersistentVolumeClaimSpec, phase: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: Default::default(),
+            spec: Some(spec),
+            status: Some(PersistentVolumeClaimStatus {
+                phase: phase.map(Into::into),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn phases_parse_only_what_the_api_knows() {
+        let cases = [
+            (None, None),
+            (Some("Bound"), Some(ClaimPhase::Bound)),
+            (Some("Pending"), Some(ClaimPhase::Pending)),
+            (Some("Lost"), Some(ClaimPhase::Lost)),
+            (Some("bound"), None),
+            (Some(""), None),
+        ];
+        for (field, want) in cases {
+            let c = claim(Default::default(), field);
+            assert_eq!(c.phase(), want, "{field:?}");
+            assert_eq!(c.is_bound(), want == Some(ClaimPhase::Bound));
+        }
+        assert_eq!(PersistentVolumeClaim::default().phase(), None);
+    }
+
+    #[test]
+    fn the_beta_class_annotation_wins_over_the_field() {
+        let mut c = claim(
+            PersistentVolumeClaimSpec {
+                storage_class_name: Some("field".into()),
+                ..Default::default()
+            },
+            None,
+        );
+        assert_eq!(c.class(), "field");
+        assert!(!c.names_no_class());
+        c.metadata.annotations = Some([(ANN_BETA_STORAGE_CLASS.into(), "beta".into())].into());
+        assert_eq!(c.class(), "beta");
+        let none = PersistentVolumeClaim::default();
+        assert_eq!(none.class(), "");
+        assert!(none.names_no_class());
+        let empty = claim(
+            PersistentVolumeClaimSpec {
+                storage_class_name: Some(String::new()),
+                ..Default::default()
+            },
+            None,
+        );
+        assert!(
+            !empty.names_no_class(),
+            "an empty class is a choice: no default"
+        );
+    }
+
+    #[test]
+    fn the_ga_provisioner_annotation_wins_over_the_beta_one() {
+        let mut c = PersistentVolumeClaim::default();
+        assert_eq!(c.provisioner(), None);
+        c.metadata.annotations = Some([(ANN_BETA_STORAGE_PROVISIONER.into(), "b".into())].into());
+        assert_eq!(c.provisioner(), Some("b"));
+        c.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ANN_STORAGE_PROVISIONER.into(), "a".into());
+        assert_eq!(c.provisioner(), Some("a"));
+    }
+}

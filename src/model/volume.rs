@@ -1,0 +1,221 @@
+//! What decisions read from a PersistentVolume.
+
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume};
+
+use super::VolumeMode;
+use super::quantity::parse_bytes;
+use crate::names::{ANN_BETA_STORAGE_CLASS, annotation};
+
+/// A PV's `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumePhase {
+    Pending,
+    Available,
+    Bound,
+    Released,
+    Failed,
+}
+
+impl VolumePhase {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "Pending" => Some(VolumePhase::Pending),
+            "Available" => Some(VolumePhase::Available),
+            "Bound" => Some(VolumePhase::Bound),
+            "Released" => Some(VolumePhase::Released),
+            "Failed" => Some(VolumePhase::Failed),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumePhase::Pending => "Pending",
+            VolumePhase::Available => "Available",
+            VolumePhase::Bound => "Bound",
+            VolumePhase::Released => "Released",
+            VolumePhase::Failed => "Failed",
+        }
+    }
+
+    /// Released or Failed: the claim is gone and reclaim is what is left.
+    pub fn settled(phase: Option<Self>) -> bool {
+        matches!(phase, Some(VolumePhase::Released | VolumePhase::Failed))
+    }
+}
+
+/// A PV's `spec.persistentVolumeReclaimPolicy`; absent means Retain, as the API defaults it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReclaimPolicy<'a> {
+    Retain,
+    Delete,
+    Recycle,
+    Unknown(&'a str),
+}
+
+impl<'a> ReclaimPolicy<'a> {
+    pub fn from_field(field: Option<&'a str>) -> Self {
+        match field {
+            None | Some("Retain") => ReclaimPolicy::Retain,
+            Some("Delete") => ReclaimPolicy::Delete,
+            Some("Recycle") => ReclaimPolicy::Recycle,
+            Some(other) => ReclaimPolicy::Unknown(other),
+        }
+    }
+}
+
+/// Accessors over a PV, so that each is spelled once.
+pub trait VolumeExt {
+    fn name(&self) -> &str;
+    fn claim_ref(&self) -> Option<&ObjectReference>;
+    /// The claimRef's UID as written (None when absent, possibly empty: pre-bound by name).
+    fn claim_ref_uid(&self) -> Option<&str> {
+        self.claim_ref()?.uid.as_deref()
+    }
+    /// The claimRef names this claim, with its UID or with none (upstream's
+    /// IsVolumeBoundToClaim).
+    fn bound_to_claim(&self, namespace: &str, name: &str, uid: &str) -> bool {
+        self.claim_ref().is_some_and(|r| {
+            r.name.as_deref() == Some(name)
+                && r.namespace.as_deref() == Some(namespace)
+                && r.uid.as_deref().is_none_or(|u| u.is_empty() || u == uid)
+        })
+    }
+    /// `status.phase`, when it is one the API knows.
+    fn phase(&self) -> Option<VolumePhase>;
+    /// `status.phase` as written, "" when absent: for messages.
+    fn phase_text(&self) -> &str;
+    fn reclaim_policy(&self) -> ReclaimPolicy<'_>;
+    /// The class: the beta annotation first, then the field; "" if none.
+    fn class(&self) -> &str;
+    fn volume_mode(&self) -> VolumeMode<'_>;
+    /// `spec.capacity.storage` in bytes; 0 when absent or unreadable.
+    fn capacity_bytes(&self) -> u64;
+    /// The CSI driver named in `spec.csi`, if the PV is a CSI volume.
+    fn csi_driver(&self) -> Option<&str>;
+}
+
+impl VolumeExt for PersistentVolume {
+    fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    fn claim_ref(&self) -> Option<&ObjectReference> {
+        self.spec.as_ref()?.claim_ref.as_ref()
+    }
+
+    fn phase(&self) -> Option<VolumePhase> {
+        VolumePhase::parse(self.status.as_ref()?.phase.as_deref()?)
+    }
+
+    fn phase_text(&self) -> &str {
+        self.status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("")
+    }
+
+    fn reclaim_policy(&self) -> ReclaimPolicy<'_> {
+        ReclaimPolicy::from_field(
+            self.spec
+                .as_ref()
+                .and_then(|s| s.persistent_volume_reclaim_policy.as_deref()),
+        )
+    }
+
+    fn class(&self) -> &str {
+        annotation(&self.metadata, ANN_BETA_STORAGE_CLASS)
+            .or_else(|| self.spec.as_ref()?.storage_class_name.as_deref())
+            .unwrap_or("")
+    }
+
+    fn volume_mode(&self) -> VolumeMode<'_> {
+        VolumeMode::from_field(self.spec.as_ref().and_then(|s| s.volume_mode.as_deref()))
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref()?.get("storage"))
+            .and_then(|q| parse_bytes(&q.0).ok())
+            .unwrap_or(0)
+    }
+
+    fn csi_driver(&self) -> Option<&str> {
+        Some(self.spec.as_ref()?.csi.as_ref()?.driver.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PersistentVolumeSpec, PersistentVolumeStatus};
+
+    fn pv(policy: Option<&str>, phase: Option<&str>) -> PersistentVolume {
+        PersistentVolume {
+            metadata: Default::default(),
+            spec: Some(PersistentVolumeSpec {
+                persistent_volume_reclaim_policy: policy.map(Into::into),
+                ..Default::default()
+            }),
+            status: Some(PersistentVolumeStatus {
+                phase: phase.map(Into::into),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn reclaim_policy_defaults_to_retain_and_keeps_unknown_text() {
+        let cases = [
+            (None, ReclaimPolicy::Retain),
+            (Some("Retain"), ReclaimPolicy::Retain),
+            (Some("Delete"), ReclaimPolicy::Delete),
+            (Some("Recycle"), ReclaimPolicy::Recycle),
+            (Some("Shred"), ReclaimPolicy::Unknown("Shred")),
+        ];
+        for (field, want) in cases {
+            assert_eq!(pv(field, None).reclaim_policy(), want, "{field:?}");
+        }
+    }
+
+    #[test]
+    fn phases_parse_only_what_the_api_knows() {
+        for phase in [
+            VolumePhase::Pending,
+            VolumePhase::Available,
+            VolumePhase::Bound,
+            VolumePhase::Released,
+            VolumePhase::Failed,
+        ] {
+            assert_eq!(pv(None, Some(phase.as_str())).phase(), Some(phase));
+        }
+        assert_eq!(pv(None, Some("Lost")).phase(), None);
+        assert_eq!(pv(None, None).phase(), None);
+        assert!(VolumePhase::settled(Some(VolumePhase::Failed)));
+        assert!(!VolumePhase::settled(Some(VolumePhase::Bound)));
+        assert!(!VolumePhase::settled(None));
+    }
+
+    #[test]
+    fn bound_to_claim_accepts_a_missing_or_empty_uid() {
+        let mut v = pv(None, None);
+        assert!(!v.bound_to_claim("ns", "c", "u1"));
+        let reference = |uid: Option<&str>| ObjectReference {
+            namespace: Some("ns".into()),
+            name: Some("c".into()),
+            uid: uid.map(Into::into),
+            ..Default::default()
+        };
+        for (uid, want) in [
+            (None, true),
+            (Some(""), true),
+            (Some("u1"), true),
+            (Some("u2"), false),
+        ] {
+            v.spec.get_or_insert_default().claim_ref = Some(reference(uid));
+            assert_eq!(v.bound_to_claim("ns", "c", "u1"), want, "{uid:?}");
+            assert!(!v.bound_to_claim("other", "c", "u1"));
+        }
+    }
+}
