@@ -229,6 +229,47 @@ pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeSt
     }
 }
 
+/// Before a Released PV's volume is deleted, its state is read again from the API: the live PV,
+/// then (only if that still says delete) the live claim. What the reading shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recheck {
+    /// The PV is gone: nothing to do.
+    Gone,
+    /// Our deletion is over; only another finalizer holds the PV.
+    Finished,
+    /// No longer Released (or Failed) with a volume of ours to delete: decide again on it.
+    Changed,
+    /// Read the live claim and look again.
+    ReadClaim,
+    /// The claim still holds the PV: the cache was wrong to call it Released. Never delete.
+    Held,
+    /// Delete the volume.
+    Delete,
+}
+
+/// `pv`: the live PV (None: not found); `claim`: the live claim, once read (Some(None): not
+/// found).
+pub fn recheck_reclaim(
+    pv: Option<&PersistentVolume>,
+    claim: Option<Option<&PersistentVolumeClaim>>,
+    driver: &str,
+) -> Recheck {
+    let Some(pv) = pv else {
+        return Recheck::Gone;
+    };
+    if deletion_done(pv) {
+        return Recheck::Finished;
+    }
+    if !VolumePhase::settled(pv.phase()) || reclaim(pv, driver) != Reclaim::Delete {
+        return Recheck::Changed;
+    }
+    match claim {
+        None => Recheck::ReadClaim,
+        Some(claim) if claim_holds(pv, claim) => Recheck::Held,
+        Some(_) => Recheck::Delete,
+    }
+}
+
 /// The mode-mismatch events of row 6: one on the PV, one on the claim.
 pub fn mode_mismatch_notices(pv: &PersistentVolume, claim_name: &str) -> (Notice, Notice) {
     let pv_name = pv.metadata.name.clone().unwrap_or_default();

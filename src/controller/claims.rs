@@ -13,16 +13,16 @@ use tracing::{debug, info, warn};
 
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError};
-use crate::csi::{ErrorClass, Operation, v1 as csi};
+use crate::csi::{Operation, v1 as csi};
 use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
+use crate::provision::answer::{self, AfterCreate, Undo};
 use crate::provision::claim::{self, ClaimAction, ClaimContext};
 use crate::provision::plan::{self, Plan, PlanFacts};
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source;
 use crate::provision::topology::{self, ClusterNodes, SelectedNode, TopologyError};
-use crate::provision::volume;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
 const STEPS_PER_PASS: usize = 4;
@@ -226,44 +226,33 @@ impl Controller {
         if created.is_err() {
             crate::metrics::metrics().provision(class, source, false, started.elapsed());
         }
-        let answer = match created {
-            Ok(answer) => answer,
-            // Out of space where the scheduler put the pod: let it choose another node.
-            Err(e)
-                if e.code() == Some(tonic::Code::ResourceExhausted)
-                    && self.features.topology
-                    && claim::selected_node(claim).is_some() =>
-            {
-                self.reschedule(claim).await?;
-                let note = format!(
-                    "failed to provision volume {} on the selected node, asking the scheduler to choose another: {e}",
-                    plan.volume_name
-                );
+        if let Err(e) = &created {
+            self.stranded.claim(key, e);
+        }
+        let failure = created.as_ref().map_err(|e| e.failure(Operation::Create));
+        let can_reschedule = self.features.topology && claim::selected_node(claim).is_some();
+        let pv = match answer::after_create(
+            plan,
+            failure.as_ref().copied(),
+            can_reschedule,
+            &self.settings.identity,
+        ) {
+            AfterCreate::Record(pv) => pv,
+            AfterCreate::TakeBack { volume_id, note } => {
+                // Unusable: take it back, so that the retry starts clean.
+                if let Err(d) = self.delete_backend(&volume_id, secrets).await {
+                    warn!(error = %d, "cannot delete the unusable volume yet");
+                }
                 return Ok(self.provision_failed(key, claim, note).await);
             }
-            Err(e) => {
-                self.stranded.claim(key, &e);
-                let infeasible = e.class(Operation::Create) == ErrorClass::Infeasible;
-                let note = if infeasible {
-                    format!(
-                        "Volume provisioning failed with infeasible error. Retries will be delayed. {e}"
-                    )
-                } else {
-                    format!("failed to provision volume {}: {e}", plan.volume_name)
-                };
+            AfterCreate::Reschedule { note } => {
+                self.reschedule(claim).await?;
+                return Ok(self.provision_failed(key, claim, note).await);
+            }
+            AfterCreate::Fail { note, infeasible } => {
                 return Ok(self
                     .failed(key, claim, EVENT_PROVISIONING_FAILED, note, infeasible)
                     .await);
-            }
-        };
-        let pv = match volume::record(plan, &answer, &self.settings.identity) {
-            Ok(pv) => pv,
-            Err(e) => {
-                // Unusable: take it back, so that the retry starts clean.
-                if let Err(d) = self.delete_backend(&answer.volume_id, secrets).await {
-                    warn!(error = %d, "cannot delete the unusable volume yet");
-                }
-                return Ok(self.provision_failed(key, claim, e.to_string()).await);
             }
         };
         let pv = self.save_volume(&pv, claim).await?;
@@ -488,47 +477,35 @@ impl Controller {
         // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
         request.accessibility_requirements = self.topology(claim, plan).await?.unwrap_or(None);
         let deleting = claim.metadata.deletion_timestamp.is_some();
-        match self.csi.create_volume(request).await {
-            Ok(answer) => {
-                if plan.retain && deleting {
-                    // Retain: record it; the PV ends Released and stays, as upstream leaves it.
-                    if let Ok(pv) = volume::record(plan, &answer, &self.settings.identity) {
-                        self.save_volume(&pv, claim).await?;
-                        self.drop_intent(claim).await?;
-                        return Ok(Outcome::Done);
-                    }
-                }
-                if let Err(e) = self.delete_backend(&answer.volume_id, secrets).await {
+        let probed = self.csi.create_volume(request).await;
+        if let Err(e) = &probed {
+            self.stranded.claim(key, e);
+        }
+        let failure = probed.as_ref().map_err(|e| e.failure(Operation::Create));
+        match answer::after_probe(
+            plan,
+            failure.as_ref().copied(),
+            deleting,
+            &self.settings.identity,
+        ) {
+            Undo::Keep(pv) => {
+                self.save_volume(&pv, claim).await?;
+            }
+            Undo::Delete { volume_id } => {
+                if let Err(e) = self.delete_backend(&volume_id, secrets).await {
                     self.stranded.claim(key, &e);
                     let note = format!(
-                        "cannot delete volume {} made for this claim, which no longer needs it: {e}",
-                        answer.volume_id
+                        "cannot delete volume {volume_id} made for this claim, which no longer needs it: {e}"
                     );
                     return Ok(self.cleanup_failed(key, claim, note).await);
                 }
-                info!(volume = %answer.volume_id, "deleted the volume of a claim that no longer needs it");
-                self.drop_intent(claim).await?;
-                Ok(Outcome::Done)
+                info!(volume = %volume_id, "deleted the volume of a claim that no longer needs it");
             }
-            Err(e) => {
-                self.stranded.claim(key, &e);
-                match (e.class(Operation::Create), e.code()) {
-                    // Exists, with other parameters: it must not be forgotten.
-                    (_, Some(tonic::Code::AlreadyExists)) | (ErrorClass::InProgress, _) => {
-                        let note = format!(
-                            "cannot find out whether volume {} exists, to delete it: {e}",
-                            plan.volume_name
-                        );
-                        Ok(self.cleanup_failed(key, claim, note).await)
-                    }
-                    // The driver finished and made nothing.
-                    _ => {
-                        self.drop_intent(claim).await?;
-                        Ok(Outcome::Done)
-                    }
-                }
-            }
+            Undo::Unknown { note } => return Ok(self.cleanup_failed(key, claim, note).await),
+            Undo::NothingMade => {}
         }
+        self.drop_intent(claim).await?;
+        Ok(Outcome::Done)
     }
 
     async fn cleanup_failed(

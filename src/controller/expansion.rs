@@ -13,7 +13,8 @@ use tracing::{info, warn};
 
 use super::claims::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
-use crate::csi::{CsiError, ErrorClass, Operation};
+use crate::csi::Operation;
+use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeStep};
 use crate::model::ClaimExt;
 use crate::names::*;
@@ -79,18 +80,6 @@ impl Resizes {
             memory.wait = None;
         }
     }
-}
-
-/// How a ControllerExpandVolume attempt ended, as far as the claim's status is concerned.
-enum Failure {
-    /// Recorded as ControllerResizeError (and ControllerResizeInfeasible when `infeasible`).
-    Final {
-        message: String,
-        infeasible: bool,
-        in_use: bool,
-    },
-    /// Nothing recorded: the driver may still be working, or we never reached it.
-    Uncertain(String),
 }
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
@@ -208,30 +197,20 @@ impl Controller {
                 self.resized(key, &claim, &pv, capacity, node_required)
                     .await
             }
-            Err(Failure::Uncertain(note)) => {
-                memory.final_error = false;
-                Ok(self
-                    .resize_waits(key, &claim, memory, asked, note, false)
-                    .await)
-            }
-            Err(Failure::Final {
-                message,
-                infeasible,
-                in_use,
-            }) => {
-                let patch = expand::failed(&claim, &message, infeasible, &now());
-                let claim = self
-                    .patch_claim_status(&claim, patch, "record the failed resize")
-                    .await?;
-                memory.final_error = true;
-                memory.in_use = in_use;
-                let note = if in_use {
-                    format!("{message} (the volume is in use; retried once no pod uses the claim)")
-                } else {
-                    message
+            Err(failure) => {
+                let next = after_failure(failure);
+                let claim = match &next.record {
+                    Some(message) => {
+                        let patch = expand::failed(&claim, message, next.infeasible, &now());
+                        self.patch_claim_status(&claim, patch, "record the failed resize")
+                            .await?
+                    }
+                    None => claim,
                 };
+                memory.final_error = next.final_error;
+                memory.in_use = next.in_use;
                 Ok(self
-                    .resize_waits(key, &claim, memory, asked, note, infeasible)
+                    .resize_waits(key, &claim, memory, asked, next.note, next.infeasible)
                     .await)
             }
         }
@@ -244,15 +223,13 @@ impl Controller {
         key: &ClaimKey,
         pv: &PersistentVolume,
         bytes: u64,
-    ) -> Result<(u64, bool), Failure> {
+    ) -> Result<(u64, bool), ResizeFailure> {
         let mut request = expand::request(pv, bytes, self.features.single_node_multi_writer)
-            .map_err(|e| Failure::Final {
-                message: format!(
+            .map_err(|e| {
+                ResizeFailure::unusable(format!(
                     "cannot ask the driver to expand volume {}: {e}",
                     pv.name_any()
-                ),
-                infeasible: false,
-                in_use: false,
+                ))
             })?;
         if let Some(secret) = pv
             .spec
@@ -268,7 +245,7 @@ impl Controller {
                     "the PersistentVolume's controllerExpandSecretRef",
                 )
                 .await
-                .map_err(Failure::Uncertain)?;
+                .map_err(ResizeFailure::Uncertain)?;
         }
         // The semaphore is never closed; were it, the call goes unthrottled.
         let _slot = self.resizes.slots.acquire().await.ok();
@@ -278,14 +255,10 @@ impl Controller {
             .await
             .map_err(|e| {
                 self.stranded.claim(key, &e);
-                classify(&e)
+                ResizeFailure::of_call(&e.failure(Operation::Expand))
             })?;
-        let capacity =
-            expand::answer(bytes, answer.capacity_bytes).map_err(|e| Failure::Final {
-                message: e.to_string(),
-                infeasible: false,
-                in_use: false,
-            })?;
+        let capacity = expand::answer(bytes, answer.capacity_bytes)
+            .map_err(|e| ResizeFailure::unusable(e.to_string()))?;
         Ok((capacity, answer.node_expansion_required))
     }
 
@@ -415,18 +388,5 @@ impl Controller {
                 true
             }
         }
-    }
-}
-
-/// §5.1: what a failed call leaves on the claim.
-fn classify(error: &CsiError) -> Failure {
-    let message = error.to_string();
-    match error.class(Operation::Expand) {
-        ErrorClass::InProgress => Failure::Uncertain(message),
-        class => Failure::Final {
-            in_use: error.code() == Some(tonic::Code::FailedPrecondition),
-            infeasible: class == ErrorClass::Infeasible,
-            message,
-        },
     }
 }

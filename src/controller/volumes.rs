@@ -10,13 +10,14 @@ use super::claims::reference;
 use super::error::is_status;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::matching::claim_ref_key;
+use crate::binder::volume::Recheck;
 use crate::binder::{
     self,
     claim::Notice,
     volume::{ClaimLookup, Reclaim, VolumeStep},
 };
 use crate::csi::Operation;
-use crate::model::{VolumeExt, VolumePhase};
+use crate::model::VolumePhase;
 use crate::names::*;
 
 impl Controller {
@@ -175,28 +176,42 @@ impl Controller {
     /// live PV and the live claim.
     async fn reclaim(&self, cached: &PersistentVolume) -> Result<Outcome, SyncError> {
         let name = cached.name_any();
-        let Some(pv) = self
+        let live = self
             .pvs()
             .get_opt(&name)
             .await
-            .map_err(|e| SyncError::api("read the PersistentVolume", e))?
-        else {
-            return Ok(Outcome::Done);
-        };
-        let settled = VolumePhase::settled(pv.phase());
-        if binder::volume::deletion_done(&pv) {
-            self.remember(&pv);
-            return Ok(Outcome::Done);
+            .map_err(|e| SyncError::api("read the PersistentVolume", e))?;
+        let mut claim = None;
+        loop {
+            let step = binder::volume::recheck_reclaim(
+                live.as_ref(),
+                claim.as_ref().map(Option::as_ref),
+                &self.settings.driver,
+            );
+            let Some(pv) = &live else {
+                return Ok(Outcome::Done);
+            };
+            return match step {
+                Recheck::ReadClaim => {
+                    claim = Some(self.live_claim_of(pv).await?);
+                    continue;
+                }
+                Recheck::Gone => Ok(Outcome::Done),
+                Recheck::Finished => {
+                    self.remember(pv);
+                    Ok(Outcome::Done)
+                }
+                Recheck::Changed => {
+                    self.remember(pv);
+                    Ok(Outcome::Again)
+                }
+                Recheck::Held => {
+                    warn!("marked Released, but its claim still holds it; not deleting");
+                    Ok(Outcome::Done)
+                }
+                Recheck::Delete => self.delete_released(pv).await,
+            };
         }
-        if !settled || binder::volume::reclaim(&pv, &self.settings.driver) != Reclaim::Delete {
-            self.remember(&pv);
-            return Ok(Outcome::Again);
-        }
-        if binder::volume::claim_holds(&pv, self.live_claim_of(&pv).await?.as_ref()) {
-            warn!("marked Released, but its claim still holds it; not deleting");
-            return Ok(Outcome::Done);
-        }
-        self.delete_released(&pv).await
     }
 
     /// DeleteVolume, then the PV, then our finalizer, for a live PV whose claim is confirmed gone.

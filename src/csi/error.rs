@@ -8,30 +8,7 @@ use std::time::Duration;
 
 use tonic::Code;
 
-/// The driver call an error came from; the classification depends on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Delete,
-    Expand,
-    /// Identity calls, capability queries and anything else with no state in the driver.
-    Query,
-}
-
-/// How the caller must treat a failed call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// The driver finished with the call and did nothing lasting; retrying with backoff is safe,
-    /// and the arguments may change before the next attempt.
-    Final,
-    /// The operation may still be running in the driver (deadline, lost connection, abort). It
-    /// must be repeated with the same arguments until a final answer arrives, even if the object
-    /// that asked for it has gone away meanwhile.
-    InProgress,
-    /// The request can never succeed as sent (bad argument, size out of range). Retry slowly, and
-    /// only at once when the user changes what they asked for.
-    Infeasible,
-}
+pub use super::failure::{ErrorClass, Failure, FailureCode, Operation};
 
 /// A failed call to the CSI driver.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +95,21 @@ impl CsiError {
         match self {
             CsiError::Status { message, .. } | CsiError::Transport { message, .. } => Some(message),
             _ => None,
+        }
+    }
+
+    /// What the decisions need to know of this error from `operation`.
+    pub fn failure(&self, operation: Operation) -> Failure {
+        let code = match self.code() {
+            Some(Code::ResourceExhausted) => FailureCode::ResourceExhausted,
+            Some(Code::AlreadyExists) => FailureCode::AlreadyExists,
+            Some(Code::FailedPrecondition) => FailureCode::FailedPrecondition,
+            _ => FailureCode::Other,
+        };
+        Failure {
+            class: self.class(operation),
+            code,
+            text: self.to_string(),
         }
     }
 

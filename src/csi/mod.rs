@@ -4,11 +4,13 @@
 pub mod capabilities;
 pub mod client;
 pub mod error;
+pub mod failure;
 pub mod proto;
 
 pub use capabilities::{
     ControllerCapabilities, ControllerCapability, ExpansionMode, PluginCapabilities,
 };
 pub use client::{CsiClient, DriverInfo, socket_path};
-pub use error::{CsiError, ErrorClass, Operation, classify};
+pub use error::{CsiError, classify};
+pub use failure::{ErrorClass, Failure, FailureCode, Operation};
 pub use proto::v1;

@@ -5,6 +5,7 @@
 //! "volume in use" apart from other failed preconditions. The controller's `expansion` module
 //! carries the steps out.
 
+pub mod failure;
 #[cfg(test)]
 mod tests;
 

@@ -2,6 +2,7 @@
 //! from the answer, and when a volume is released and deleted. Pure: k8s-openapi types in,
 //! actions out; the controller does the I/O.
 
+pub mod answer;
 pub mod claim;
 pub mod parameters;
 pub mod plan;

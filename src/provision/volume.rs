@@ -145,13 +145,13 @@ fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::provision::plan::PlanFacts;
     use crate::provision::plan::{Features, build};
     use serde_json::json;
 
-    fn plan(clone: bool) -> Plan {
+    pub(crate) fn plan(clone: bool) -> Plan {
         let class =
             serde_json::from_value(json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"}))
                 .unwrap();
@@ -190,7 +190,7 @@ mod tests {
         .unwrap()
     }
 
-    fn answer(bytes: i64) -> csi::Volume {
+    pub(crate) fn answer(bytes: i64) -> csi::Volume {
         csi::Volume {
             capacity_bytes: bytes,
             volume_id: "vol-1".into(),

@@ -1,0 +1,129 @@
+//! Table tests of the binder's pure decisions: one test per row of the PV controller's tables
+//! (matching §2, claims and volumes §3), named after the row; split by topic, with the fixtures
+//! here.
+
+mod claims;
+mod matching;
+mod reclaim;
+mod volumes;
+mod writes;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde_json::{Value, json};
+
+use super::bind;
+#[allow(unused_imports)]
+use crate::binder::claim::{ClaimStep, ClaimView, decide as decide_claim};
+use crate::binder::matching::*;
+use crate::binder::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
+use crate::model::VolumePhase;
+use crate::names::*;
+use crate::provision::plan::tests::merge;
+
+const UID: &str = "uid-1";
+const DRIVER: &str = "d.csi";
+
+fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
+    let mut v = json!({
+        "metadata": {"name": name, "resourceVersion": "10"},
+        "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": "gold", "persistentVolumeReclaimPolicy": "Retain"},
+        "status": {"phase": "Available"}
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn claim(extra: Value) -> PersistentVolumeClaim {
+    let mut v = json!({
+        "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "5"},
+        "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Pending"}
+    });
+    merge(&mut v, extra);
+    serde_json::from_value(v).unwrap()
+}
+
+fn class(mode: Option<&str>) -> StorageClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": "gold"}, "provisioner": DRIVER, "volumeBindingMode": mode
+    }))
+    .unwrap()
+}
+
+fn index(pvs: Vec<PersistentVolume>) -> VolumeIndex {
+    let mut i = VolumeIndex::default();
+    for p in pvs {
+        i.upsert(p);
+    }
+    i
+}
+
+fn claimed_by(name: &str, uid: &str) -> Value {
+    json!({"spec": {"claimRef": {"name": name, "namespace": "ns", "uid": uid}}})
+}
+
+fn step(
+    c: &PersistentVolumeClaim,
+    pvs: Vec<PersistentVolume>,
+    class: Option<&StorageClass>,
+) -> ClaimStep {
+    step_with_default(c, pvs, class, None)
+}
+
+fn step_with_default(
+    c: &PersistentVolumeClaim,
+    pvs: Vec<PersistentVolume>,
+    class: Option<&StorageClass>,
+    default: Option<&str>,
+) -> ClaimStep {
+    let volumes = index(pvs);
+    decide_claim(
+        c,
+        &ClaimView {
+            class,
+            default_class: default,
+            volumes: &volumes,
+        },
+    )
+}
+
+fn bound_to(s: &ClaimStep) -> Option<String> {
+    match s {
+        ClaimStep::Bind(pv) => pv.metadata.name.clone(),
+        _ => None,
+    }
+}
+
+fn best(c: &PersistentVolumeClaim, pvs: Vec<PersistentVolume>) -> Option<String> {
+    let facts = ClaimFacts::of(c).unwrap();
+    index(pvs)
+        .best_match(&facts, false)
+        .and_then(|p| p.metadata.name.clone())
+}
+
+fn immediate() -> StorageClass {
+    class(Some("Immediate"))
+}
+
+fn requesting(v: &str) -> PersistentVolumeClaim {
+    claim(json!({"spec": {"volumeName": v}}))
+}
+
+fn merge_pv(p: &mut PersistentVolume, extra: Value) {
+    let mut v = serde_json::to_value(&*p).unwrap();
+    merge(&mut v, extra);
+    *p = serde_json::from_value(v).unwrap();
+}
+
+fn vstep(v: &PersistentVolume, c: ClaimLookup<'_>) -> VolumeStep {
+    decide_volume(v, c, DRIVER)
+}
+
+fn bound_pv(extra: Value) -> PersistentVolume {
+    let mut base = json!({"spec": {"claimRef": {"name": "c", "namespace": "ns", "uid": UID}}, "status": {"phase": "Bound"}});
+    merge(&mut base, extra);
+    pv("v", "1Gi", base)
+}
