@@ -28,8 +28,7 @@ impl Controller {
             return Ok(Outcome::Done);
         }
         let Some(cached) = cached else {
-            self.clear_backoff(key);
-            self.resizes.forget(key);
+            self.forget_claim(key);
             return Ok(Outcome::Done);
         };
         let claim = (*cached).clone();

@@ -227,7 +227,7 @@ impl Controller {
             crate::metrics::metrics().provision(class, source, false, started.elapsed());
         }
         if let Err(e) = &created {
-            self.stranded.claim(key, e);
+            self.strand_claim(key, e);
         }
         let failure = created.as_ref().map_err(|e| e.failure(Operation::Create));
         let can_reschedule = self.features.topology && claim::selected_node(claim).is_some();
@@ -479,7 +479,7 @@ impl Controller {
         let deleting = claim.metadata.deletion_timestamp.is_some();
         let probed = self.csi.create_volume(request).await;
         if let Err(e) = &probed {
-            self.stranded.claim(key, e);
+            self.strand_claim(key, e);
         }
         let failure = probed.as_ref().map_err(|e| e.failure(Operation::Create));
         match answer::after_probe(
@@ -493,7 +493,7 @@ impl Controller {
             }
             Undo::Delete { volume_id } => {
                 if let Err(e) = self.delete_backend(&volume_id, secrets).await {
-                    self.stranded.claim(key, &e);
+                    self.strand_claim(key, &e);
                     let note = format!(
                         "cannot delete volume {volume_id} made for this claim, which no longer needs it: {e}"
                     );

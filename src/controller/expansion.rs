@@ -3,7 +3,6 @@
 //! upstream keeps in memory (the last attempt's final error, "volume in use", the slow set)
 //! lives in `Resizes`, per claim.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -12,75 +11,13 @@ use kube::api::{Api, ListParams};
 use tracing::{info, warn};
 
 use super::claims::reference;
+use super::memory::ResizeMemory;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeStep};
 use crate::model::ClaimExt;
 use crate::names::*;
-
-/// What this process remembers of a claim's resize between passes. Lost on restart, as
-/// upstream's: an attempt then counts as uncertain until it fails again.
-#[derive(Debug, Clone, Default)]
-pub(super) struct ResizeMemory {
-    uid: String,
-    /// The last attempt ended with a final error, so the user's new size is honoured.
-    final_error: bool,
-    /// The driver refused because the volume is in use (offline expansion only).
-    in_use: bool,
-    /// Passes with this requested size (bytes) wait until then: backoff, or the slow set.
-    /// A new size from the user is looked at at once.
-    wait: Option<(u64, Instant)>,
-    /// The requested size last reported as impossible because the driver cannot expand.
-    announced: Option<u64>,
-}
-
-pub(super) struct Resizes {
-    memory: std::sync::Mutex<HashMap<ClaimKey, ResizeMemory>>,
-    /// `--workers`: how many ControllerExpandVolume calls may run at once (csi-resizer's
-    /// worker count; the other work of a pass does not wait for it).
-    slots: tokio::sync::Semaphore,
-}
-
-impl Resizes {
-    pub(super) fn new(workers: usize) -> Self {
-        Resizes {
-            memory: Default::default(),
-            slots: tokio::sync::Semaphore::new(workers.max(1)),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClaimKey, ResizeMemory>> {
-        self.memory.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The memory of this claim; a claim replaced under the same name starts afresh.
-    fn get(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> ResizeMemory {
-        let uid = claim.metadata.uid.clone().unwrap_or_default();
-        match self.lock().get(key) {
-            Some(m) if m.uid == uid => m.clone(),
-            _ => ResizeMemory {
-                uid,
-                ..Default::default()
-            },
-        }
-    }
-
-    fn put(&self, key: &ClaimKey, memory: ResizeMemory) {
-        self.lock().insert(key.clone(), memory);
-    }
-
-    pub(super) fn forget(&self, key: &ClaimKey) {
-        self.lock().remove(key);
-    }
-
-    /// The next pass may try again at once (the driver is back after an outage).
-    pub(super) fn lift_wait(&self, key: &ClaimKey) {
-        if let Some(memory) = self.lock().get_mut(key) {
-            memory.wait = None;
-        }
-    }
-}
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
     expand::Sizes::of(claim, pv).requested
@@ -99,7 +36,7 @@ impl Controller {
         let Some(pv) = self.live_volume_if_missing(name).await? else {
             return Ok(Outcome::Done);
         };
-        let mut memory = self.resizes.get(key, claim);
+        let mut memory = self.claim_memory.of_claim(key, claim).resize;
         let Some(expander) = self.expander else {
             self.cannot_expand(key, claim, &pv, memory).await;
             return Ok(Outcome::Done);
@@ -127,7 +64,7 @@ impl Controller {
             None => pv,
         };
         let ResizeStep::Expand { bytes, start } = plan.step else {
-            self.resizes.forget(key);
+            self.forget_resize(key);
             return Ok(Outcome::Done);
         };
         tracing::Span::current().record("op", "expand");
@@ -248,13 +185,13 @@ impl Controller {
                 .map_err(ResizeFailure::Uncertain)?;
         }
         // The semaphore is never closed; were it, the call goes unthrottled.
-        let _slot = self.resizes.slots.acquire().await.ok();
+        let _slot = self.expansion_slots.acquire().await.ok();
         let answer = self
             .csi
             .controller_expand_volume(request)
             .await
             .map_err(|e| {
-                self.stranded.claim(key, &e);
+                self.strand_claim(key, &e);
                 ResizeFailure::of_call(&e.failure(Operation::Expand))
             })?;
         let capacity = expand::answer(bytes, answer.capacity_bytes)
@@ -315,13 +252,19 @@ impl Controller {
         if let Some(seconds) = started {
             crate::metrics::metrics().resize_done.observe(seconds);
         }
-        self.resizes.forget(key);
+        self.forget_resize(key);
         self.claims.forget(key);
         info!(volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
         self.events
             .normal(&reference(&claim), reason, note.to_string())
             .await;
         Ok(Outcome::Done)
+    }
+
+    /// The resize is over (or there is none): what was remembered of it goes.
+    fn forget_resize(&self, key: &ClaimKey) {
+        self.claim_memory
+            .update_if_known(key, |m| m.resize = ResizeMemory::default());
     }
 
     /// A larger size asked of a driver that cannot expand: said once per size, as nothing will
@@ -341,7 +284,8 @@ impl Controller {
             return;
         }
         memory.announced = Some(sizes.requested);
-        self.resizes.put(key, memory);
+        self.claim_memory
+            .update_claim(key, claim, |m| m.resize = memory);
         let note = format!(
             "CSI driver {} cannot expand volumes (no EXPAND_VOLUME capability in its controller or node service); the claim keeps its size",
             self.settings.driver
@@ -368,7 +312,8 @@ impl Controller {
             self.claims.retry(key.clone())
         };
         memory.wait = Some((asked, due_at(delay)));
-        self.resizes.put(key, memory);
+        self.claim_memory
+            .update_claim(key, claim, |m| m.resize = memory);
         warn!(retry_in = ?delay, "resize failed: {note}");
         self.events
             .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)

@@ -9,13 +9,13 @@ mod events;
 mod expansion;
 mod intent;
 mod journal;
+mod memory;
 mod modify;
 mod sources;
 mod stranded;
 mod volumes;
 mod writes;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
@@ -80,11 +80,9 @@ pub struct Controller {
     claims: WorkQueue<ClaimKey>,
     volumes: WorkQueue<String>,
     classes: WorkQueue<String>,
-    /// Per claim: the resourceVersion a driver call last failed on, and when to try again. A
-    /// change to the claim lifts the wait; watch noise does not.
-    not_before: Mutex<HashMap<ClaimKey, (String, Instant)>>,
-    /// Claims whose populator data source was announced in an Event.
-    announced: Mutex<std::collections::HashSet<String>>,
+    /// Everything remembered of a claim, or of a PV, between passes (memory.rs).
+    claim_memory: memory::Memories<ClaimKey, memory::ClaimMemory>,
+    volume_memory: memory::Memories<String, memory::VolumeMemory>,
     /// How the driver grows volumes; None: it cannot, and claims keep their size.
     expander: Option<crate::expand::Expander>,
     /// `--handle-volume-inuse-error`: after "volume in use", wait until no pod uses the claim.
@@ -92,13 +90,9 @@ pub struct Controller {
     /// Record the pre-resize capacity on PVs the node still has to grow (`AnnotateFsResize`).
     annotate_fs_resize: bool,
     handover_grace: Duration,
-    resizes: expansion::Resizes,
-    /// Keys to retry at once when the driver answers again.
-    stranded: stranded::Stranded,
-    /// Per claim: the resourceVersion our last write to it answered with. A pass on an older
-    /// copy from the store (the watch behind our own write) would write on stale data and
-    /// conflict; it waits for the watch instead, whose event queues the claim again.
-    claim_written: Mutex<HashMap<ClaimKey, u64>>,
+    /// `--workers`: how many ControllerExpandVolume calls may run at once (csi-resizer's
+    /// worker count; the other work of a pass does not wait for it).
+    expansion_slots: tokio::sync::Semaphore,
     /// `--intent-journal` beside kube-controller-manager's binder: intents in files, not in a
     /// claim finalizer.
     journal: Option<Arc<Journal>>,
@@ -257,8 +251,8 @@ impl Controller {
             claims: queues.claims,
             volumes: queues.volumes,
             classes: queues.classes,
-            not_before: Mutex::default(),
-            announced: Mutex::default(),
+            claim_memory: Default::default(),
+            volume_memory: Default::default(),
             expander: crate::expand::Expander::of(
                 driver.controller.has(ControllerCapability::ExpandVolume),
                 driver.node_expansion,
@@ -266,9 +260,7 @@ impl Controller {
             handle_volume_inuse_error: switches.handle_volume_inuse_error,
             annotate_fs_resize: switches.annotate_fs_resize,
             handover_grace: switches.handover_grace,
-            resizes: expansion::Resizes::new(switches.expansion_workers),
-            stranded: stranded::Stranded::default(),
-            claim_written: Mutex::default(),
+            expansion_slots: tokio::sync::Semaphore::new(switches.expansion_workers.max(1)),
             journal: switches.journal,
         })
     }
@@ -403,30 +395,33 @@ impl Controller {
         self.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Remembers the version of a claim we just wrote (see `claim_written`).
+    /// Remembers the version of a claim we just wrote (see `ClaimMemory::written`).
     fn wrote_claim(&self, claim: &PersistentVolumeClaim) {
         if let Some(rv) = numeric_version(claim) {
-            self.claim_written
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(ObjectRef::from_obj(claim), rv);
+            self.claim_memory
+                .update_claim(&ObjectRef::from_obj(claim), claim, |m| m.written = Some(rv));
         }
     }
 
     /// True when the store's copy of the claim is older than our last write to it. A copy that
     /// caught up (or a claim gone from the store) ends the wait.
     fn claim_is_behind(&self, key: &ClaimKey, cached: Option<&PersistentVolumeClaim>) -> bool {
-        let mut written = self.claim_written.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(&wrote) = written.get(key) else {
+        let Some(wrote) = self.claim_memory.get(key).written else {
             return false;
         };
         match cached.and_then(numeric_version) {
             Some(seen) if seen < wrote => true,
             _ => {
-                written.remove(key);
+                self.claim_memory.update_if_known(key, |m| m.written = None);
                 false
             }
         }
+    }
+
+    /// The claim is gone: everything remembered of it goes too.
+    fn forget_claim(&self, key: &ClaimKey) {
+        self.claim_memory.forget(key);
+        self.claims.forget(key);
     }
 
     /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
@@ -498,17 +493,11 @@ impl Controller {
         }
     }
 
-    fn not_before(&self) -> MutexGuard<'_, HashMap<ClaimKey, (String, Instant)>> {
-        self.not_before
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// True while a failed driver call on this version of the claim waits for its retry.
     fn backing_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> bool {
         let rv = claim.resource_version().unwrap_or_default();
-        match self.not_before().get(key) {
-            Some((failed_rv, until)) => *failed_rv == rv && Instant::now() < *until,
+        match self.claim_memory.get(key).not_before {
+            Some((failed_rv, until)) => failed_rv == rv && Instant::now() < until,
             None => false,
         }
     }
@@ -521,15 +510,15 @@ impl Controller {
         } else {
             self.claims.retry(key.clone())
         };
-        self.not_before().insert(
-            key.clone(),
-            (claim.resource_version().unwrap_or_default(), due_at(delay)),
-        );
+        let until = (claim.resource_version().unwrap_or_default(), due_at(delay));
+        self.claim_memory
+            .update_claim(key, claim, |m| m.not_before = Some(until));
         delay
     }
 
     fn clear_backoff(&self, key: &ClaimKey) {
-        self.not_before().remove(key);
+        self.claim_memory
+            .update_if_known(key, |m| m.not_before = None);
         self.claims.forget(key);
     }
 

@@ -199,12 +199,9 @@ impl Controller {
                 .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
                 .await;
         }
-        let uid = claim.uid().unwrap_or_default();
         let first = self
-            .announced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uid);
+            .claim_memory
+            .update_claim(key, claim, |m| !std::mem::replace(&mut m.announced, true));
         if first {
             info!(%kind, %name, "data source left to a volume populator");
             self.events

@@ -2,8 +2,6 @@
 //! dropped, `Unavailable`). Their retries wait out a backoff that grows during an outage (up to
 //! `--retry-interval-max`); once the driver answers Probe again they are queued at once.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use tracing::info;
@@ -14,60 +12,38 @@ use crate::csi::CsiError;
 /// How often Probe is asked while some key is stranded.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
-#[derive(Default)]
-pub(super) struct Stranded {
-    claims: Mutex<HashSet<ClaimKey>>,
-    volumes: Mutex<HashSet<String>>,
-}
-
-impl Stranded {
-    pub(super) fn claim(&self, key: &ClaimKey, error: &CsiError) {
-        if error.unreachable() {
-            self.claims
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(key.clone());
-        }
-    }
-
-    pub(super) fn volume(&self, name: &str, error: &CsiError) {
-        if error.unreachable() {
-            self.volumes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.to_string());
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.claims
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
-            && self
-                .volumes
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_empty()
-    }
-
-    fn take(&self) -> (Vec<ClaimKey>, Vec<String>) {
-        let claims = std::mem::take(&mut *self.claims.lock().unwrap_or_else(|p| p.into_inner()));
-        let volumes = std::mem::take(&mut *self.volumes.lock().unwrap_or_else(|p| p.into_inner()));
-        (claims.into_iter().collect(), volumes.into_iter().collect())
-    }
-}
-
 impl Controller {
+    /// Remembers a claim whose pass failed on an unreachable driver.
+    pub(super) fn strand_claim(&self, key: &ClaimKey, error: &CsiError) {
+        if error.unreachable() {
+            self.claim_memory.update(key, |m| m.stranded = true);
+        }
+    }
+
+    /// Remembers a PV whose pass failed on an unreachable driver.
+    pub(super) fn strand_volume(&self, name: &str, error: &CsiError) {
+        if error.unreachable() {
+            self.volume_memory
+                .update(&name.to_string(), |m| m.stranded = true);
+        }
+    }
+
     /// Runs until the queues close: while keys are stranded, asks Probe every second, and on
     /// the first answer queues them all at once, their backoff cleared.
     pub(super) async fn resume_when_driver_returns(&self) {
         loop {
             tokio::time::sleep(PROBE_EVERY).await;
-            if self.stranded.is_empty() || !matches!(self.csi.probe().await, Ok(true)) {
+            let stranded =
+                self.claim_memory.any(|m| m.stranded) || self.volume_memory.any(|m| m.stranded);
+            if !stranded || !matches!(self.csi.probe().await, Ok(true)) {
                 continue;
             }
-            let (claims, volumes) = self.stranded.take();
+            let claims = self
+                .claim_memory
+                .take_where(|m| std::mem::take(&mut m.stranded));
+            let volumes = self
+                .volume_memory
+                .take_where(|m| std::mem::take(&mut m.stranded));
             info!(
                 claims = claims.len(),
                 volumes = volumes.len(),
@@ -75,10 +51,13 @@ impl Controller {
             );
             for key in claims {
                 self.clear_backoff(&key);
-                self.resizes.lift_wait(&key);
+                self.claim_memory
+                    .update_if_known(&key, |m| m.resize.wait = None);
                 self.claims.add(key);
             }
             for name in volumes {
+                // A PV's memory is only this mark.
+                self.volume_memory.forget(&name);
                 self.volumes.forget(&name);
                 self.volumes.add(name);
             }

@@ -258,7 +258,7 @@ impl Controller {
         let deleted = self.delete_backend(&handle, secrets).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
         if let Err(e) = deleted {
-            self.stranded.volume(&name, &e);
+            self.strand_volume(&name, &e);
             let note = format!("failed to delete volume {handle}: {e}");
             self.events
                 .warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note)
