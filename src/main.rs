@@ -13,7 +13,6 @@ use csi_pv_controller::config::{Command, Config};
 use csi_pv_controller::controller::{self, Controller, Options, Queues};
 use csi_pv_controller::csi::CsiClient;
 use csi_pv_controller::model::ClaimExt;
-use csi_pv_controller::provision::plan::Settings;
 use csi_pv_controller::queue::Backoff;
 use csi_pv_controller::{http, leader};
 
@@ -185,21 +184,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         r = startup => r?,
         _ = stopped() => return Ok(()),
     };
-    let settings = Settings {
-        driver: driver.name.clone(),
-        volume_name_prefix: config.volume_name_prefix.clone(),
-        volume_name_uuid_length: config.uuid_length(),
-        default_fs_type: Some(config.default_fstype.clone()).filter(|f| !f.is_empty()),
-        extra_create_metadata: config.extra_create_metadata,
-        controller_publish_readonly: config.controller_publish_readonly,
-        identity: controller::provisioner_identity(&driver.name),
-        prevent_volume_mode_conversion: config.prevent_volume_mode_conversion,
-        topology: csi_pv_controller::provision::topology::TopologyOptions {
-            strict: config.strict_topology,
-            immediate: config.immediate_topology,
-        },
-        extra_modify_metadata: config.extra_modify_metadata,
-    };
+    let settings = config.settings(&driver.name, controller::provisioner_identity(&driver.name));
     health.watch(stores.watches.clone());
     let publisher = match config.enable_capacity {
         true => Some(

@@ -10,7 +10,8 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::claims::reference;
+use super::dispatch::Stage;
+use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::binder::VolumeIndex;
 use crate::binder::bind;
@@ -21,33 +22,17 @@ use crate::names::*;
 use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
 
 impl Controller {
-    pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
-        let cached = self.stores.claims.get(key);
-        if self.claim_is_behind(key, cached.as_deref()) {
-            debug!("the store is behind our last write to the claim; waiting for the watch");
-            return Ok(Outcome::Done);
-        }
-        let Some(cached) = cached else {
-            self.forget_claim(key);
-            return Ok(Outcome::Done);
-        };
-        let claim = (*cached).clone();
-        let class = self.class_of(&claim);
-        let named = claim.named_volume().and_then(|v| self.volume_in_store(v));
-        if !self
-            .scope
-            .has_claim(&claim, class.as_deref(), named.as_deref())
-        {
-            return Ok(Outcome::Done);
-        }
-        self.release_clone_source(&claim).await?;
-        if !self.scope.binder.binds() {
-            return self.sync_handed_over(key, claim).await;
-        }
+    /// The binder's step for a claim of ours: carried out here, or handed on to provisioning
+    /// or expansion.
+    pub(super) async fn bind_claim(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Stage, SyncError> {
         if claim.has_intent() {
-            tracing::Span::current().record("op", "provision");
-            return self.sync_provisioning(key, claim).await;
+            return Ok(Stage::Provision);
         }
+        let class = self.class_of(claim);
         let default = if claim.names_no_class() {
             let classes = self.stores.classes.state();
             default_class(classes.iter().map(|c| &**c)).and_then(|c| c.metadata.name.clone())
@@ -59,7 +44,7 @@ impl Controller {
         let (step, _reservation) = {
             let mut volumes = self.index_mut();
             let step = crate::binder::claim::decide(
-                &claim,
+                claim,
                 &ClaimView {
                     class: class.as_deref(),
                     default_class: default.as_deref(),
@@ -86,53 +71,54 @@ impl Controller {
             tracing::Span::current().record("op", step.name());
         }
         debug!(step = step.name(), "binder decided");
+        let done = |outcome| Ok(Stage::Done(outcome));
         match step {
-            ClaimStep::None => self.sync_bound(key, &claim).await,
+            ClaimStep::None => Ok(Stage::Expand),
             // A bound claim decides "bind" too (every write then skipped): its size is next.
             ClaimStep::Bind(pv) => {
-                self.bind(&claim, &pv).await?;
-                self.sync_bound(key, &claim).await
+                self.bind(claim, &pv).await?;
+                Ok(Stage::Expand)
             }
             ClaimStep::Pending(notice) => {
-                self.set_claim_unbound(&claim, PHASE_PENDING).await?;
+                self.set_claim_unbound(claim, PHASE_PENDING).await?;
                 if let Some(n) = notice {
-                    self.notify(&reference(&claim), &n).await;
+                    self.notify(&reference(claim), &n).await;
                 }
-                Ok(Outcome::Done)
+                done(Outcome::Done)
             }
             ClaimStep::WaitForConsumer => {
-                self.set_claim_unbound(&claim, PHASE_PENDING).await?;
-                let pods = self.unscheduled_pods_of(&claim).await;
+                self.set_claim_unbound(claim, PHASE_PENDING).await?;
+                let pods = self.unscheduled_pods_of(claim).await;
                 let notice = crate::binder::claim::wait_notice(&pods);
-                self.notify(&reference(&claim), &notice).await;
-                Ok(Outcome::Done)
+                self.notify(&reference(claim), &notice).await;
+                done(Outcome::Done)
             }
-            ClaimStep::Lost(notice) => self.lose(&claim, notice).await,
+            ClaimStep::Lost(notice) => self.lose(claim, notice).await.map(Stage::Done),
             ClaimStep::AssignDefaultClass(name) => {
                 self.patch_claim(
-                    &claim,
-                    bind::default_class(&claim, &name),
+                    claim,
+                    bind::default_class(claim, &name),
                     "give the claim the default StorageClass",
                 )
                 .await?;
                 info!(class = %name, "assigned the default StorageClass");
                 // The watch brings the changed claim back.
-                Ok(Outcome::Done)
+                done(Outcome::Done)
             }
             ClaimStep::Provision { provisioner } if provisioner == self.settings.driver => {
-                self.sync_provisioning(key, claim).await
+                Ok(Stage::Provision)
             }
             ClaimStep::Provision { provisioner } => {
-                self.external_provisioning(&claim, &provisioner).await?;
-                Ok(Outcome::Done)
+                self.external_provisioning(claim, &provisioner).await?;
+                done(Outcome::Done)
             }
             ClaimStep::CannotProvision(notice) => {
                 warn!("{}", notice.message);
-                self.notify(&reference(&claim), &notice).await;
-                Ok(Outcome::Done)
+                self.notify(&reference(claim), &notice).await;
+                done(Outcome::Done)
             }
             ClaimStep::Refuse(notice, error) => {
-                self.notify(&reference(&claim), &notice).await;
+                self.notify(&reference(claim), &notice).await;
                 Err(SyncError::Inconsistent(error))
             }
             ClaimStep::Fail(error) => {
@@ -142,7 +128,7 @@ impl Controller {
                     reason: "FailedBinding",
                     message: error.clone(),
                 };
-                self.notify(&reference(&claim), &notice).await;
+                self.notify(&reference(claim), &notice).await;
                 Err(SyncError::Input(error))
             }
         }
@@ -150,12 +136,8 @@ impl Controller {
 
     /// Beside kube-controller-manager's binder: provision what it handed to the driver, grow
     /// what it bound; never a binding write.
-    async fn sync_handed_over(
-        &self,
-        key: &ClaimKey,
-        claim: PersistentVolumeClaim,
-    ) -> Result<Outcome, SyncError> {
-        match handover(&claim, &self.settings.driver, self.journaled(&claim)) {
+    pub(super) async fn handed_over(&self, claim: &PersistentVolumeClaim) -> Stage {
+        match handover(claim, &self.settings.driver, self.journaled(claim)) {
             Handover::None => {
                 let age = claim
                     .metadata
@@ -164,9 +146,9 @@ impl Controller {
                     .and_then(crate::metrics::seconds_since)
                     .map(std::time::Duration::from_secs_f64)
                     .unwrap_or_default();
-                let class = self.class_of(&claim);
+                let class = self.class_of(claim);
                 if awaits_handover(
-                    &claim,
+                    claim,
                     class.as_deref(),
                     &self.settings.driver,
                     age,
@@ -178,15 +160,12 @@ impl Controller {
                         message: handover_missing_note(&self.settings.driver, age),
                     };
                     warn!("{}", notice.message);
-                    self.notify(&reference(&claim), &notice).await;
+                    self.notify(&reference(claim), &notice).await;
                 }
-                Ok(Outcome::Done)
+                Stage::Done(Outcome::Done)
             }
-            Handover::Provision => {
-                tracing::Span::current().record("op", "provision");
-                self.sync_provisioning(key, claim).await
-            }
-            Handover::Expand => self.sync_bound(key, &claim).await,
+            Handover::Provision => Stage::Provision,
+            Handover::Expand => Stage::Expand,
         }
     }
 

@@ -10,8 +10,8 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use tracing::{info, warn};
 
-use super::claims::reference;
 use super::memory::ResizeMemory;
+use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};

@@ -8,7 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{Instrument, field, info, info_span, warn};
 
-use super::claims::reference;
+use super::reference;
 use super::{Controller, SyncError, set_finalizers, without};
 use crate::model::ClaimExt;
 use crate::names::*;

@@ -3,7 +3,7 @@
 
 mod activity;
 mod binding;
-mod claims;
+mod dispatch;
 mod error;
 mod events;
 mod expansion;
@@ -11,6 +11,7 @@ mod intent;
 mod journal;
 mod memory;
 mod modify;
+mod provisioning;
 mod sources;
 mod stranded;
 mod volumes;
@@ -635,4 +636,11 @@ pub fn provisioner_identity(driver: &str) -> String {
         .unwrap_or_default();
     let salt = (now.subsec_nanos() ^ std::process::id()) % 10_000;
     format!("{}-{salt}-{driver}", now.as_millis())
+}
+
+/// The reference an Event about `object` names.
+pub(super) fn reference<K: kube::Resource<DynamicType = ()>>(
+    object: &K,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    object.object_ref(&())
 }

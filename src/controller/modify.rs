@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use tracing::{info, warn};
 
-use super::claims::reference;
+use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
 use crate::modify::{self, ModifyStep};

@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::claims::reference;
+use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
 use crate::model::ClaimExt;
 use crate::names::*;

@@ -6,8 +6,8 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
-use super::claims::reference;
 use super::error::is_status;
+use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::matching::claim_ref_key;
 use crate::binder::volume::Recheck;

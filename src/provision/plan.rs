@@ -17,30 +17,10 @@ use super::request::{self, ClaimError};
 use super::secrets::{self, SecretRef, TemplateError, TemplateInput};
 use super::snapshot::SnapshotLookup;
 use super::source::{self, SourceSupport};
-use super::topology::TopologyOptions;
+pub use crate::config::Settings;
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
 use crate::names::*;
-
-/// How this sidecar was told to name and describe volumes (flags).
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The driver name from GetPluginInfo.
-    pub driver: String,
-    pub volume_name_prefix: String,
-    pub volume_name_uuid_length: Option<usize>,
-    pub default_fs_type: Option<String>,
-    pub extra_create_metadata: bool,
-    pub controller_publish_readonly: bool,
-    /// `storage.kubernetes.io/csiProvisionerIdentity` for the PVs of this process.
-    pub identity: String,
-    /// `--prevent-volume-mode-conversion`: a restore keeps the snapshot's volume mode.
-    pub prevent_volume_mode_conversion: bool,
-    /// `--strict-topology` and `--immediate-topology`.
-    pub topology: TopologyOptions,
-    /// `--extra-modify-metadata`: ControllerModifyVolume gets the claim's and PV's names.
-    pub extra_modify_metadata: bool,
-}
 
 /// The driver capabilities that change what a plan may contain.
 #[derive(Debug, Clone, Copy, Default)]

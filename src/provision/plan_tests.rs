@@ -22,7 +22,7 @@ pub(crate) fn settings() -> Settings {
         controller_publish_readonly: false,
         identity: "id".into(),
         prevent_volume_mode_conversion: true,
-        topology: TopologyOptions::default(),
+        topology: crate::config::TopologyOptions::default(),
         extra_modify_metadata: false,
     }
 }

@@ -60,24 +60,7 @@ pub enum TopologyError {
     SelectedNotRequisite { node: String, segment: Segment },
 }
 
-/// How csi-provisioner's topology flags are set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TopologyOptions {
-    /// `--strict-topology`: delayed binding asks for the selected node's segment only.
-    pub strict: bool,
-    /// `--immediate-topology`: immediate binding without allowedTopologies asks for the
-    /// segments of every node the driver is on.
-    pub immediate: bool,
-}
-
-impl Default for TopologyOptions {
-    fn default() -> Self {
-        TopologyOptions {
-            strict: false,
-            immediate: true,
-        }
-    }
-}
+pub use crate::config::TopologyOptions;
 
 /// The cluster's nodes as the stores hold them: each CSINode, and each Node's labels.
 #[derive(Debug, Clone, Default)]

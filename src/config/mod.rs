@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
+mod settings;
+pub use settings::{Settings, TopologyOptions};
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "csi-pv-controller",
@@ -397,5 +400,4 @@ impl Config {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

@@ -1,18 +1,18 @@
-//! Carrying out claim actions: the intent, CreateVolume, the PV, the binding, and the clean-up
-//! of volumes whose claim went away.
+//! The provisioning executor: carries out what `provision::claim` decides for a claim (the
+//! intent, CreateVolume, the PV, the binding) and the undo of volumes whose claim went away.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
 use k8s_openapi::api::storage::v1::CSINode;
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::error::is_status;
-use super::{ClaimKey, Controller, Outcome, SyncError};
+use super::{ClaimKey, Controller, Outcome, SyncError, reference};
 use crate::csi::{Operation, v1 as csi};
 use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
@@ -533,10 +533,4 @@ impl Controller {
             other => other,
         }
     }
-}
-
-pub(super) fn reference<K: Resource<DynamicType = ()>>(
-    object: &K,
-) -> k8s_openapi::api::core::v1::ObjectReference {
-    object.object_ref(&())
 }

@@ -1,0 +1,62 @@
+//! One pass over a claim, in the order its life goes: the binder first (ours, or the cluster's
+//! handing the claim over), then provisioning for what has no volume yet, then expansion and
+//! attribute changes for what is bound.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use tracing::debug;
+
+use super::{ClaimKey, Controller, Outcome, SyncError};
+use crate::model::ClaimExt;
+
+/// Where the binder's part of a pass leaves the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// The pass is over.
+    Done(Outcome),
+    /// Provisioning decides the rest: the claim is ours to give a volume.
+    Provision,
+    /// The claim is bound: its size and attributes are next.
+    Expand,
+}
+
+impl Controller {
+    pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
+        let Some(claim) = self.claim_to_sync(key) else {
+            return Ok(Outcome::Done);
+        };
+        self.release_clone_source(&claim).await?;
+        let stage = if self.scope.binder.binds() {
+            self.bind_claim(key, &claim).await?
+        } else {
+            self.handed_over(&claim).await
+        };
+        match stage {
+            Stage::Done(outcome) => Ok(outcome),
+            Stage::Provision => {
+                tracing::Span::current().record("op", "provision");
+                self.sync_provisioning(key, claim).await
+            }
+            Stage::Expand => self.sync_bound(key, &claim).await,
+        }
+    }
+
+    /// The claim as the store has it, if a pass over it has anything to look at: not while the
+    /// store is behind our own last write to it, not once it is gone (everything remembered of
+    /// it goes then), and not when it is outside this driver's scope.
+    fn claim_to_sync(&self, key: &ClaimKey) -> Option<PersistentVolumeClaim> {
+        let cached = self.stores.claims.get(key);
+        if self.claim_is_behind(key, cached.as_deref()) {
+            debug!("the store is behind our last write to the claim; waiting for the watch");
+            return None;
+        }
+        let Some(cached) = cached else {
+            self.forget_claim(key);
+            return None;
+        };
+        let class = self.class_of(&cached);
+        let named = cached.named_volume().and_then(|v| self.volume_in_store(v));
+        self.scope
+            .has_claim(&cached, class.as_deref(), named.as_deref())
+            .then(|| (*cached).clone())
+    }
+}
