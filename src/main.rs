@@ -12,7 +12,6 @@ use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{Command, Config};
 use csi_pv_controller::controller::{self, Controller, Options, Queues};
 use csi_pv_controller::csi::CsiClient;
-use csi_pv_controller::model::ClaimExt;
 use csi_pv_controller::queue::Backoff;
 use csi_pv_controller::{http, leader};
 
@@ -21,6 +20,12 @@ const LEASE_CLIENT_QPS: f32 = 100.0;
 const LEASE_CLIENT_BURST: u32 = 100;
 /// How long after --timeout a SIGTERM waits for the workers.
 const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The subcommands beside the controller itself.
+mod cli {
+    pub mod explain;
+    pub mod uninstall;
+}
 
 fn main() -> ExitCode {
     // Exits 2 with clap's message on unparsable flags.
@@ -38,12 +43,12 @@ fn main() -> ExitCode {
     };
     let work = async {
         match &config.command {
-            Some(Command::Explain { claim }) => explain(&config, claim).await,
+            Some(Command::Explain { claim }) => cli::explain::run(&config, claim).await,
             Some(Command::Uninstall {
                 driver,
                 force,
                 dry_run,
-            }) => uninstall(&config, driver, *force, *dry_run).await,
+            }) => cli::uninstall::run(&config, driver, *force, *dry_run).await,
             None => run(config.clone()).await,
         }
     };
@@ -317,176 +322,6 @@ fn binder_alarm(
             error!("{}", foreign::alarm(name, binder.as_str()));
         }
     }))
-}
-
-/// `explain <namespace>/<claim>`: one look at the cluster, the binder's decision, printed.
-async fn explain(config: &Config, target: &str) -> anyhow::Result<()> {
-    use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
-    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-    use k8s_openapi::api::storage::v1::StorageClass;
-    use kube::api::{Api, ListParams};
-
-    let (namespace, name) = target
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
-        .context("expected <namespace>/<claim>")?;
-    let client = cluster::client::build(
-        config.kubeconfig.as_deref(),
-        config.kube_api_qps,
-        config.kube_api_burst,
-        "explain",
-    )
-    .await?;
-    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
-        .get(name)
-        .await
-        .with_context(|| format!("cannot read claim {target}"))?;
-    let classes = Api::<StorageClass>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .context("cannot list StorageClasses")?
-        .items;
-    let mut volumes = VolumeIndex::default();
-    for pv in Api::<PersistentVolume>::all(client)
-        .list(&ListParams::default())
-        .await
-        .context("cannot list PersistentVolumes")?
-        .items
-    {
-        volumes.upsert(pv);
-    }
-    let class_name = claim.class();
-    let class = classes
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == Some(class_name));
-    let default = matching::default_class(classes.iter()).and_then(|c| c.metadata.name.clone());
-    let view = ClaimView {
-        class,
-        default_class: default.as_deref(),
-        volumes: &volumes,
-    };
-    print!(
-        "{}",
-        csi_pv_controller::binder::explain::explain(&claim, &view)
-    );
-    Ok(())
-}
-
-/// `uninstall <driver>`: our provisioning finalizer off every claim of the driver where that
-/// is safe (rollback.rs), a report line per claim, and an error when any had to stay.
-async fn uninstall(
-    config: &Config,
-    driver: &str,
-    force: bool,
-    dry_run: bool,
-) -> anyhow::Result<()> {
-    use csi_pv_controller::names;
-    use csi_pv_controller::rollback::{self, Verdict};
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-    use kube::ResourceExt;
-    use kube::api::{Api, ListParams};
-
-    let client = cluster::client::build(
-        config.kubeconfig.as_deref(),
-        config.kube_api_qps,
-        config.kube_api_burst,
-        "uninstall",
-    )
-    .await?;
-    // A replica that still leads could be in the middle of a CreateVolume.
-    let namespace = leader::namespace(&config.leader_election_namespace);
-    let lease_name = leader::lease_name(driver);
-    let lease = Api::<Lease>::namespaced(client.clone(), &namespace)
-        .get_opt(&lease_name)
-        .await
-        .with_context(|| format!("cannot read the Lease {namespace}/{lease_name}"))?;
-    match lease.and_then(|l| l.spec) {
-        Some(spec) if lease_is_current(&spec) => anyhow::bail!(
-            "csi-pv-controller still runs for {driver}: {} holds the Lease {namespace}/{lease_name}; stop it first",
-            spec.holder_identity.unwrap_or_default()
-        ),
-        Some(_) => {}
-        None => tracing::warn!(
-            "no Lease {namespace}/{lease_name}: make sure no csi-pv-controller runs for {driver} (without --leader-election none is visible)"
-        ),
-    }
-    let claims = Api::<PersistentVolumeClaim>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .context("cannot list PersistentVolumeClaims")?
-        .items;
-    let volumes = Api::<PersistentVolume>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .context("cannot list PersistentVolumes")?
-        .items;
-    let (mut removed, mut kept) = (0, 0);
-    for claim in &claims {
-        // Claims of other drivers are not ours to judge.
-        if claim
-            .annotations()
-            .get(names::ANN_STORAGE_PROVISIONER)
-            .map(String::as_str)
-            != Some(driver)
-        {
-            continue;
-        }
-        let volume_name = csi_pv_controller::provision::request::volume_name(
-            &config.volume_name_prefix,
-            claim.metadata.uid.as_deref().unwrap_or_default(),
-            config.uuid_length(),
-        );
-        let Some(verdict) = rollback::judge(claim, &volumes, &volume_name, force) else {
-            continue;
-        };
-        let at = format!(
-            "{}/{}",
-            claim.namespace().unwrap_or_default(),
-            claim.name_any()
-        );
-        match verdict {
-            Verdict::Keep(why) => {
-                kept += 1;
-                println!("kept     {at}: {why}");
-            }
-            Verdict::Remove(why) => {
-                removed += 1;
-                println!(
-                    "{}  {at}: {why}",
-                    if dry_run { "would remove" } else { "removed" }
-                );
-                if dry_run {
-                    continue;
-                }
-                let claims = Api::<PersistentVolumeClaim>::namespaced(
-                    client.clone(),
-                    &claim.namespace().unwrap_or_default(),
-                );
-                // A claim gone meanwhile has lost the finalizer with it.
-                controller::drop_finalizer(&claims, claim, names::FINALIZER_PROVISIONING)
-                    .await
-                    .with_context(|| format!("cannot remove the finalizer from {at}"))?;
-            }
-        }
-    }
-    println!(
-        "{removed} finalizer(s) {}, {kept} kept",
-        if dry_run { "to remove" } else { "removed" }
-    );
-    anyhow::ensure!(kept == 0, "{kept} claim(s) keep the finalizer: see above");
-    Ok(())
-}
-
-/// The Lease's holder renewed it less than its duration ago (by the wall clock: the holder's
-/// renewTime against ours, the best an outside look can do).
-fn lease_is_current(spec: &k8s_openapi::api::coordination::v1::LeaseSpec) -> bool {
-    let holder = spec.holder_identity.as_deref().unwrap_or_default();
-    let (Some(renewed), Some(seconds)) = (&spec.renew_time, spec.lease_duration_seconds) else {
-        return !holder.is_empty();
-    };
-    let expires = renewed.0 + k8s_openapi::jiff::SignedDuration::from_secs(i64::from(seconds));
-    !holder.is_empty() && expires > k8s_openapi::jiff::Timestamp::now()
 }
 
 async fn shutdown_signal() {

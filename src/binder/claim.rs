@@ -7,9 +7,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::matching::{
-    ClaimFacts, MatchError, VolumeIndex, check_volume_satisfies_claim, delay_binding,
-};
+use super::index::VolumeIndex;
+use super::matching::{ClaimFacts, MatchError, check_volume_satisfies_claim, delay_binding};
 use crate::model::{ClaimExt, PodExt, VolumeExt};
 use crate::names::*;
 

@@ -6,6 +6,7 @@ pub mod bind;
 pub mod claim;
 pub mod explain;
 pub mod foreign;
+pub mod index;
 pub mod matching;
 pub mod usage;
 pub mod volume;
@@ -17,7 +18,7 @@ use crate::model::ClaimExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-pub use matching::VolumeIndex;
+pub use index::VolumeIndex;
 
 /// Who binds claims to PersistentVolumes (`--binder`). Two binders must never share a claim:
 /// resourceVersion preconditions keep each write safe, but two binders can each give the same

@@ -9,7 +9,7 @@ use tracing::{debug, info, warn};
 use super::error::is_status;
 use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
-use crate::binder::matching::claim_ref_key;
+use crate::binder::index::claim_ref_key;
 use crate::binder::volume::Recheck;
 use crate::binder::{
     self,

@@ -13,8 +13,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
 use super::bind;
-#[allow(unused_imports)]
 use crate::binder::claim::{ClaimStep, ClaimView, decide as decide_claim};
+use crate::binder::index::*;
 use crate::binder::matching::*;
 use crate::binder::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
 use crate::model::VolumePhase;

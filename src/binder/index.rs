@@ -1,0 +1,236 @@
+//! The PV index matching reads: per (access modes, class) the Available unclaimed PVs sorted by
+//! size, and per claim name the PVs whose claimRef names it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::PersistentVolume;
+
+use super::matching::{ClaimFacts, Verdict, key_modes, modes_key, verdict};
+use crate::model::{VolumeExt, VolumePhase};
+/// The last known version of every PV, indexed for matching. Fed by the watch and by the
+/// results of our own writes; an older resourceVersion never replaces a newer one.
+#[derive(Debug, Default)]
+pub struct VolumeIndex {
+    volumes: HashMap<String, Arc<PersistentVolume>>,
+    /// Every access-mode key present, with how many PVs have it.
+    keys: BTreeMap<String, usize>,
+    /// Available PVs without claimRef, by (access-mode key, class), sorted by (bytes, name).
+    available: HashMap<(String, String), BTreeSet<(u64, String)>>,
+    /// PVs by the claim their claimRef names: (namespace, name) → PV names.
+    claimed: HashMap<(String, String), BTreeSet<String>>,
+    /// Available PVs a claim pass chose and is binding now → that claim (namespace, name).
+    /// Passes run concurrently, unlike upstream's single binder: without this, every claim that
+    /// fits the same smallest PV races for it, and all but one lose a conflict and back off.
+    reserved: HashMap<String, (String, String)>,
+}
+
+/// Available, unclaimed and not being deleted: a PV a claim without a pre-bound PV can get.
+pub fn is_available(pv: &PersistentVolume) -> bool {
+    pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
+        && pv.phase() == Some(VolumePhase::Available)
+        && pv.metadata.deletion_timestamp.is_none()
+}
+
+fn resource_version(pv: &PersistentVolume) -> Option<u64> {
+    pv.metadata.resource_version.as_deref()?.parse().ok()
+}
+
+/// The namespace and name of the claim the PV's claimRef names.
+pub fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
+    let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
+    Some((r.namespace.clone()?, r.name.clone()?))
+}
+
+fn pv_modes_key(pv: &PersistentVolume) -> String {
+    modes_key(
+        pv.spec
+            .as_ref()
+            .and_then(|s| s.access_modes.as_deref())
+            .unwrap_or_default(),
+    )
+}
+
+impl VolumeIndex {
+    pub fn len(&self) -> usize {
+        self.volumes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.volumes.is_empty()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.volumes.get(name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.volumes.keys().cloned().collect()
+    }
+
+    /// Stores `pv` unless a newer version is known; true if stored.
+    pub fn upsert(&mut self, pv: impl Into<Arc<PersistentVolume>>) -> bool {
+        let pv: Arc<PersistentVolume> = pv.into();
+        let Some(name) = pv.metadata.name.clone() else {
+            return false;
+        };
+        if let Some(old) = self.volumes.get(&name) {
+            if let (Some(o), Some(n)) = (resource_version(old), resource_version(&pv))
+                && o > n
+            {
+                return false;
+            }
+            let old = old.clone();
+            self.unlink(&old);
+        }
+        self.link(&pv);
+        self.volumes.insert(name, pv);
+        true
+    }
+
+    /// Sets `pv` aside for `claim` (namespace, name) while it binds: other claims' matching
+    /// passes it over. False if another claim holds it already.
+    pub fn reserve(&mut self, pv: &str, claim: (String, String)) -> bool {
+        match self.reserved.get(pv) {
+            Some(holder) if *holder != claim => false,
+            _ => {
+                self.reserved.insert(pv.to_string(), claim);
+                true
+            }
+        }
+    }
+
+    /// Ends `claim`'s reservation of `pv`; another claim's is left alone.
+    pub fn unreserve(&mut self, pv: &str, claim: &(String, String)) {
+        if self.reserved.get(pv) == Some(claim) {
+            self.reserved.remove(pv);
+        }
+    }
+
+    fn reserved_for_another(&self, pv: &str, claim: &ClaimFacts) -> bool {
+        self.reserved
+            .get(pv)
+            .is_some_and(|(ns, name)| *ns != claim.namespace || *name != claim.name)
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        if let Some(old) = self.volumes.remove(name) {
+            self.unlink(&old);
+        }
+    }
+
+    fn available_key(pv: &PersistentVolume) -> Option<(String, String)> {
+        is_available(pv).then(|| (pv_modes_key(pv), pv.class().to_string()))
+    }
+
+    fn link(&mut self, pv: &PersistentVolume) {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        *self.keys.entry(pv_modes_key(pv)).or_default() += 1;
+        if let Some(key) = Self::available_key(pv) {
+            self.available
+                .entry(key)
+                .or_default()
+                .insert((pv.capacity_bytes(), name.clone()));
+        }
+        if let Some(claim) = claim_ref_key(pv) {
+            self.claimed.entry(claim).or_default().insert(name);
+        }
+    }
+
+    fn unlink(&mut self, pv: &PersistentVolume) {
+        let name = pv.metadata.name.clone().unwrap_or_default();
+        let key = pv_modes_key(pv);
+        if let Some(n) = self.keys.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.keys.remove(&key);
+            }
+        }
+        if let Some(key) = Self::available_key(pv)
+            && let Some(set) = self.available.get_mut(&key)
+        {
+            set.remove(&(pv.capacity_bytes(), name.clone()));
+            if set.is_empty() {
+                self.available.remove(&key);
+            }
+        }
+        if let Some(claim) = claim_ref_key(pv)
+            && let Some(set) = self.claimed.get_mut(&claim)
+        {
+            set.remove(&name);
+            if set.is_empty() {
+                self.claimed.remove(&claim);
+            }
+        }
+    }
+
+    /// The access-mode groups to search for `claim`, in upstream's order: those holding every
+    /// mode the claim asks for, fewest modes first.
+    pub fn groups(&self, claim: &ClaimFacts) -> Vec<String> {
+        let mut groups: Vec<&String> = self
+            .keys
+            .keys()
+            .filter(|k| {
+                let modes = key_modes(k);
+                claim.modes.iter().all(|m| modes.contains(m.as_str()))
+            })
+            .collect();
+        groups.sort_by_key(|k| (key_modes(k).len(), (*k).clone()));
+        groups.into_iter().cloned().collect()
+    }
+
+    /// findBestMatchForClaim.
+    pub fn best_match(
+        &self,
+        claim: &ClaimFacts,
+        delay_binding: bool,
+    ) -> Option<Arc<PersistentVolume>> {
+        let prebound = self
+            .claimed
+            .get(&(claim.namespace.clone(), claim.name.clone()));
+        for group in self.groups(claim) {
+            for name in prebound.into_iter().flatten() {
+                let Some(pv) = self.volumes.get(name) else {
+                    continue;
+                };
+                if pv_modes_key(pv) == group
+                    && verdict(claim, pv, delay_binding) == Verdict::PreBound
+                {
+                    return Some(pv.clone());
+                }
+            }
+            if delay_binding {
+                continue;
+            }
+            let Some(sorted) = self.available.get(&(group.clone(), claim.class.clone())) else {
+                continue;
+            };
+            for (_, name) in sorted.range((claim.request, String::new())..) {
+                if self.reserved_for_another(name, claim) {
+                    continue;
+                }
+                if let Some(pv) = self.volumes.get(name)
+                    && verdict(claim, pv, false) == Verdict::Candidate
+                {
+                    return Some(pv.clone());
+                }
+            }
+        }
+        None
+    }
+
+    /// Every PV with its verdict for `claim`, for `explain`.
+    pub fn verdicts(
+        &self,
+        claim: &ClaimFacts,
+        delay_binding: bool,
+    ) -> Vec<(Arc<PersistentVolume>, Verdict)> {
+        let mut all: Vec<_> = self
+            .volumes
+            .values()
+            .map(|pv| (pv.clone(), verdict(claim, pv, delay_binding)))
+            .collect();
+        all.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
+        all
+    }
+}
