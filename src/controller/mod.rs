@@ -14,6 +14,7 @@ mod memory;
 mod modify;
 mod provisioning;
 mod queues;
+mod reads;
 mod sources;
 mod stranded;
 mod volumes;

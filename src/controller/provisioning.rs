@@ -4,10 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
-use k8s_openapi::api::storage::v1::CSINode;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -22,7 +21,7 @@ use crate::provision::plan::{self, Plan, PlanFacts};
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source;
-use crate::provision::topology::{self, ClusterNodes, SelectedNode, TopologyError};
+use crate::provision::topology::TopologyError;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
 const STEPS_PER_PASS: usize = 4;
@@ -156,37 +155,6 @@ impl Controller {
                 journaled: self.journaled(claim),
             },
         )
-    }
-
-    pub(super) fn claims_api(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
-        Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
-    }
-
-    /// The claim as the API has it now; None if it is gone or was replaced by another UID.
-    pub(super) async fn live_claim(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> Result<Option<PersistentVolumeClaim>, SyncError> {
-        let live = self
-            .claims_api(claim)
-            .get_opt(&claim.name_any())
-            .await
-            .map_err(|e| SyncError::api("read the claim", e))?;
-        Ok(live.filter(|l| l.metadata.uid == claim.metadata.uid))
-    }
-
-    /// The PV from the store, or from the API when the store has not seen it yet.
-    pub(super) async fn live_volume_if_missing(
-        &self,
-        name: &str,
-    ) -> Result<Option<PersistentVolume>, SyncError> {
-        if let Some(pv) = self.volume_in_store(name) {
-            return Ok(Some((*pv).clone()));
-        }
-        self.pvs()
-            .get_opt(name)
-            .await
-            .map_err(|e| SyncError::api("read the PersistentVolume", e))
     }
 
     /// CreateVolume, record the PV, bind. A failed driver call waits for its backoff. `known`:
@@ -330,89 +298,6 @@ impl Controller {
                 format!("Successfully provisioned volume {volume}"),
             )
             .await;
-    }
-
-    /// Accessibility requirements, when the driver wants them: from the selected node's Node
-    /// and CSINode (read live), every node's (from the stores), and the class's
-    /// allowedTopologies.
-    async fn topology(
-        &self,
-        claim: &PersistentVolumeClaim,
-        plan: &Plan,
-    ) -> Result<Result<Option<csi::TopologyRequirement>, TopologyError>, SyncError> {
-        if !self.features.topology {
-            return Ok(Ok(None));
-        }
-        let (csi_nodes, nodes) = match &self.stores.topology {
-            Some(t) => (t.csi_nodes.state(), t.nodes.state()),
-            None => (Vec::new(), Vec::new()),
-        };
-        let cluster = ClusterNodes {
-            csi_nodes: csi_nodes.iter().map(|c| &**c).collect(),
-            node_labels: nodes
-                .iter()
-                .filter_map(|n| n.metadata.labels.as_ref())
-                .collect(),
-        };
-        let decide = |selected| {
-            topology::requirement(
-                &plan.class,
-                &self.settings.driver,
-                &claim.name_any(),
-                selected,
-                &cluster,
-                self.settings.topology,
-            )
-        };
-        let Some(name) = claim::selected_node(claim) else {
-            return Ok(decide(None));
-        };
-        let node = Api::<Node>::all(self.client.clone())
-            .get_opt(name)
-            .await
-            .map_err(|e| SyncError::api("read the selected node", e))?;
-        let csi_node = Api::<CSINode>::all(self.client.clone())
-            .get_opt(name)
-            .await
-            .map_err(|e| SyncError::api("read the selected node's CSINode", e))?;
-        if node.is_none() || csi_node.is_none() {
-            return Ok(Err(TopologyError::NodeGone(name.to_string())));
-        }
-        Ok(decide(Some(SelectedNode {
-            name,
-            node: node.as_ref(),
-            csi_node: csi_node.as_ref(),
-        })))
-    }
-
-    /// The contents of the class's provisioner secret, or a message for the user. Never logged.
-    async fn provisioner_secrets(&self, plan: &Plan) -> Result<HashMap<String, String>, String> {
-        let Some(secret) = &plan.provisioner_secret else {
-            return Ok(HashMap::new());
-        };
-        self.read_secret(&secret.namespace, &secret.name, "the StorageClass")
-            .await
-    }
-
-    pub(super) async fn read_secret(
-        &self,
-        namespace: &str,
-        name: &str,
-        named_by: &str,
-    ) -> Result<HashMap<String, String>, String> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        match api.get_opt(name).await {
-            Ok(Some(secret)) => Ok(secret
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                .collect()),
-            Ok(None) => Err(format!(
-                "secret {namespace}/{name} named by {named_by} does not exist; create it"
-            )),
-            Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
-        }
     }
 
     /// Creates the PV; one that exists already for this claim (an earlier attempt) is taken as is.

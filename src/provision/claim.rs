@@ -304,5 +304,5 @@ pub fn claim_bound(claim: &PersistentVolumeClaim) -> bool {
 }
 
 #[cfg(test)]
-#[path = "claim_tests.rs"]
+#[path = "claim_tests/mod.rs"]
 mod tests;

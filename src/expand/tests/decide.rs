@@ -1,0 +1,192 @@
+//! ControllerExpandVolume requests and answers, and one pass of `decide`.
+
+use super::*;
+
+#[test]
+fn request_carries_handle_size_and_capability() {
+    let r = request(&pv(json!({})), 4 * GI, false).unwrap();
+    assert_eq!(r.volume_id, "h");
+    assert_eq!(r.capacity_range.unwrap().required_bytes, (4 * GI) as i64);
+    let cap = r.volume_capability.unwrap();
+    match cap.access_type.unwrap() {
+        AccessType::Mount(m) => {
+            assert_eq!(m.fs_type, "xfs");
+            assert_eq!(m.mount_flags, vec!["noatime".to_string()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(cap.access_mode.unwrap().mode, Mode::SingleNodeWriter as i32);
+    let block = request(&pv(json!({"spec": {"volumeMode": "Block"}})), GI, true).unwrap();
+    assert!(matches!(
+        block.volume_capability.unwrap().access_type,
+        Some(AccessType::Block(_))
+    ));
+    assert!(
+        request(
+            &pv(json!({"spec": {"csi": {"volumeHandle": ""}}})),
+            GI,
+            false
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn access_modes_for_expansion() {
+    let m = |modes: &[&str], snmw| {
+        access_mode(
+            &modes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            snmw,
+        )
+    };
+    assert_eq!(m(&["ReadWriteOnce"], false), Ok(Mode::SingleNodeWriter));
+    assert_eq!(m(&["ReadWriteOnce"], true), Ok(Mode::SingleNodeMultiWriter));
+    assert_eq!(
+        m(&["ReadWriteOncePod"], true),
+        Ok(Mode::SingleNodeSingleWriter)
+    );
+    assert_eq!(
+        m(&["ReadWriteMany", "ReadWriteOnce"], false),
+        Ok(Mode::MultiNodeMultiWriter)
+    );
+    assert_eq!(m(&["ReadOnlyMany"], false), Ok(Mode::MultiNodeReaderOnly));
+    assert!(m(&["ReadOnlyMany", "ReadWriteOnce"], false).is_err());
+    assert!(m(&["ReadWriteOncePod", "ReadWriteOnce"], false).is_err());
+}
+
+#[test]
+fn answers_zero_means_asked_and_smaller_is_refused() {
+    assert_eq!(answer(4 * GI, 0), Ok(4 * GI));
+    assert_eq!(answer(4 * GI, (5 * GI) as i64), Ok(5 * GI));
+    assert!(answer(4 * GI, GI as i64).is_err());
+    assert!(answer(4 * GI, -1).is_err());
+}
+
+fn step(c: &PersistentVolumeClaim, p: &PersistentVolume, expander: Expander) -> ResizeStep {
+    decide(c, p, "d", expander, false, NOW).step
+}
+
+#[test]
+fn decide_leaves_claims_of_other_drivers_and_satisfied_claims_alone() {
+    let other = decide(
+        &claim(json!({})),
+        &pv(json!({})),
+        "x",
+        Expander::Controller,
+        false,
+        NOW,
+    );
+    assert_eq!(other.step, ResizeStep::None);
+    assert_eq!(other.drop_pre_resize, None);
+    let satisfied = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
+    assert_eq!(
+        step(&satisfied, &pv(json!({})), Expander::Controller),
+        ResizeStep::None
+    );
+}
+
+#[test]
+fn decide_starts_a_new_attempt_with_a_t1_patch() {
+    match step(&claim(json!({})), &pv(json!({})), Expander::Controller) {
+        ResizeStep::Expand {
+            bytes,
+            start: Some(p),
+        } => {
+            assert_eq!(bytes, 4 * GI);
+            assert_eq!(
+                p["status"]["allocatedResourceStatuses"]["storage"],
+                CONTROLLER_IN_PROGRESS
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn decide_repeats_a_recorded_attempt_without_writing() {
+    // After T1 (and a crash, a timeout or a restart): same size, nothing to write.
+    let unannotated = |extra: Value| {
+        let mut c = claim(extra);
+        c.metadata.annotations = None;
+        c
+    };
+    let recorded = unannotated(json!({
+        "status": {"allocatedResources": {"storage": "4Gi"},
+                   "allocatedResourceStatuses": {"storage": CONTROLLER_IN_PROGRESS},
+                   "conditions": [{"type": RESIZING, "status": "True"}]}
+    }));
+    assert_eq!(
+        step(&recorded, &pv(json!({})), Expander::Controller),
+        ResizeStep::Expand {
+            bytes: 4 * GI,
+            start: None
+        }
+    );
+    // Without the Resizing condition the attempt is written again.
+    let bare = unannotated(json!({
+        "status": {"allocatedResources": {"storage": "4Gi"},
+                   "allocatedResourceStatuses": {"storage": CONTROLLER_IN_PROGRESS},
+                   "conditions": []}
+    }));
+    assert!(matches!(
+        step(&bare, &pv(json!({})), Expander::Controller),
+        ResizeStep::Expand { start: Some(_), .. }
+    ));
+}
+
+#[test]
+fn decide_node_only_driver_with_node_infeasible_sends_the_request() {
+    // §3.3 P ≥ S, NodeResizeInfeasible: A for controller drivers, S for node-only ones.
+    let c = claim(json!({
+        "spec": {"resources": {"requests": {"storage": "3Gi"}}},
+        "status": {"allocatedResources": {"storage": "4Gi"},
+                   "allocatedResourceStatuses": {"storage": NODE_INFEASIBLE}}
+    }));
+    let p = pv(json!({"spec": {"capacity": {"storage": "4Gi"}}}));
+    assert!(matches!(
+        step(&c, &p, Expander::Controller),
+        ResizeStep::Expand { bytes, .. } if bytes == 4 * GI
+    ));
+    assert!(matches!(
+        step(&c, &p, Expander::NodeOnly),
+        ResizeStep::Expand { bytes, .. } if bytes == 3 * GI
+    ));
+}
+
+#[test]
+fn decide_drops_pre_resize_capacity_alongside() {
+    let c = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
+    let p = pv(json!({"metadata": {"annotations": {ANN_PRE_RESIZE_CAPACITY: "1Gi"}}}));
+    let r = decide(&c, &p, "d", Expander::Controller, false, NOW);
+    assert_eq!(r.step, ResizeStep::None);
+    assert!(r.drop_pre_resize.is_some());
+}
+
+#[test]
+fn expander_from_capabilities() {
+    assert_eq!(Expander::of(true, true), Some(Expander::Controller));
+    assert_eq!(Expander::of(true, false), Some(Expander::Controller));
+    assert_eq!(Expander::of(false, true), Some(Expander::NodeOnly));
+    assert_eq!(Expander::of(false, false), None);
+}
+
+#[test]
+fn in_use_by_running_or_pending_pods_of_the_namespace() {
+    let pod = |ns: &str, claim_name: &str, phase: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": ns},
+            "spec": {"containers": [{"name": "c"}],
+                     "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim_name}}]},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    };
+    let c = claim(json!({}));
+    assert!(in_use(&c, &[pod("ns", "c", "Running")]));
+    assert!(in_use(&c, &[pod("ns", "c", "Pending")]));
+    assert!(!in_use(&c, &[pod("ns", "c", "Succeeded")]));
+    assert!(!in_use(&c, &[pod("ns", "c", "Failed")]));
+    assert!(!in_use(&c, &[pod("other", "c", "Running")]));
+    assert!(!in_use(&c, &[pod("ns", "d", "Running")]));
+    assert!(!in_use(&c, &[]));
+}

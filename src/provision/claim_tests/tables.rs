@@ -1,0 +1,290 @@
+//! The decision tables: with our binder, beside the cluster's, and with the intent journal.
+
+use super::*;
+
+#[test]
+fn decision_table() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let theirs = class("other.csi", json!({}));
+    let wffc = class(DRIVER, json!({"volumeBindingMode": "WaitForFirstConsumer"}));
+    let bad = class(
+        DRIVER,
+        json!({"parameters": {"csi.storage.k8s.io/nope": "x"}}),
+    );
+    let our_pv = pv(DRIVER, UID);
+    let their_pv = pv("other.csi", UID);
+    let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
+    let with_intent = json!({"metadata": {"finalizers": [INTENT]}});
+    let gone_deleting = json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let intent_deleting =
+        json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+    let node = json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n1"}}});
+    let annotated = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let annotated_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let elsewhere =
+        json!({"metadata": {"finalizers": [INTENT]}, "spec": {"volumeName": "static-1"}});
+    let populated =
+        json!({"spec": {"dataSourceRef": {"apiGroup": "x.io", "kind": "Thing", "name": "t"}}});
+
+    let table: Vec<Row<'_>> = vec![
+        (
+            "other driver's class",
+            json!({}),
+            Some(&theirs),
+            None,
+            "none",
+        ),
+        (
+            "other driver's class, even with an intent",
+            with_intent.clone(),
+            Some(&theirs),
+            None,
+            "none",
+        ),
+        (
+            "new claim of ours",
+            json!({}),
+            Some(&ours),
+            None,
+            "record-intent",
+        ),
+        (
+            "deleting before any intent",
+            deleting.clone(),
+            Some(&ours),
+            None,
+            "none",
+        ),
+        (
+            "pre-bound by the user",
+            json!({"spec": {"volumeName": "pv-x"}}),
+            Some(&ours),
+            None,
+            "none",
+        ),
+        (
+            "WFFC without a node",
+            json!({}),
+            Some(&wffc),
+            None,
+            "wait-for-consumer",
+        ),
+        (
+            "WFFC with a node",
+            node.clone(),
+            Some(&wffc),
+            None,
+            "record-intent",
+        ),
+        ("bad class", json!({}), Some(&bad), None, "reject"),
+        (
+            "populator source",
+            populated,
+            Some(&ours),
+            None,
+            "populator",
+        ),
+        ("class gone, no annotation", json!({}), None, None, "none"),
+        (
+            "class gone, annotated ours",
+            annotated,
+            None,
+            None,
+            "reject",
+        ),
+        (
+            "intent, no PV",
+            with_intent.clone(),
+            Some(&ours),
+            None,
+            "provision",
+        ),
+        (
+            "intent, PV recorded",
+            with_intent.clone(),
+            Some(&ours),
+            Some(&our_pv),
+            "bind",
+        ),
+        (
+            "intent, PV of another driver with our name",
+            with_intent.clone(),
+            Some(&ours),
+            Some(&their_pv),
+            "provision",
+        ),
+        (
+            "no intent, PV recorded (crash before binding)",
+            json!({}),
+            Some(&ours),
+            Some(&our_pv),
+            "bind",
+        ),
+        (
+            "intent, deleting, no PV",
+            intent_deleting.clone(),
+            Some(&ours),
+            None,
+            "abandon",
+        ),
+        (
+            "intent, deleting, PV recorded",
+            intent_deleting,
+            Some(&ours),
+            Some(&our_pv),
+            "drop-intent",
+        ),
+        (
+            "intent, bound elsewhere",
+            elsewhere,
+            Some(&ours),
+            None,
+            "abandon",
+        ),
+        ("intent, class gone", annotated_intent, None, None, "reject"),
+        (
+            "intent, deleting, class gone",
+            gone_deleting,
+            None,
+            None,
+            "cannot-abandon",
+        ),
+        (
+            "intent, class now bad",
+            with_intent,
+            Some(&bad),
+            None,
+            "reject",
+        ),
+    ];
+    check(&s, table, true);
+}
+
+/// Beside kube-controller-manager's binder: nothing before its hand-over, no claim-side
+/// bind writes, and the intent still guards every CreateVolume.
+#[test]
+fn decision_table_beside_the_cluster_binder() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let our_pv = pv(DRIVER, UID);
+    let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let beta = json!({"metadata": {"annotations": {ANN_BETA_STORAGE_PROVISIONER: DRIVER}}});
+    let other = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "x.csi"}}});
+    let handed_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let bound_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
+    let deleting_intent = json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let bound_by_binder = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
+    let table: Vec<Row<'_>> = vec![
+        ("not handed over yet", json!({}), Some(&ours), None, "none"),
+        ("handed to another driver", other, Some(&ours), None, "none"),
+        (
+            "handed over",
+            handed.clone(),
+            Some(&ours),
+            None,
+            "record-intent",
+        ),
+        (
+            "handed over (beta annotation)",
+            beta,
+            Some(&ours),
+            None,
+            "record-intent",
+        ),
+        (
+            "intent",
+            handed_intent.clone(),
+            Some(&ours),
+            None,
+            "provision",
+        ),
+        (
+            "intent, PV made: the binder binds",
+            handed_intent.clone(),
+            Some(&ours),
+            Some(&our_pv),
+            "none",
+        ),
+        (
+            "intent, PV made, bound by the binder: drop the intent",
+            bound_intent,
+            Some(&ours),
+            Some(&our_pv),
+            "bind",
+        ),
+        (
+            "intent, PV made, claim deleted",
+            deleting_intent,
+            Some(&ours),
+            Some(&our_pv),
+            "drop-intent",
+        ),
+        (
+            "PV made, no intent: the binder's to bind",
+            handed,
+            Some(&ours),
+            Some(&our_pv),
+            "none",
+        ),
+        (
+            "bound by the binder",
+            bound_by_binder,
+            Some(&ours),
+            Some(&our_pv),
+            "none",
+        ),
+    ];
+    check(&s, table, false);
+}
+
+/// The intent in the journal (`--intent-journal`): the same guard before CreateVolume, and
+/// it goes as soon as the PV records the volume, with no claim write.
+#[test]
+fn decision_table_with_the_intent_journal() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let our_pv = pv(DRIVER, UID);
+    let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let elsewhere = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": "static-1"}});
+    let table: Vec<Row<'_>> = vec![
+        ("journaled", handed.clone(), Some(&ours), None, "provision"),
+        (
+            "journaled, PV made: dropped at once",
+            handed,
+            Some(&ours),
+            Some(&our_pv),
+            "drop-intent",
+        ),
+        (
+            "journaled, claim deleted (or gone: its copy)",
+            deleting.clone(),
+            Some(&ours),
+            None,
+            "abandon",
+        ),
+        (
+            "journaled, claim deleted, PV made",
+            deleting.clone(),
+            Some(&ours),
+            Some(&our_pv),
+            "drop-intent",
+        ),
+        (
+            "journaled, claim deleted, class gone",
+            deleting,
+            None,
+            None,
+            "cannot-abandon",
+        ),
+        (
+            "journaled, bound to another PV",
+            elsewhere,
+            Some(&ours),
+            None,
+            "abandon",
+        ),
+    ];
+    check_with(&s, table, false, true);
+}
