@@ -11,6 +11,8 @@ pub mod csi;
 pub mod expand;
 pub mod feature_gates;
 pub mod fence;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod freshness;
 pub mod http;
 pub mod leader;

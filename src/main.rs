@@ -25,6 +25,20 @@ const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 mod cli {
     pub mod explain;
     pub mod uninstall;
+
+    /// A client for a one-shot command, named `agent` in the apiserver's logs.
+    pub async fn client(
+        config: &csi_pv_controller::config::Config,
+        agent: &'static str,
+    ) -> anyhow::Result<kube::Client> {
+        Ok(csi_pv_controller::cluster::client::build(
+            config.kubeconfig.as_deref(),
+            config.kube_api_qps,
+            config.kube_api_burst,
+            agent,
+        )
+        .await?)
+    }
 }
 
 fn main() -> ExitCode {

@@ -2,7 +2,6 @@
 
 use anyhow::Context;
 
-use csi_pv_controller::cluster;
 use csi_pv_controller::config::Config;
 use csi_pv_controller::model::ClaimExt;
 
@@ -17,13 +16,7 @@ pub async fn run(config: &Config, target: &str) -> anyhow::Result<()> {
         .split_once('/')
         .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
         .context("expected <namespace>/<claim>")?;
-    let client = cluster::client::build(
-        config.kubeconfig.as_deref(),
-        config.kube_api_qps,
-        config.kube_api_burst,
-        "explain",
-    )
-    .await?;
+    let client = super::client(config, "explain").await?;
     let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
         .get(name)
         .await

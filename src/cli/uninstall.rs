@@ -3,7 +3,7 @@
 use anyhow::Context;
 
 use csi_pv_controller::config::Config;
-use csi_pv_controller::{cluster, controller, leader};
+use csi_pv_controller::{controller, leader};
 
 /// `uninstall <driver>`: our provisioning finalizer off every claim of the driver where that
 /// is safe (rollback.rs), a report line per claim, and an error when any had to stay.
@@ -15,13 +15,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
     use kube::ResourceExt;
     use kube::api::{Api, ListParams};
 
-    let client = cluster::client::build(
-        config.kubeconfig.as_deref(),
-        config.kube_api_qps,
-        config.kube_api_burst,
-        "uninstall",
-    )
-    .await?;
+    let client = super::client(config, "uninstall").await?;
     // A replica that still leads could be in the middle of a CreateVolume.
     let namespace = leader::namespace(&config.leader_election_namespace);
     let lease_name = leader::lease_name(driver);

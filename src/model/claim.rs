@@ -84,9 +84,11 @@ impl ClaimExt for PersistentVolumeClaim {
     }
 
     fn class(&self) -> &str {
-        annotation(&self.metadata, ANN_BETA_STORAGE_CLASS)
-            .or_else(|| self.spec.as_ref()?.storage_class_name.as_deref())
-            .unwrap_or("")
+        let field = self
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref());
+        super::class_named(&self.metadata, field)
     }
 
     fn names_no_class(&self) -> bool {

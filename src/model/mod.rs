@@ -16,6 +16,17 @@ pub use volume::{ReclaimPolicy, VolumeExt, VolumePhase};
 
 pub use crate::names::{annotation, has_finalizer};
 
+/// The class a claim or PV names, as the binder reads it: the beta annotation first, then the
+/// field; "" if neither.
+fn class_named<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    field: Option<&'a str>,
+) -> &'a str {
+    annotation(meta, crate::names::ANN_BETA_STORAGE_CLASS)
+        .or(field)
+        .unwrap_or("")
+}
+
 /// A volume mode, as claims and PVs spell it; absent means Filesystem. The API accepts only the
 /// two, but a value it does not know is kept as written, so that two unknown modes compare as
 /// the strings do.

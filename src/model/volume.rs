@@ -4,7 +4,6 @@ use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume};
 
 use super::VolumeMode;
 use super::quantity::parse_bytes;
-use crate::names::{ANN_BETA_STORAGE_CLASS, annotation};
 
 /// A PV's `status.phase`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,9 +123,11 @@ impl VolumeExt for PersistentVolume {
     }
 
     fn class(&self) -> &str {
-        annotation(&self.metadata, ANN_BETA_STORAGE_CLASS)
-            .or_else(|| self.spec.as_ref()?.storage_class_name.as_deref())
-            .unwrap_or("")
+        let field = self
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref());
+        super::class_named(&self.metadata, field)
     }
 
     fn volume_mode(&self) -> VolumeMode<'_> {

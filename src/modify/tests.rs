@@ -268,12 +268,13 @@ fn the_request_carries_the_class_parameters() {
 #[test]
 fn the_modify_secret_is_the_annotated_one_else_the_expansion_one() {
     let pv = |extra: Value| -> PersistentVolume {
-        let mut v = json!({
-            "metadata": {"name": "pv-1"},
-            "spec": {"csi": {"driver": "d.csi", "volumeHandle": "h-1"}}
-        });
-        crate::provision::plan::tests::merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
+        crate::fixtures::object(
+            json!({
+                "metadata": {"name": "pv-1"},
+                "spec": {"csi": {"driver": "d.csi", "volumeHandle": "h-1"}}
+            }),
+            extra,
+        )
     };
     let expand =
         json!({"spec": {"csi": {"controllerExpandSecretRef": {"name": "ex", "namespace": "ns"}}}});

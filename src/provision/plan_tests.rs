@@ -1,47 +1,17 @@
 use super::*;
+pub(crate) use crate::fixtures::{class, settings};
 use serde_json::{Value, json};
 
-pub(crate) fn merge(base: &mut Value, extra: Value) {
-    match (base, extra) {
-        (Value::Object(b), Value::Object(e)) => {
-            for (k, v) in e {
-                merge(b.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (b, e) => *b = e,
-    }
-}
-
-pub(crate) fn settings() -> Settings {
-    Settings {
-        driver: "d.csi".into(),
-        volume_name_prefix: "pvc".into(),
-        volume_name_uuid_length: None,
-        default_fs_type: Some("ext4".into()),
-        extra_create_metadata: false,
-        controller_publish_readonly: false,
-        identity: "id".into(),
-        prevent_volume_mode_conversion: true,
-        topology: crate::config::TopologyOptions::default(),
-        extra_modify_metadata: false,
-    }
-}
-
-pub(crate) fn class(extra: Value) -> StorageClass {
-    let mut v = json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"});
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
-}
-
 pub(crate) fn claim(extra: Value) -> PersistentVolumeClaim {
-    let mut v = json!({
-        "metadata": {"name": "data", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
-                     "annotations": {"owner": "alice"}},
-        "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                 "resources": {"requests": {"storage": "1Gi"}}}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": "data", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
+                         "annotations": {"owner": "alice"}},
+            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        }),
+        extra,
+    )
 }
 
 fn build_with(

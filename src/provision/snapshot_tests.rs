@@ -1,7 +1,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::provision::plan::tests::{claim, class, merge, settings};
+use crate::fixtures::{class, merge, settings};
+use crate::provision::plan::tests::claim;
 use crate::provision::plan::{Features, build};
 
 fn snapshot_json(extra: Value) -> Value {

@@ -2,7 +2,8 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::provision::plan::tests::{claim, class, merge, settings};
+use crate::fixtures::{class, merge, settings};
+use crate::provision::plan::tests::claim;
 use crate::provision::plan::{Features, build};
 
 fn clone_features() -> Features {
@@ -13,13 +14,14 @@ fn clone_features() -> Features {
 }
 
 fn source_claim(extra: Value) -> PersistentVolumeClaim {
-    let mut v = json!({
-        "metadata": {"name": "src", "namespace": "team", "uid": "src-uid"},
-        "spec": {"volumeName": "pv-src", "resources": {"requests": {"storage": "1Gi"}}},
-        "status": {"phase": "Bound"}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": "src", "namespace": "team", "uid": "src-uid"},
+            "spec": {"volumeName": "pv-src", "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound"}
+        }),
+        extra,
+    )
 }
 
 fn source_pv(driver: &str, uid: &str) -> PersistentVolume {

@@ -176,7 +176,7 @@ pub(crate) mod tests {
         build(
             &serde_json::from_value(claim).unwrap(),
             &class,
-            &crate::provision::plan::tests::settings(),
+            &crate::fixtures::settings(),
             Features {
                 clone: true,
                 ..Features::default()

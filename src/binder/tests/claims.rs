@@ -95,10 +95,11 @@ fn s3_2a_delay_binding_with_unscheduled_pods_waits_for_pod_scheduled() {
     let n = crate::binder::claim::wait_notice(&["a".into(), "b".into()]);
     assert_eq!(n.message, "waiting for pods a,b to be scheduled");
     let pod = |extra: Value| -> k8s_openapi::api::core::v1::Pod {
-        let mut v = json!({"metadata": {"name": "web-0", "namespace": "ns"},
-            "spec": {"containers": [], "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}});
-        merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
+        crate::fixtures::object(
+            json!({"metadata": {"name": "web-0", "namespace": "ns"},
+                "spec": {"containers": [], "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}}),
+            extra,
+        )
     };
     assert!(crate::binder::claim::waits_for_claim(&pod(json!({})), "c"));
     assert!(!crate::binder::claim::waits_for_claim(

@@ -17,33 +17,35 @@ use crate::binder::claim::{ClaimStep, ClaimView, decide as decide_claim};
 use crate::binder::index::*;
 use crate::binder::matching::*;
 use crate::binder::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
+use crate::fixtures::merge;
 use crate::model::VolumePhase;
 use crate::names::*;
-use crate::provision::plan::tests::merge;
 
 const UID: &str = "uid-1";
 const DRIVER: &str = "d.csi";
 
 fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
-    let mut v = json!({
-        "metadata": {"name": name, "resourceVersion": "10"},
-        "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
-                 "storageClassName": "gold", "persistentVolumeReclaimPolicy": "Retain"},
-        "status": {"phase": "Available"}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": name, "resourceVersion": "10"},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": "gold", "persistentVolumeReclaimPolicy": "Retain"},
+            "status": {"phase": "Available"}
+        }),
+        extra,
+    )
 }
 
 fn claim(extra: Value) -> PersistentVolumeClaim {
-    let mut v = json!({
-        "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "5"},
-        "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                 "resources": {"requests": {"storage": "1Gi"}}},
-        "status": {"phase": "Pending"}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "5"},
+            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending"}
+        }),
+        extra,
+    )
 }
 
 fn class(mode: Option<&str>) -> StorageClass {

@@ -5,7 +5,6 @@ mod patches;
 mod target;
 
 use super::*;
-use crate::provision::plan::tests::merge;
 use serde_json::json;
 
 const GI: u64 = 1 << 30;
@@ -36,28 +35,30 @@ fn expand(bytes: u64, restart: bool) -> Target {
 }
 
 fn claim(extra: Value) -> PersistentVolumeClaim {
-    let mut v = json!({
-        "metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "7",
-                     "annotations": {ANN_NODE_EXPANSION_NOT_REQUIRED: "true"}},
-        "spec": {"volumeName": "pv", "resources": {"requests": {"storage": "4Gi"}}},
-        "status": {"phase": "Bound", "capacity": {"storage": "2Gi"},
-                   "conditions": [{"type": "Other", "status": "True"},
-                                  {"type": "ControllerResizeError", "status": "True", "message": "old"}]}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                         "annotations": {ANN_NODE_EXPANSION_NOT_REQUIRED: "true"}},
+            "spec": {"volumeName": "pv", "resources": {"requests": {"storage": "4Gi"}}},
+            "status": {"phase": "Bound", "capacity": {"storage": "2Gi"},
+                       "conditions": [{"type": "Other", "status": "True"},
+                                      {"type": "ControllerResizeError", "status": "True", "message": "old"}]}
+        }),
+        extra,
+    )
 }
 
 fn pv(extra: Value) -> PersistentVolume {
-    let mut v = json!({
-        "metadata": {"name": "pv"},
-        "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "mountOptions": ["noatime"],
-                 "csi": {"driver": "d", "volumeHandle": "h", "fsType": "xfs"},
-                 "claimRef": {"namespace": "ns", "name": "c", "uid": "u"}}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": "pv"},
+            "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "mountOptions": ["noatime"],
+                     "csi": {"driver": "d", "volumeHandle": "h", "fsType": "xfs"},
+                     "claimRef": {"namespace": "ns", "name": "c", "uid": "u"}}
+        }),
+        extra,
+    )
 }
 
 fn types(patch: &Value) -> Vec<&str> {

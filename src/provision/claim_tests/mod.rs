@@ -11,33 +11,27 @@ const UID: &str = "11111111-2222-3333-4444-555555555555";
 
 fn settings() -> Settings {
     Settings {
-        driver: DRIVER.into(),
-        volume_name_prefix: "pvc".into(),
-        volume_name_uuid_length: None,
         default_fs_type: None,
-        extra_create_metadata: false,
-        controller_publish_readonly: false,
-        identity: "id".into(),
-        prevent_volume_mode_conversion: true,
-        topology: Default::default(),
-        extra_modify_metadata: false,
+        ..crate::fixtures::settings()
     }
 }
 
 fn class(provisioner: &str, extra: Value) -> StorageClass {
-    let mut v = json!({"metadata": {"name": "gold"}, "provisioner": provisioner});
-    crate::provision::plan::tests::merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({"metadata": {"name": "gold"}, "provisioner": provisioner}),
+        extra,
+    )
 }
 
 fn claim(extra: Value) -> PersistentVolumeClaim {
-    let mut v = json!({
-        "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "1"},
-        "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                 "resources": {"requests": {"storage": "1Gi"}}}
-    });
-    crate::provision::plan::tests::merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    crate::fixtures::object(
+        json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "1"},
+            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}
+        }),
+        extra,
+    )
 }
 
 fn pv(driver: &str, claim_uid: &str) -> PersistentVolume {
