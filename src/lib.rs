@@ -1,6 +1,8 @@
 //! csi-pv-controller: one process beside a CSI driver that provisions, binds, expands and
 //! deletes the driver's volumes.
 
+#![forbid(unsafe_code)]
+
 pub mod args;
 pub mod binder;
 pub mod capacity;

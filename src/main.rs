@@ -1,5 +1,7 @@
 //! csi-pv-controller: flags → driver → API caches → serve until SIGTERM.
 
+#![forbid(unsafe_code)]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 

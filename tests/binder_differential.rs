@@ -40,10 +40,12 @@ fn env_number(name: &str, default: u64) -> u64 {
 fn the_binder_ends_where_kube_controller_managers_ends() {
     let seed = env_number(
         "BINDER_DIFF_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos() as u64,
+        u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos(),
+        ),
     );
     let count = env_number("BINDER_DIFF_STATES", 40) as usize;
     println!("BINDER_DIFF_SEED={seed} BINDER_DIFF_STATES={count}");

@@ -53,10 +53,12 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos() as u64
+            u64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos(),
+            )
         });
     println!("CRASH_SEED={seed}");
     let mut random = Lcg(seed);

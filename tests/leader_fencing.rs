@@ -139,13 +139,13 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
         leader,
         class,
     } = two_replicas("paused-leader").await;
-    let old_pid = world.sidecar.child.id().expect("the leader runs") as i32;
+    let old_pid = world.sidecar.child.id().expect("the leader runs");
     let stop = Arc::new(AtomicBool::new(false));
     let claims = churn(&world, &class, stop.clone());
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // SAFETY: signals to our own child process.
-    unsafe { libc::kill(old_pid, libc::SIGSTOP) };
+    support::signal(old_pid, libc::SIGSTOP);
     let paused = Instant::now();
     let taken = eventually(LIMIT, || async {
         (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| paused.elapsed())
@@ -155,7 +155,7 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
         taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
     tokio::time::sleep(Duration::from_secs(12).saturating_sub(paused.elapsed())).await;
     let resumed = SystemTime::now();
-    unsafe { libc::kill(old_pid, libc::SIGCONT) };
+    support::signal(old_pid, libc::SIGCONT);
     let exit = tokio::time::timeout(Duration::from_secs(10), world.sidecar.child.wait()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::SeqCst);
@@ -167,11 +167,11 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     let calls = world.driver.callers();
     let old_calls = calls
         .iter()
-        .filter(|(_, pid, _)| *pid == Some(old_pid))
+        .filter(|(_, pid, _)| *pid == Some(old_pid as i32))
         .count();
     let late_calls: Vec<_> = calls
         .iter()
-        .filter(|(at, pid, _)| *pid == Some(old_pid) && *at >= resumed)
+        .filter(|(at, pid, _)| *pid == Some(old_pid as i32) && *at >= resumed)
         .collect();
     println!(
         "{made} claims made; {leader} led with {} writes and {old_calls} driver calls before the pause; \

@@ -543,7 +543,7 @@ async fn clones_and_populators() {
             assert_eq!(
                 v.volume_id,
                 origin_pv.spec.unwrap().csi.unwrap().volume_handle
-            )
+            );
         }
         other => panic!("expected a volume source, got {other:?}"),
     }

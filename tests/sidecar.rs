@@ -8,6 +8,7 @@ use std::time::Duration;
 use support::control_plane::control_plane;
 use support::fake_driver::{DriverConfig, FakeDriver};
 use support::sidecar::{Sidecar, apply_deploy_rbac, start_beside_fake};
+use support::signal;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn becomes_ready_and_stops_on_sigterm() {
@@ -152,7 +153,7 @@ fn an_api_outage_shows_in_readyz_not_healthz() {
             sidecar.log_text()
         );
         let pid = owned.apiserver_pid().expect("apiserver pid");
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        signal(pid, libc::SIGKILL);
         let started = std::time::Instant::now();
         let mut unready = false;
         while started.elapsed() < Duration::from_secs(30) {

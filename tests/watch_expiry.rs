@@ -12,6 +12,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::cluster::eventually;
 use support::control_plane::{OwnedPlane, client_from_kubeconfig};
+use support::signal;
 
 async fn create_claims(claims: &Api<PersistentVolumeClaim>, prefix: &str, count: usize) {
     for n in 0..count {
@@ -75,9 +76,9 @@ fn an_expired_watch_lists_again_and_misses_nothing() {
         create_claims(&claims, "before", 5).await;
         assert!(all_bound(&claims, 5).await, "{}", sidecar.log_text());
 
-        let pid = sidecar.child.id().expect("running") as i32;
+        let pid = sidecar.child.id().expect("running");
         // SAFETY: signals to our own child process.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        signal(pid, libc::SIGSTOP);
         owned.restart_apiserver().unwrap_or_else(|e| panic!("{e}"));
         let fresh = client_from_kubeconfig(&kubeconfig).await;
         let back = eventually(Duration::from_secs(60), || async {
@@ -91,7 +92,7 @@ fn an_expired_watch_lists_again_and_misses_nothing() {
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(fresh.clone(), "expiry");
         create_claims(&claims, "missed", 20).await;
         let revision = owned.compact_etcd().unwrap_or_else(|e| panic!("{e}"));
-        unsafe { libc::kill(pid, libc::SIGCONT) };
+        signal(pid, libc::SIGCONT);
 
         assert!(
             all_bound(&claims, 25).await,

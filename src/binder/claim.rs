@@ -124,7 +124,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
     };
     let facts = match ClaimFacts::of(claim) {
         Ok(f) => f,
-        Err(e @ MatchError::Selector { .. }) | Err(e @ MatchError::Request { .. }) => {
+        Err(e @ (MatchError::Selector { .. } | MatchError::Request { .. })) => {
             return ClaimStep::Fail(format!(
                 "error finding PV for claim {:?}: {e}",
                 claim_key(claim)

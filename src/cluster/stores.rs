@@ -293,7 +293,7 @@ where
             if let Some(inspect) = &inspect {
                 inspect(o);
             }
-            o.managed_fields_mut().clear()
+            o.managed_fields_mut().clear();
         })
         .reflect(writer)
         .for_each(move |event| {
@@ -308,7 +308,7 @@ where
                         .get(&reflector::ObjectRef::from_obj(&o))
                         .filter(|s| s.resource_version() == o.resource_version())
                         .unwrap_or_else(|| Arc::new(o));
-                    on_change(wrap(&shared, false))
+                    on_change(wrap(&shared, false));
                 }
                 Ok(watcher::Event::Delete(o)) => on_change(wrap(&Arc::new(o), true)),
                 Ok(watcher::Event::Init | watcher::Event::InitDone) => {}

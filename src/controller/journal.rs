@@ -71,11 +71,11 @@ impl Journal {
                         entries.insert(uid, Arc::new(claim));
                     }
                     None => {
-                        error!(path = %path.display(), "intent journal entry without a claim UID; left in place")
+                        error!(path = %path.display(), "intent journal entry without a claim UID; left in place");
                     }
                 },
                 Err(e) => {
-                    error!(path = %path.display(), error = %e, "unreadable intent journal entry; left in place, inspect it")
+                    error!(path = %path.display(), error = %e, "unreadable intent journal entry; left in place, inspect it");
                 }
             }
         }

@@ -39,7 +39,7 @@ impl PluginCapabilities {
                 Some(plugin_capability::Type::Service(s)) => match s.r#type() {
                     Service::ControllerService => caps.controller_service = true,
                     Service::VolumeAccessibilityConstraints => {
-                        caps.accessibility_constraints = true
+                        caps.accessibility_constraints = true;
                     }
                     Service::GroupControllerService => caps.group_controller_service = true,
                     Service::Unknown | Service::SnapshotMetadataService => {}
@@ -48,7 +48,7 @@ impl PluginCapabilities {
                     Expansion::Online => caps.expansion = Some(ExpansionMode::Online),
                     // Online wins if a driver claims both: it is the weaker requirement on us.
                     Expansion::Offline if caps.expansion.is_none() => {
-                        caps.expansion = Some(ExpansionMode::Offline)
+                        caps.expansion = Some(ExpansionMode::Offline);
                     }
                     _ => {}
                 },

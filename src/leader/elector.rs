@@ -160,7 +160,7 @@ impl Elector {
                 }
                 Ok(Tried::Raced) => debug!("the Lease changed under us; looking again"),
                 Ok(Tried::TimedOut) => {
-                    warn!(lease = %self.name, "no answer to the renewal before the renew deadline")
+                    warn!(lease = %self.name, "no answer to the renewal before the renew deadline");
                 }
                 Err(error) => warn!(lease = %self.name, %error, "cannot renew the Lease"),
             }
@@ -251,7 +251,7 @@ impl Elector {
         {
             Ok(_) => info!(lease = %self.name, "Lease released"),
             Err(error) => {
-                warn!(lease = %self.name, %error, "cannot release the Lease; it will expire")
+                warn!(lease = %self.name, %error, "cannot release the Lease; it will expire");
             }
         }
     }

@@ -170,7 +170,7 @@ impl State {
                 i += 1;
                 i - 1 == free || c.volume.is_some()
             });
-            for c in claim_specs.iter_mut() {
+            for c in &mut claim_specs {
                 if c.volume.is_some() {
                     c.volume = Some(usize::MAX);
                 }

@@ -210,6 +210,7 @@ pub fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
     let err = out.try_clone().map_err(|e| e.to_string())?;
     command.stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    #[allow(unsafe_code)]
     unsafe {
         command.pre_exec(|| {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use csi_pv_controller::csi::CsiClient;
 
 use super::peers::peer;
+use super::signal;
 
 /// The topology key hostpathplugin reports, with the node id as its value.
 pub const TOPOLOGY_KEY: &str = "topology.hostpath.csi/node";
@@ -182,16 +183,16 @@ impl Hostpath {
         };
         if let Some(pid) = child.id() {
             // SAFETY: signals to our own child process.
-            unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+            signal(pid, libc::SIGSTOP);
             let state = self.state_dir.join("state.json");
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline && !parses(&state) {
                 // Stopped inside the write: let it finish the write, then stop it again.
-                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+                signal(pid, libc::SIGCONT);
                 tokio::time::sleep(Duration::from_millis(2)).await;
-                unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+                signal(pid, libc::SIGSTOP);
             }
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            signal(pid, libc::SIGKILL);
         }
         let _ = child.wait().await;
     }

@@ -11,6 +11,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::{Api, PostParams};
 
 use super::control_plane::{ControlPlane, free_port, http_get, http_ok};
+use super::signal;
 
 /// The binary under test: Cargo tells integration tests where it is; the demo example is told by
 /// $SIDECAR_BIN (the Makefile sets it).
@@ -116,7 +117,7 @@ impl Sidecar {
     pub async fn terminate(&mut self, limit: Duration) -> Option<i32> {
         let pid = self.child.id().expect("sidecar already reaped");
         // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        signal(pid, libc::SIGTERM);
         let status = tokio::time::timeout(limit, self.child.wait())
             .await
             .expect("sidecar did not stop after SIGTERM")

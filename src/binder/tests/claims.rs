@@ -165,7 +165,7 @@ fn s3_2a_no_volume_in_tree_provisioner_cannot_provision() {
             assert_eq!(
                 n.message,
                 "no volume plugin matched name: kubernetes.io/no-provisioner"
-            )
+            );
         }
         other => panic!("{other:?}"),
     }

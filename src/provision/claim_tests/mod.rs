@@ -56,7 +56,7 @@ type Row<'a> = (
 
 /// Runs a decision table; `binds`: whether this process binds.
 fn check(s: &Settings, table: Vec<Row<'_>>, binds: bool) {
-    check_with(s, table, binds, false)
+    check_with(s, table, binds, false);
 }
 
 /// As `check`; `journaled`: the claim's intent is in the intent journal.
