@@ -1,5 +1,5 @@
 //! Volume expansion against the real kube-apiserver and the fake driver: the claim and PV status
-//! machine of reference/expansion.md §3, failures and recovery, offline drivers, restarts.
+//! machine of docs/expansion.md §3, failures and recovery, offline drivers, restarts.
 //! Each test has its own driver name and namespace, so they run side by side.
 
 mod support;

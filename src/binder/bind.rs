@@ -1,4 +1,4 @@
-//! The writes of a binding, in upstream's order (reference/binder.md §3.5): PV spec, PV status,
+//! The writes of a binding, in upstream's order (docs/binder.md §3.5): PV spec, PV status,
 //! claim spec, claim status. Each builder returns None when its object already says it, so a
 //! binding cut short by a crash finishes with only the writes that are missing.
 //!

@@ -1,5 +1,5 @@
 //! What the binder does with a claim: syncUnboundClaim and syncBoundClaim, row by row
-//! (reference/binder.md §3.2 and §3.3). Provisioning itself is `provision`'s; here a claim is
+//! (docs/binder.md §3.2 and §3.3). Provisioning itself is `provision`'s; here a claim is
 //! only handed over to it.
 
 use std::sync::Arc;
@@ -97,14 +97,6 @@ fn volume_name(claim: &PersistentVolumeClaim) -> &str {
     claim.volume_name().unwrap_or("")
 }
 
-fn claim_key(claim: &PersistentVolumeClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
 /// syncClaim: bind-completed selects the bound table, else the unbound one.
 pub fn decide(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimStep {
     if annotated(claim, ANN_BIND_COMPLETED) {
@@ -127,7 +119,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
         Err(e @ (MatchError::Selector { .. } | MatchError::Request { .. })) => {
             return ClaimStep::Fail(format!(
                 "error finding PV for claim {:?}: {e}",
-                claim_key(claim)
+                claim.key()
             ));
         }
         Err(e) => return ClaimStep::Fail(e.to_string()),
@@ -236,7 +228,7 @@ fn decide_requested(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> Clai
                     notice,
                     format!(
                         "invalid binding of claim {:?} to volume {requested:?}: volume already claimed by {other:?}",
-                        claim_key(claim)
+                        claim.key()
                     ),
                 )
             } else {

@@ -1,4 +1,4 @@
-//! The PV binder: kube-controller-manager's PV controller semantics (reference/binder.md),
+//! The PV binder: kube-controller-manager's PV controller semantics (docs/binder.md),
 //! decided purely. `claim` and `volume` map an object and the stores to one step; `bind` builds
 //! the writes; `matching` finds the PV for a claim; `explain` says why.
 

@@ -1,4 +1,4 @@
-//! What the binder does with a PV: syncVolume row by row (reference/binder.md §3.7), reclaim
+//! What the binder does with a PV: syncVolume row by row (docs/binder.md §3.7), reclaim
 //! (§3.8), and the upkeep of the deletion finalizer on this driver's PVs.
 //!
 //! The store's claim is a hint. Where upstream double-checks a missing claim against the API

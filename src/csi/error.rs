@@ -1,8 +1,9 @@
 //! What a failed driver call means: finished, maybe still running, or impossible as asked.
 //!
 //! The tables follow external-provisioner (CreateVolume) and external-resizer
-//! (ControllerExpandVolume), see reference/provisioner.md §3.4 and expansion.md §5.1. They differ on
-//! purpose: ResourceExhausted ends a CreateVolume attempt, but leaves an expansion uncertain.
+//! (ControllerExpandVolume), see docs/provisioning.md §3.4 and docs/expansion.md §5.1. They
+//! differ on purpose: ResourceExhausted ends a CreateVolume attempt, but leaves an expansion
+//! uncertain.
 
 use std::time::Duration;
 

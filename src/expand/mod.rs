@@ -1,4 +1,4 @@
-//! Volume expansion, decided purely: external-resizer's recovery flow (reference/expansion.md
+//! Volume expansion, decided purely: external-resizer's recovery flow (docs/expansion.md
 //! §3). `decide` is one pass over a bound claim; `target` picks the size to send (§3.3); the
 //! patch builders write each transition of §3.2 as one status patch; `request` builds
 //! ControllerExpandVolume; `answer` checks the reply; `in_use` tells an offline-only driver's

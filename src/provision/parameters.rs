@@ -1,6 +1,6 @@
 //! StorageClass parameters: which go to the driver, and what the reserved
 //! `csi.storage.k8s.io/` keys ask of us (fsType, secret references). Semantics as
-//! external-provisioner (reference/provisioner.md §2d).
+//! external-provisioner (docs/provisioning.md §2d).
 
 use std::collections::BTreeMap;
 

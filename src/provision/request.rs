@@ -1,5 +1,5 @@
 //! The claim-derived parts of a CreateVolumeRequest: volume name, capacity range and volume
-//! capabilities (reference/provisioner.md §3.3).
+//! capabilities (docs/provisioning.md §3.3).
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 

@@ -1,6 +1,6 @@
-//! Table tests of the binder's pure decisions: one test per row of the PV controller's tables
-//! (matching §2, claims and volumes §3), named after the row; split by topic, with the fixtures
-//! here.
+//! Table tests of the binder's pure decisions: one test per rule of docs/binder.md (matching
+//! §2, claims and volumes §3), named after its section and row; split by topic, with the
+//! fixtures here.
 
 mod claims;
 mod matching;

@@ -1,4 +1,4 @@
-//! Table tests of the resize decisions, by topic; the fixtures are here.
+//! Table tests of the resize decisions of docs/expansion.md, by topic; the fixtures are here.
 
 mod decide;
 mod patches;
