@@ -117,10 +117,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
     let facts = match ClaimFacts::of(claim) {
         Ok(f) => f,
         Err(e @ (MatchError::Selector { .. } | MatchError::Request { .. })) => {
-            return ClaimStep::Fail(format!(
-                "error finding PV for claim {:?}: {e}",
-                claim.key()
-            ));
+            return ClaimStep::Fail(format!("error finding PV for claim {:?}: {e}", claim.key()));
         }
         Err(e) => return ClaimStep::Fail(e.to_string()),
     };

@@ -174,17 +174,12 @@ fn s3_2a_no_volume_in_tree_provisioner_cannot_provision() {
 #[test]
 fn s3_2a_no_volume_empty_class_failed_binding() {
     let c = claim(json!({"spec": {"storageClassName": ""}}));
-    match step(&c, vec![], None) {
-        ClaimStep::Pending(Some(n)) => {
-            assert_eq!(n.reason, "FailedBinding");
-            assert!(!n.warning);
-            assert_eq!(
-                n.message,
-                "no persistent volumes available for this claim and no storage class is set"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_pending(
+        step(&c, vec![], None),
+        "FailedBinding",
+        false,
+        "no persistent volumes available for this claim and no storage class is set",
+    );
 }
 
 // §3.2 B: syncUnboundClaim, volumeName set.
@@ -204,17 +199,12 @@ fn s3_2b_unclaimed_volume_that_does_not_satisfy_volume_mismatch() {
         vec![pv("v", "1Mi", json!({}))],
         Some(&immediate()),
     );
-    match s {
-        ClaimStep::Pending(Some(n)) => {
-            assert_eq!(n.reason, "VolumeMismatch");
-            assert!(n.warning);
-            assert_eq!(
-                n.message,
-                "Cannot bind to requested volume \"v\": requested PV is too small"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_pending(
+        s,
+        "VolumeMismatch",
+        true,
+        "Cannot bind to requested volume \"v\": requested PV is too small",
+    );
 }
 
 #[test]
@@ -257,17 +247,12 @@ fn s3_2b_bound_to_another_claim_failed_binding() {
         vec![pv("v", "1Gi", claimed_by("other", "u-2"))],
         Some(&immediate()),
     );
-    match s {
-        ClaimStep::Pending(Some(n)) => {
-            assert_eq!(n.reason, "FailedBinding");
-            assert!(n.warning);
-            assert_eq!(
-                n.message,
-                "volume \"v\" already bound to a different claim."
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    assert_pending(
+        s,
+        "FailedBinding",
+        true,
+        "volume \"v\" already bound to a different claim.",
+    );
 }
 
 #[test]

@@ -129,3 +129,14 @@ fn bound_pv(extra: Value) -> PersistentVolume {
     merge(&mut base, extra);
     pv("v", "1Gi", base)
 }
+
+/// The step leaves the claim Pending with an event of this reason, kind and message.
+fn assert_pending(step: ClaimStep, reason: &str, warning: bool, message: &str) {
+    let ClaimStep::Pending(Some(n)) = step else {
+        panic!("not Pending with an event: {step:?}");
+    };
+    assert_eq!(
+        (n.reason, n.warning, n.message.as_str()),
+        (reason, warning, message)
+    );
+}
