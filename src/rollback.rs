@@ -11,7 +11,7 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
-use crate::model::ClaimExt;
+use crate::model::{ClaimExt, VolumeExt};
 use crate::names::FINALIZER_PROVISIONING;
 
 /// What to do with one claim's finalizer.
@@ -43,7 +43,7 @@ pub fn judge(
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     let named = claim.volume_name();
     let recorded = volumes.iter().find(|pv| {
-        let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+        let claim_ref = pv.claim_ref();
         pv.metadata.name.as_deref() == named && named.is_some()
             || claim_ref.and_then(|r| r.uid.as_deref()) == Some(uid) && !uid.is_empty()
     });

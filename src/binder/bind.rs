@@ -19,7 +19,7 @@ pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Opti
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     let prebound = pv.bound_to_claim(ns, name, uid);
-    let current = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+    let current = pv.claim_ref();
     let same = current.is_some_and(|r| {
         r.name.as_deref() == Some(name)
             && r.namespace.as_deref() == Some(ns)
@@ -167,7 +167,7 @@ pub fn claim_status_unbound(claim: &PersistentVolumeClaim, phase: &str) -> Optio
 /// pre-bound keeps the name and loses only the UID. Skipped when there is nothing to take back
 /// (upstream always writes: kubernetes#118545).
 pub fn unbind(pv: &PersistentVolume) -> Option<Value> {
-    let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref())?;
+    let claim_ref = pv.claim_ref()?;
     let rv = &pv.metadata.resource_version;
     if annotation(&pv.metadata, ANN_BOUND_BY_CONTROLLER).is_some() {
         Some(json!({

@@ -200,7 +200,7 @@ fn decide_requested(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> Clai
     let ns = claim.metadata.namespace.as_deref().unwrap_or_default();
     let name = claim.metadata.name.as_deref().unwrap_or_default();
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+    let claim_ref = pv.claim_ref();
     match claim_ref {
         None => match check_volume_satisfies_claim(&pv, claim) {
             Ok(()) => ClaimStep::Bind(pv),
@@ -251,7 +251,7 @@ fn decide_bound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimSte
         ));
     };
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    match pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) {
+    match pv.claim_ref() {
         None => ClaimStep::Bind(pv),
         Some(r) if !uid.is_empty() && r.uid.as_deref() == Some(uid) => ClaimStep::Bind(pv),
         Some(_) => ClaimStep::Lost(Notice::warning(

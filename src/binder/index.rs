@@ -38,7 +38,7 @@ fn resource_version(pv: &PersistentVolume) -> Option<u64> {
 
 /// The namespace and name of the claim the PV's claimRef names.
 pub fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
-    let r = pv.spec.as_ref()?.claim_ref.as_ref()?;
+    let r = pv.claim_ref()?;
     Some((r.namespace.clone()?, r.name.clone()?))
 }
 

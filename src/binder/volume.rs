@@ -156,7 +156,7 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
     if ours && has_finalizer(pv) && !delete {
         return VolumeStep::RemoveFinalizer;
     }
-    let Some(claim_ref) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
+    let Some(claim_ref) = pv.claim_ref() else {
         return set_phase(pv, VolumePhase::Available); // row 1
     };
     let Some(ref_uid) = claim_ref.uid.as_deref().filter(|u| !u.is_empty()) else {

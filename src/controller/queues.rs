@@ -73,7 +73,7 @@ impl Queues {
                     queues.classes.add(v.class().to_string());
                 }
                 queues.volumes.add(v.name_any());
-                if let Some(r) = v.spec.as_ref().and_then(|s| s.claim_ref.as_ref())
+                if let Some(r) = v.claim_ref()
                     && let (Some(ns), Some(name)) = (&r.namespace, &r.name)
                 {
                     queues.claims.add(ObjectRef::new(name).within(ns));

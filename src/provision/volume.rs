@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::plan::Plan;
 use crate::csi::v1 as csi;
-use crate::model::quantity;
+use crate::model::{VolumeExt, quantity};
 use crate::names::ATTR_PROVISIONER_IDENTITY;
 
 /// An answer from CreateVolume that cannot be recorded; the volume must be deleted again.
@@ -90,9 +90,7 @@ pub fn deletion_secret(
             }
         }));
     }
-    let (Some(class), Some(claim_ref)) =
-        (class, pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()))
-    else {
+    let (Some(class), Some(claim_ref)) = (class, pv.claim_ref()) else {
         return Ok(None);
     };
     let parameters = super::parameters::parse(&class.parameters.clone().unwrap_or_default())
