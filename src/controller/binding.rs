@@ -54,7 +54,7 @@ impl Controller {
             );
             let reservation = match &step {
                 ClaimStep::Bind(pv) if is_available(pv) => {
-                    Reservation::take(&self.index, &mut volumes, pv, key)
+                    Reservation::take(&self.queues.index, &mut volumes, pv, key)
                 }
                 _ => None,
             };
@@ -153,7 +153,7 @@ impl Controller {
                     class.as_deref(),
                     &self.settings.driver,
                     age,
-                    self.handover_grace,
+                    self.switches.handover_grace,
                 ) {
                     let notice = Notice {
                         warning: true,

@@ -36,7 +36,7 @@ impl Controller {
         let Some(pv) = self.live_volume_if_missing(name).await? else {
             return Ok(Outcome::Done);
         };
-        let mut memory = self.claim_memory.of_claim(key, claim).resize;
+        let mut memory = self.memory.claims.of_claim(key, claim).resize;
         let Some(expander) = self.expander else {
             self.cannot_expand(key, claim, &pv, memory).await;
             return Ok(Outcome::Done);
@@ -113,7 +113,10 @@ impl Controller {
             )
             .await;
 
-        if memory.in_use && self.handle_volume_inuse_error && self.claim_in_use(&claim).await {
+        if memory.in_use
+            && self.switches.handle_volume_inuse_error
+            && self.claim_in_use(&claim).await
+        {
             let note = expand::in_use_note(
                 &claim.namespace().unwrap_or_default(),
                 &claim.name_any(),
@@ -214,7 +217,7 @@ impl Controller {
             .and_then(|s| s.capacity.as_ref()?.get("storage"))
             .map(|q| q.0.clone())
             .unwrap_or_default();
-        let annotate = node_required && self.annotate_fs_resize;
+        let annotate = node_required && self.switches.annotate_fs_resize;
         let patch = expand::volume_capacity(pv, capacity, annotate, &old);
         self.patch_volume(
             pv,
@@ -253,7 +256,7 @@ impl Controller {
             crate::metrics::metrics().resize_done.observe(seconds);
         }
         self.forget_resize(key);
-        self.claims.forget(key);
+        self.queues.claims.forget(key);
         info!(volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
         self.events
             .normal(&reference(&claim), reason, note.to_string())
@@ -263,7 +266,8 @@ impl Controller {
 
     /// The resize is over (or there is none): what was remembered of it goes.
     fn forget_resize(&self, key: &ClaimKey) {
-        self.claim_memory
+        self.memory
+            .claims
             .update_if_known(key, |m| m.resize = ResizeMemory::default());
     }
 
@@ -284,7 +288,8 @@ impl Controller {
             return;
         }
         memory.announced = Some(sizes.requested);
-        self.claim_memory
+        self.memory
+            .claims
             .update_claim(key, claim, |m| m.resize = memory);
         let note = format!(
             "CSI driver {} cannot expand volumes (no EXPAND_VOLUME capability in its controller or node service); the claim keeps its size",
@@ -307,12 +312,13 @@ impl Controller {
         slow: bool,
     ) -> Outcome {
         let delay = if slow {
-            self.claims.retry_slowly(key.clone())
+            self.queues.claims.retry_slowly(key.clone())
         } else {
-            self.claims.retry(key.clone())
+            self.queues.claims.retry(key.clone())
         };
         memory.wait = Some((asked, due_at(delay)));
-        self.claim_memory
+        self.memory
+            .claims
             .update_claim(key, claim, |m| m.resize = memory);
         warn!(retry_in = ?delay, "resize failed: {note}");
         self.events

@@ -17,7 +17,7 @@ use crate::provision::claim::ClaimAction;
 impl Controller {
     /// The claim's intent is in the journal.
     pub(super) fn journaled(&self, claim: &PersistentVolumeClaim) -> bool {
-        match (&self.journal, claim.metadata.uid.as_deref()) {
+        match (&self.switches.journal, claim.metadata.uid.as_deref()) {
             (Some(journal), Some(uid)) => journal.contains(uid),
             _ => false,
         }
@@ -33,7 +33,7 @@ impl Controller {
         let driver = &self.settings.driver;
         let annotated = claim.annotations().get(ANN_STORAGE_PROVISIONER) == Some(driver);
         let mut metadata = json!({ "resourceVersion": claim.resource_version() });
-        if let Some(journal) = &self.journal {
+        if let Some(journal) = &self.switches.journal {
             journal.record(claim).await?;
         } else {
             metadata["finalizers"] = json!(super::with(claim, FINALIZER_PROVISIONING));
@@ -45,7 +45,7 @@ impl Controller {
             });
         }
         // Beside a binder that handed the claim over, the journal needs no claim write at all.
-        let updated = if self.journal.is_none() || !annotated {
+        let updated = if self.switches.journal.is_none() || !annotated {
             self.patch_claim(
                 claim,
                 json!({ "metadata": metadata }),
@@ -71,7 +71,8 @@ impl Controller {
 
     /// The intent is settled: the journal entry goes, and our finalizer if the claim has it.
     pub(super) async fn drop_intent(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
-        if let (Some(journal), Some(uid)) = (&self.journal, claim.metadata.uid.as_deref()) {
+        if let (Some(journal), Some(uid)) = (&self.switches.journal, claim.metadata.uid.as_deref())
+        {
             journal.remove(uid).await?;
         }
         if !claim.has_intent() {
@@ -94,7 +95,7 @@ impl Controller {
     /// claim being deleted: the PV records the volume (drop the entry), or CreateVolume finds it
     /// and it is deleted (recorded under Retain). Claims still here take the usual path.
     pub(super) async fn settle_journal(&self) {
-        let Some(journal) = &self.journal else {
+        let Some(journal) = &self.switches.journal else {
             return;
         };
         for kept in journal.all() {

@@ -53,6 +53,13 @@ pub(super) struct VolumeMemory {
     pub stranded: bool,
 }
 
+/// Everything remembered between passes: of claims by their key, of PVs by their name.
+#[derive(Default)]
+pub(super) struct Memory {
+    pub claims: Memories<ClaimKey, ClaimMemory>,
+    pub volumes: Memories<String, VolumeMemory>,
+}
+
 /// Per-key memories of one kind.
 pub(super) struct Memories<K, M> {
     map: Mutex<HashMap<K, M>>,

@@ -76,34 +76,24 @@ pub struct Controller {
     writes: crate::cluster::client::Writes,
     csi: CsiClient,
     stores: Stores,
-    /// The last known version of every PV, ours included, indexed for matching.
-    index: Arc<RwLock<VolumeIndex>>,
-    usage: Arc<Mutex<ClaimUse>>,
+    /// The work queues, the PV index (the last known version of every PV, ours included) and
+    /// which claim each PV served.
+    queues: Queues,
     /// PV names the store did not have at the last resync (dropped from the index at the next).
     unseen: Mutex<std::collections::HashSet<String>>,
     scope: Scope,
     settings: Settings,
     features: Features,
     events: events::Events,
-    claims: WorkQueue<ClaimKey>,
-    volumes: WorkQueue<String>,
-    classes: WorkQueue<String>,
     /// Everything remembered of a claim, or of a PV, between passes (memory.rs).
-    claim_memory: memory::Memories<ClaimKey, memory::ClaimMemory>,
-    volume_memory: memory::Memories<String, memory::VolumeMemory>,
+    memory: memory::Memory,
     /// How the driver grows volumes; None: it cannot, and claims keep their size.
     expander: Option<crate::expand::Expander>,
-    /// `--handle-volume-inuse-error`: after "volume in use", wait until no pod uses the claim.
-    handle_volume_inuse_error: bool,
-    /// Record the pre-resize capacity on PVs the node still has to grow (`AnnotateFsResize`).
-    annotate_fs_resize: bool,
-    handover_grace: Duration,
     /// `--workers`: how many ControllerExpandVolume calls may run at once (csi-resizer's
     /// worker count; the other work of a pass does not wait for it).
     expansion_slots: tokio::sync::Semaphore,
-    /// `--intent-journal` beside kube-controller-manager's binder: intents in files, not in a
-    /// claim finalizer.
-    journal: Option<Arc<Journal>>,
+    /// The process-wide switches from the flags.
+    switches: Switches,
 }
 
 /// Process-wide switches from the flags.
@@ -153,8 +143,7 @@ impl Controller {
                 driver: settings.driver.clone(),
                 binder: switches.binder,
             },
-            index: queues.index,
-            usage: queues.usage,
+            queues,
             unseen: Mutex::default(),
             client: clients.state,
             writes: clients.writes,
@@ -162,35 +151,29 @@ impl Controller {
             stores,
             settings,
             features,
-            claims: queues.claims,
-            volumes: queues.volumes,
-            classes: queues.classes,
-            claim_memory: Default::default(),
-            volume_memory: Default::default(),
+            memory: memory::Memory::default(),
             expander: crate::expand::Expander::of(
                 driver.controller.has(ControllerCapability::ExpandVolume),
                 driver.node_expansion,
             ),
-            handle_volume_inuse_error: switches.handle_volume_inuse_error,
-            annotate_fs_resize: switches.annotate_fs_resize,
-            handover_grace: switches.handover_grace,
             expansion_slots: tokio::sync::Semaphore::new(switches.expansion_workers.max(1)),
-            journal: switches.journal,
+            switches,
         })
     }
 
     fn index_mut(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
-        self.index.write().unwrap_or_else(|p| p.into_inner())
+        self.queues.index.write().unwrap_or_else(|p| p.into_inner())
     }
 
     fn index(&self) -> std::sync::RwLockReadGuard<'_, VolumeIndex> {
-        self.index.read().unwrap_or_else(|p| p.into_inner())
+        self.queues.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Remembers the version of a claim we just wrote (see `ClaimMemory::written`).
     fn wrote_claim(&self, claim: &PersistentVolumeClaim) {
         if let Some(rv) = numeric_version(claim) {
-            self.claim_memory
+            self.memory
+                .claims
                 .update_claim(&ObjectRef::from_obj(claim), claim, |m| m.written = Some(rv));
         }
     }
@@ -198,13 +181,15 @@ impl Controller {
     /// True when the store's copy of the claim is older than our last write to it. A copy that
     /// caught up (or a claim gone from the store) ends the wait.
     fn claim_is_behind(&self, key: &ClaimKey, cached: Option<&PersistentVolumeClaim>) -> bool {
-        let Some(wrote) = self.claim_memory.get(key).written else {
+        let Some(wrote) = self.memory.claims.get(key).written else {
             return false;
         };
         match cached.and_then(numeric_version) {
             Some(seen) if seen < wrote => true,
             _ => {
-                self.claim_memory.update_if_known(key, |m| m.written = None);
+                self.memory
+                    .claims
+                    .update_if_known(key, |m| m.written = None);
                 false
             }
         }
@@ -212,8 +197,8 @@ impl Controller {
 
     /// The claim is gone: everything remembered of it goes too.
     fn forget_claim(&self, key: &ClaimKey) {
-        self.claim_memory.forget(key);
-        self.claims.forget(key);
+        self.memory.claims.forget(key);
+        self.queues.claims.forget(key);
     }
 
     /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
@@ -224,7 +209,7 @@ impl Controller {
     /// True while a failed driver call on this version of the claim waits for its retry.
     fn backing_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> bool {
         let rv = claim.resource_version().unwrap_or_default();
-        match self.claim_memory.get(key).not_before {
+        match self.memory.claims.get(key).not_before {
             Some((failed_rv, until)) => failed_rv == rv && Instant::now() < until,
             None => false,
         }
@@ -234,20 +219,22 @@ impl Controller {
     /// `slow`: the failure is infeasible; wait the longest backoff delay at once.
     fn back_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim, slow: bool) -> Duration {
         let delay = if slow {
-            self.claims.retry_slowly(key.clone())
+            self.queues.claims.retry_slowly(key.clone())
         } else {
-            self.claims.retry(key.clone())
+            self.queues.claims.retry(key.clone())
         };
         let until = (claim.resource_version().unwrap_or_default(), due_at(delay));
-        self.claim_memory
+        self.memory
+            .claims
             .update_claim(key, claim, |m| m.not_before = Some(until));
         delay
     }
 
     fn clear_backoff(&self, key: &ClaimKey) {
-        self.claim_memory
+        self.memory
+            .claims
             .update_if_known(key, |m| m.not_before = None);
-        self.claims.forget(key);
+        self.queues.claims.forget(key);
     }
 
     /// The newest PV we know of by that name: the index holds our own writes too.

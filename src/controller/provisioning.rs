@@ -70,7 +70,7 @@ impl Controller {
                     }
                     claim = self.record_intent(&claim).await?;
                     // A journaled intent wrote nothing: the copy is still the cache's.
-                    fresh = self.journal.is_none();
+                    fresh = self.switches.journal.is_none();
                 }
                 ClaimAction::Provision(plan) | ClaimAction::Abandon(plan) if !fresh => {
                     let _ = plan;

@@ -200,7 +200,8 @@ impl Controller {
                 .await;
         }
         let first = self
-            .claim_memory
+            .memory
+            .claims
             .update_claim(key, claim, |m| !std::mem::replace(&mut m.announced, true));
         if first {
             info!(%kind, %name, "data source left to a volume populator");

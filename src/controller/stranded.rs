@@ -16,14 +16,15 @@ impl Controller {
     /// Remembers a claim whose pass failed on an unreachable driver.
     pub(super) fn strand_claim(&self, key: &ClaimKey, error: &CsiError) {
         if error.unreachable() {
-            self.claim_memory.update(key, |m| m.stranded = true);
+            self.memory.claims.update(key, |m| m.stranded = true);
         }
     }
 
     /// Remembers a PV whose pass failed on an unreachable driver.
     pub(super) fn strand_volume(&self, name: &str, error: &CsiError) {
         if error.unreachable() {
-            self.volume_memory
+            self.memory
+                .volumes
                 .update(&name.to_string(), |m| m.stranded = true);
         }
     }
@@ -34,15 +35,17 @@ impl Controller {
         loop {
             tokio::time::sleep(PROBE_EVERY).await;
             let stranded =
-                self.claim_memory.any(|m| m.stranded) || self.volume_memory.any(|m| m.stranded);
+                self.memory.claims.any(|m| m.stranded) || self.memory.volumes.any(|m| m.stranded);
             if !stranded || !matches!(self.csi.probe().await, Ok(true)) {
                 continue;
             }
             let claims = self
-                .claim_memory
+                .memory
+                .claims
                 .take_where(|m| std::mem::take(&mut m.stranded));
             let volumes = self
-                .volume_memory
+                .memory
+                .volumes
                 .take_where(|m| std::mem::take(&mut m.stranded));
             info!(
                 claims = claims.len(),
@@ -51,15 +54,16 @@ impl Controller {
             );
             for key in claims {
                 self.clear_backoff(&key);
-                self.claim_memory
+                self.memory
+                    .claims
                     .update_if_known(&key, |m| m.resize.wait = None);
-                self.claims.add(key);
+                self.queues.claims.add(key);
             }
             for name in volumes {
                 // A PV's memory is only this mark.
-                self.volume_memory.forget(&name);
-                self.volumes.forget(&name);
-                self.volumes.add(name);
+                self.memory.volumes.forget(&name);
+                self.queues.volumes.forget(&name);
+                self.queues.volumes.add(name);
             }
         }
     }

@@ -68,7 +68,7 @@ impl Controller {
                 }
                 VolumeStep::QueueClaim => {
                     if let Some((ns, n)) = claim_ref_key(&pv) {
-                        self.claims.add(ObjectRef::new(&n).within(&ns));
+                        self.queues.claims.add(ObjectRef::new(&n).within(&ns));
                     }
                     Ok(Outcome::Done)
                 }
@@ -231,6 +231,7 @@ impl Controller {
         }
         if !self.served_its_claim(pv) {
             let first = self
+                .queues
                 .usage
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -295,7 +296,7 @@ impl Controller {
 
     /// See `binder::usage`: deleted only for the claim it was made for or was used by.
     fn served_its_claim(&self, pv: &PersistentVolume) -> bool {
-        let usage = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        let usage = self.queues.usage.lock().unwrap_or_else(|p| p.into_inner());
         binder::usage::served_its_claim(
             pv,
             |uid| {

@@ -16,7 +16,7 @@ impl Controller {
             // Available before claims look for a match, as kube-controller-manager's binder
             // ends up; else a claim might be handed to a provisioner for nothing.
             let started = Instant::now();
-            while !self.volumes.is_idle() && started.elapsed() < options.sync {
+            while !self.queues.volumes.is_idle() && started.elapsed() < options.sync {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -58,9 +58,9 @@ impl Controller {
         stop.await;
         resync.abort();
         recovery.abort();
-        self.claims.close();
-        self.volumes.close();
-        self.classes.close();
+        self.queues.claims.close();
+        self.queues.volumes.close();
+        self.queues.classes.close();
         let _ = classes.await;
         for task in tasks {
             // Workers finish the key in hand; every step is safe to repeat after a restart.
@@ -91,10 +91,10 @@ impl Controller {
             }
         }
         for c in self.stores.claims.state() {
-            self.claims.add(ObjectRef::from_obj(&*c));
+            self.queues.claims.add(ObjectRef::from_obj(&*c));
         }
         for v in volumes {
-            self.volumes.add(v.name_any());
+            self.queues.volumes.add(v.name_any());
         }
     }
 
@@ -116,12 +116,12 @@ impl Controller {
                 .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
                 != status.and_then(|s| s.capacity.as_ref()?.get("storage"));
             if resizing || !c.is_bound() {
-                self.claims.add(ObjectRef::from_obj(&*c));
+                self.queues.claims.add(ObjectRef::from_obj(&*c));
             }
         }
         for v in self.stores.volumes.state() {
             if v.phase() != Some(VolumePhase::Bound) {
-                self.volumes.add(v.name_any());
+                self.queues.volumes.add(v.name_any());
             }
         }
     }
@@ -129,7 +129,7 @@ impl Controller {
     /// Every log line of a pass sits in a span naming the object (`namespace/name`) and, once
     /// decided, the operation (`op`), in text and JSON alike.
     async fn claim_worker(&self) {
-        while let Some(key) = self.claims.next().await {
+        while let Some(key) = self.queues.claims.next().await {
             let name = format!(
                 "{}/{}",
                 key.namespace.as_deref().unwrap_or_default(),
@@ -137,30 +137,30 @@ impl Controller {
             );
             let span = info_span!("sync", claim = %name, op = field::Empty);
             let result = self.sync_claim(&key).instrument(span.clone()).await;
-            self.claims.done(&key);
-            span.in_scope(|| self.settle(&self.claims, key, result));
+            self.queues.claims.done(&key);
+            span.in_scope(|| self.settle(&self.queues.claims, key, result));
         }
     }
 
     /// A class changed (or appeared): its unbound claims may now be provisionable.
     async fn class_worker(&self) {
-        while let Some(class) = self.classes.next().await {
+        while let Some(class) = self.queues.classes.next().await {
             for c in self.stores.claims.state() {
                 let unbound = c.volume_name().is_none();
                 if unbound && c.class() == class {
-                    self.claims.add(ObjectRef::from_obj(&*c));
+                    self.queues.claims.add(ObjectRef::from_obj(&*c));
                 }
             }
-            self.classes.done(&class);
+            self.queues.classes.done(&class);
         }
     }
 
     async fn volume_worker(&self) {
-        while let Some(key) = self.volumes.next().await {
+        while let Some(key) = self.queues.volumes.next().await {
             let span = info_span!("sync", volume = %key, op = field::Empty);
             let result = self.sync_volume(&key).instrument(span.clone()).await;
-            self.volumes.done(&key);
-            span.in_scope(|| self.settle(&self.volumes, key, result));
+            self.queues.volumes.done(&key);
+            span.in_scope(|| self.settle(&self.queues.volumes, key, result));
         }
     }
 
