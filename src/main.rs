@@ -218,7 +218,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let controller = Controller::new(
         clients,
-        csi.clone(),
+        std::sync::Arc::new(csi.clone()),
         stores,
         &driver,
         settings,

@@ -66,6 +66,20 @@ pub struct ApiClients {
     pub writes: Writes,
 }
 
+impl ApiClients {
+    /// One client for everything, with no client-side limit (tests on an API in memory).
+    pub fn unlimited(client: Client) -> Self {
+        ApiClients {
+            state: client.clone(),
+            events: client.clone(),
+            writes: Writes {
+                client,
+                budget: RateLimitLayer::new(-1.0, 1),
+            },
+        }
+    }
+}
+
 /// A write that waited long for a token may have been decided on a copy that is stale by the
 /// time it goes; sent so, it is refused (409), and under a busy object it is refused every time
 /// (a livelock). Such writes take their token first ([`Writes::token`]), look at the newest

@@ -21,6 +21,9 @@ mod volumes;
 mod workers;
 mod writes;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
@@ -40,7 +43,7 @@ use crate::binder::{Scope, VolumeIndex};
 use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
 use crate::cluster::stores::{Change, OnChange};
-use crate::csi::{ControllerCapability, CsiClient, DriverInfo};
+use crate::csi::{ControllerCapability, Driver, DriverInfo};
 use crate::model::{ClaimExt, VolumeExt, VolumePhase};
 use crate::provision::plan::{self, Features, Settings};
 use crate::queue::{Backoff, WorkQueue};
@@ -74,7 +77,7 @@ pub struct Controller {
     client: Client,
     /// Claim and PV patches: token first, then a look at the newest copy (writes.rs).
     writes: crate::cluster::client::Writes,
-    csi: CsiClient,
+    csi: Arc<dyn Driver>,
     stores: Stores,
     /// The work queues, the PV index (the last known version of every PV, ours included) and
     /// which claim each PV served.
@@ -117,7 +120,7 @@ pub struct Switches {
 impl Controller {
     pub fn new(
         clients: ApiClients,
-        csi: CsiClient,
+        csi: Arc<dyn Driver>,
         stores: Stores,
         driver: &DriverInfo,
         settings: Settings,

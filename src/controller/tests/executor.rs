@@ -1,0 +1,186 @@
+//! The executor rules, one test each.
+
+use serde_json::json;
+
+use super::fake_driver::status;
+use super::*;
+use crate::names::{FINALIZER_PROVISIONING, FINALIZER_VOLUME};
+
+#[tokio::test(start_paused = true)]
+async fn the_intent_is_on_the_claim_before_create_volume() {
+    let mut bench = Bench::new();
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
+    let creates = bench.driver.creates();
+    assert_eq!(creates.len(), 1, "{creates:?}");
+    assert_eq!(
+        creates[0].1,
+        json!([FINALIZER_PROVISIONING]),
+        "the API held the intent when the driver was asked"
+    );
+    let claim = bench.get(CLAIMS, "c").expect("the claim");
+    assert_eq!(claim["spec"]["volumeName"], json!("pvc-u1"));
+    assert_eq!(claim["status"]["phase"], json!("Bound"));
+    assert!(
+        claim["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty()),
+        "the intent goes with the bind: {claim}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pass_on_a_copy_older_than_our_write_waits_for_the_watch() {
+    let mut bench = Bench::new();
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    bench.claim_pass().await;
+    let writes = bench.writes();
+    // The watch has not brought our writes: the store still shows the claim unbound.
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
+    assert_eq!(bench.writes(), writes, "no write decided on the old copy");
+    assert_eq!(bench.driver.creates().len(), 1);
+    // Once the watch delivers, the pass finds nothing to do.
+    bench.sync();
+    bench.claim_pass().await;
+    assert_eq!(bench.writes(), writes);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_create_volume_waits_until_the_claim_changes() {
+    let mut bench = Bench::new();
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    bench.driver.fail_next_create(status(tonic::Code::Internal));
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    assert!(
+        bench
+            .events()
+            .iter()
+            .any(|(reason, _)| reason == "ProvisioningFailed")
+    );
+    // The watch brings our intent: the same version of the claim, so the backoff holds.
+    bench.sync();
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    assert_eq!(
+        bench.driver.creates().len(),
+        1,
+        "no second CreateVolume within the backoff"
+    );
+    // The user changes the claim: looked at again at once.
+    bench.api.state.lock().unwrap().update(
+        CLAIMS,
+        "c",
+        json!({"metadata": {"labels": {"tier": "gold"}}}),
+    );
+    bench.sync();
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
+    assert_eq!(bench.driver.creates().len(), 2);
+    assert_eq!(
+        bench.get(CLAIMS, "c").expect("the claim")["status"]["phase"],
+        json!("Bound")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undo_that_cannot_tell_whether_the_volume_exists_keeps_the_intent() {
+    let mut bench = Bench::new();
+    // Deleted while its volume may be under way: the intent holds the claim.
+    bench.create(
+        CLAIMS,
+        claim(json!({"metadata": {"finalizers": [FINALIZER_PROVISIONING],
+                                  "deletionTimestamp": "2026-01-01T00:00:00Z"}})),
+    );
+    bench.sync();
+    bench
+        .driver
+        .fail_next_create(status(tonic::Code::DeadlineExceeded));
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    let claim_now = bench.get(CLAIMS, "c").expect("the claim is held");
+    assert_eq!(
+        claim_now["metadata"]["finalizers"],
+        json!([FINALIZER_PROVISIONING])
+    );
+    assert!(bench.driver.deletes().is_empty());
+    assert!(
+        bench
+            .events()
+            .iter()
+            .any(|(reason, note)| reason == "ProvisioningCleanupFailed"
+                && note.contains("cannot find out whether volume pvc-u1 exists")),
+        "{:?}",
+        bench.events()
+    );
+    // The driver answers: the volume it made is deleted, then the claim may go.
+    bench.driver.fail_next_create(status(tonic::Code::Internal));
+    bench.api.state.lock().unwrap().update(
+        CLAIMS,
+        "c",
+        json!({"metadata": {"labels": {"retry": "now"}}}),
+    );
+    bench.sync();
+    bench.claim_pass().await;
+    assert!(
+        bench.get(CLAIMS, "c").is_none(),
+        "a final answer (nothing made) lets the claim go"
+    );
+    assert!(
+        bench.driver.deletes().is_empty(),
+        "nothing was made, nothing to delete"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_delete_volume_while_the_live_claim_holds_the_volume() {
+    let mut bench = Bench::new();
+    bench.create(
+        CLAIMS,
+        claim(json!({"spec": {"volumeName": "pvc-u1"}, "status": {"phase": "Bound"}})),
+    );
+    bench.create(
+        VOLUMES,
+        json!({"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": "pvc-u1", "finalizers": [FINALIZER_VOLUME],
+                            "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "gold",
+                        "csi": {"driver": DRIVER, "volumeHandle": "h-1"},
+                        "claimRef": {"namespace": "ns", "name": "c", "uid": "u1"}},
+               "status": {"phase": "Released"}}),
+    );
+    // The stores see the PV Released and its claim gone: a cache that is wrong.
+    relist(&mut bench.volumes, typed(&bench.api, VOLUMES));
+    for pv in typed::<PersistentVolume>(&bench.api, VOLUMES) {
+        bench.controller.remember(&pv);
+    }
+    let outcome = bench
+        .controller
+        .sync_volume("pvc-u1")
+        .await
+        .expect("a pass");
+    assert_eq!(outcome, super::super::Outcome::Done);
+    assert!(
+        bench.driver.deletes().is_empty(),
+        "the live claim still holds it"
+    );
+    assert!(
+        bench.events().is_empty(),
+        "held by the re-check, not refused: {:?}",
+        bench.events()
+    );
+    assert!(bench.get(VOLUMES, "pvc-u1").is_some());
+    // The claim really goes: then the volume is deleted.
+    bench.api.state.lock().unwrap().update(
+        CLAIMS,
+        "c",
+        json!({"metadata": {"deletionTimestamp": "2026-01-02T00:00:00Z"}}),
+    );
+    assert!(bench.get(CLAIMS, "c").is_none());
+    bench
+        .controller
+        .sync_volume("pvc-u1")
+        .await
+        .expect("a pass");
+    assert_eq!(bench.driver.deletes(), vec!["h-1".to_string()]);
+}
