@@ -33,6 +33,8 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
             "no Lease {namespace}/{lease_name}: make sure no csi-pv-controller runs for {driver} (without --leader-election none is visible)"
         ),
     }
+    let objects =
+        csi_pv_controller::cluster::objects::Cluster::kube(client.clone(), client.clone());
     let claims = Api::<PersistentVolumeClaim>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -81,12 +83,8 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
                 if dry_run {
                     continue;
                 }
-                let claims = Api::<PersistentVolumeClaim>::namespaced(
-                    client.clone(),
-                    &claim.namespace().unwrap_or_default(),
-                );
                 // A claim gone meanwhile has lost the finalizer with it.
-                controller::drop_finalizer(&claims, claim, names::FINALIZER_PROVISIONING)
+                controller::drop_finalizer(&*objects.claims, claim, names::FINALIZER_PROVISIONING)
                     .await
                     .with_context(|| format!("cannot remove the finalizer from {at}"))?;
             }

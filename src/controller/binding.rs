@@ -173,13 +173,11 @@ impl Controller {
     /// Pods of the claim's namespace not yet on a node that use it. A failed listing is only
     /// logged: the event then says no pod, as when there is none.
     async fn unscheduled_pods_of(&self, claim: &PersistentVolumeClaim) -> Vec<String> {
-        let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-            kube::Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default());
         let params = kube::api::ListParams::default().fields("spec.nodeName=");
-        match api.list(&params).await {
-            Ok(list) => {
-                let mut names: Vec<String> = list
-                    .items
+        let namespace = claim.namespace();
+        match self.cluster.pods.list(namespace.as_deref(), &params).await {
+            Ok(pods) => {
+                let mut names: Vec<String> = pods
                     .iter()
                     .filter(|p| crate::binder::claim::waits_for_claim(p, &claim.name_any()))
                     .filter_map(|p| p.metadata.name.clone())

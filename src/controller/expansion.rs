@@ -5,9 +5,9 @@
 
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::ListParams;
 use tracing::{info, warn};
 
 use super::memory::ResizeMemory;
@@ -330,10 +330,10 @@ impl Controller {
     /// Whether a pod that may still run uses the claim. A failed listing counts as "in use":
     /// calling an offline-only driver on a mounted volume is what the check is there to avoid.
     async fn claim_in_use(&self, claim: &PersistentVolumeClaim) -> bool {
-        let api: Api<Pod> =
-            Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default());
-        match api.list(&ListParams::default()).await {
-            Ok(list) => expand::in_use(claim, &list.items),
+        let namespace = claim.namespace();
+        let params = ListParams::default();
+        match self.cluster.pods.list(namespace.as_deref(), &params).await {
+            Ok(pods) => expand::in_use(claim, &pods),
             Err(error) => {
                 warn!(%error, "cannot list pods to see whether the claim is in use");
                 true

@@ -2,6 +2,7 @@
 //! off whatever the version.
 
 use super::*;
+use crate::cluster::objects::Objects;
 
 /// The object's finalizers with `finalizer` added at the end.
 pub(super) fn with<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
@@ -24,7 +25,7 @@ pub(super) fn without<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<Str
 /// already gone is fine: finalizers are only ever removed from something on its way out.
 /// Returns the object as the API answered, or None when it is gone.
 pub(super) async fn set_finalizers<K>(
-    api: &kube::Api<K>,
+    objects: &dyn Objects<K>,
     object: &K,
     finalizers: Vec<String>,
 ) -> Result<Option<K>, SyncError>
@@ -37,7 +38,7 @@ where
             "finalizers": finalizers,
         }
     }));
-    patch_unless_gone(api, object, &patch, "update the finalizers").await
+    patch_unless_gone(objects, object, &patch, "update the finalizers").await
 }
 
 /// Takes `finalizer` off `object` whatever its version, for when what it guards is over however
@@ -46,7 +47,7 @@ where
 /// pv-protection, on every PV we delete) cannot make it fail with a conflict and cost a retry.
 /// Returns the object as the API answered, or None when it is gone.
 pub async fn drop_finalizer<K>(
-    api: &kube::Api<K>,
+    objects: &dyn Objects<K>,
     object: &K,
     finalizer: &str,
 ) -> Result<Option<K>, SyncError>
@@ -57,12 +58,12 @@ where
         "metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}
     }));
     let action = format!("remove the finalizer {finalizer}");
-    patch_unless_gone(api, object, &patch, &action).await
+    patch_unless_gone(objects, object, &patch, &action).await
 }
 
 /// Patches `object`; None when it is gone. `action` names the patch in the error.
 async fn patch_unless_gone<K>(
-    api: &kube::Api<K>,
+    objects: &dyn Objects<K>,
     object: &K,
     patch: &kube::api::Patch<serde_json::Value>,
     action: &str,
@@ -71,10 +72,8 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let name = object.name_any();
-    match api
-        .patch(&name, &kube::api::PatchParams::default(), patch)
-        .await
-    {
+    let namespace = object.meta().namespace.as_deref();
+    match objects.patch(namespace, &name, patch, false).await {
         Ok(updated) => Ok(Some(updated)),
         Err(e) if error::is_status(&e, 404) => Ok(None),
         Err(e) => Err(SyncError::api(format!("{action} of {name}"), e)),

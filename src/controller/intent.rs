@@ -79,7 +79,7 @@ impl Controller {
             return Ok(());
         }
         let updated = set_finalizers(
-            &self.claims_api(claim),
+            &*self.cluster.claims,
             claim,
             without(claim, FINALIZER_PROVISIONING),
         )

@@ -42,6 +42,7 @@ use crate::binder::usage::ClaimUse;
 use crate::binder::{Scope, VolumeIndex};
 use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
+use crate::cluster::objects::Cluster;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, Driver, DriverInfo};
 use crate::model::{ClaimExt, VolumeExt, VolumePhase};
@@ -75,6 +76,8 @@ pub struct Options {
 
 pub struct Controller {
     client: Client,
+    /// The objects the executor reads and writes (`cluster::objects`).
+    cluster: Cluster,
     /// Claim and PV patches: token first, then a look at the newest copy (writes.rs).
     writes: crate::cluster::client::Writes,
     csi: Arc<dyn Driver>,
@@ -148,6 +151,7 @@ impl Controller {
             },
             queues,
             unseen: Mutex::default(),
+            cluster: Cluster::kube(clients.state.clone(), clients.writes.client.clone()),
             client: clients.state,
             writes: clients.writes,
             csi,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::PostParams;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -306,15 +305,19 @@ impl Controller {
         pv: &PersistentVolume,
         claim: &PersistentVolumeClaim,
     ) -> Result<PersistentVolume, SyncError> {
-        let api = self.pvs();
-        match api.create(&PostParams::default(), pv).await {
+        let volumes = &self.cluster.volumes;
+        match volumes.create(pv).await {
             Ok(created) => Ok(created),
             Err(e) if is_status(&e, 409) => {
                 let name = pv.name_any();
-                let existing = api
-                    .get(&name)
+                let existing = volumes
+                    .get(None, &name)
                     .await
-                    .map_err(|e| SyncError::api("read the existing PersistentVolume", e))?;
+                    .map_err(|e| SyncError::api("read the existing PersistentVolume", e))?
+                    // Gone again since: the next pass creates it anew.
+                    .ok_or_else(|| SyncError::Stale {
+                        action: "read the existing PersistentVolume".into(),
+                    })?;
                 if existing.claim_ref_uid() == claim.metadata.uid.as_deref() {
                     Ok(existing)
                 } else {
@@ -344,8 +347,9 @@ impl Controller {
         }
         // The PV may exist though the store has not shown it yet.
         if let Some(pv) = self
-            .pvs()
-            .get_opt(&plan.volume_name)
+            .cluster
+            .volumes
+            .get(None, &plan.volume_name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?
             && pv.claim_ref_uid() == claim.metadata.uid.as_deref()

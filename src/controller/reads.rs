@@ -3,10 +3,8 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Secret};
-use k8s_openapi::api::storage::v1::CSINode;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::Api;
 
 use super::{Controller, SyncError};
 use crate::csi::v1 as csi;
@@ -15,18 +13,15 @@ use crate::provision::plan::Plan;
 use crate::provision::topology::{self, ClusterNodes, SelectedNode, TopologyError};
 
 impl Controller {
-    pub(super) fn claims_api(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
-        Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
-    }
-
     /// The claim as the API has it now; None if it is gone or was replaced by another UID.
     pub(super) async fn live_claim(
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<Option<PersistentVolumeClaim>, SyncError> {
         let live = self
-            .claims_api(claim)
-            .get_opt(&claim.name_any())
+            .cluster
+            .claims
+            .get(claim.namespace().as_deref(), &claim.name_any())
             .await
             .map_err(|e| SyncError::api("read the claim", e))?;
         Ok(live.filter(|l| l.metadata.uid == claim.metadata.uid))
@@ -40,8 +35,9 @@ impl Controller {
         if let Some(pv) = self.volume_in_store(name) {
             return Ok(Some((*pv).clone()));
         }
-        self.pvs()
-            .get_opt(name)
+        self.cluster
+            .volumes
+            .get(None, name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))
     }
@@ -81,12 +77,16 @@ impl Controller {
         let Some(name) = claim::selected_node(claim) else {
             return Ok(decide(None));
         };
-        let node = Api::<Node>::all(self.client.clone())
-            .get_opt(name)
+        let node = self
+            .cluster
+            .nodes
+            .get(None, name)
             .await
             .map_err(|e| SyncError::api("read the selected node", e))?;
-        let csi_node = Api::<CSINode>::all(self.client.clone())
-            .get_opt(name)
+        let csi_node = self
+            .cluster
+            .csi_nodes
+            .get(None, name)
             .await
             .map_err(|e| SyncError::api("read the selected node's CSINode", e))?;
         if node.is_none() || csi_node.is_none() {
@@ -117,8 +117,7 @@ impl Controller {
         name: &str,
         named_by: &str,
     ) -> Result<HashMap<String, String>, String> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-        match api.get_opt(name).await {
+        match self.cluster.secrets.get(Some(namespace), name).await {
             Ok(Some(secret)) => Ok(secret
                 .data
                 .unwrap_or_default()

@@ -157,16 +157,17 @@ impl Controller {
             return Ok(());
         }
         let clones = self
-            .claims_api(claim)
-            .list(&ListParams::default())
+            .cluster
+            .claims
+            .list(claim.namespace().as_deref(), &ListParams::default())
             .await
             .map_err(|e| SyncError::api("list the claims that may clone this one", e))?;
         let in_flight = |c: &PersistentVolumeClaim| c.has_intent() || self.journaled(c);
-        if !source::release_clone_protection(claim, &clones.items, in_flight) {
+        if !source::release_clone_protection(claim, &clones, in_flight) {
             return Ok(());
         }
         let updated =
-            super::drop_finalizer(&self.claims_api(claim), claim, FINALIZER_CLONING_PROTECTION)
+            super::drop_finalizer(&*self.cluster.claims, claim, FINALIZER_CLONING_PROTECTION)
                 .await?;
         if let Some(updated) = updated {
             self.wrote_claim(&updated);

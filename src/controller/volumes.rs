@@ -2,11 +2,10 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
-use super::error::is_status;
 use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::index::claim_ref_key;
@@ -88,14 +87,18 @@ impl Controller {
                 }
                 VolumeStep::AddFinalizer => {
                     let finalizers = with(&*pv, FINALIZER_VOLUME);
-                    if let Some(pv) = set_finalizers(&self.pvs(), &*pv, finalizers).await? {
+                    if let Some(pv) =
+                        set_finalizers(&*self.cluster.volumes, &*pv, finalizers).await?
+                    {
                         self.remember(&pv);
                     }
                     Ok(Outcome::Done)
                 }
                 VolumeStep::RemoveFinalizer => {
                     let without_ours = without(&*pv, FINALIZER_VOLUME);
-                    if let Some(pv) = set_finalizers(&self.pvs(), &*pv, without_ours).await? {
+                    if let Some(pv) =
+                        set_finalizers(&*self.cluster.volumes, &*pv, without_ours).await?
+                    {
                         self.remember(&pv);
                     }
                     Ok(Outcome::Done)
@@ -127,10 +130,6 @@ impl Controller {
         Ok(())
     }
 
-    pub(super) fn pvs(&self) -> Api<PersistentVolume> {
-        Api::all(self.client.clone())
-    }
-
     /// The claim in the live API; None when it is gone.
     async fn live_claim_of(
         &self,
@@ -139,8 +138,9 @@ impl Controller {
         let Some((namespace, name)) = claim_ref_key(pv) else {
             return Ok(None);
         };
-        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &namespace)
-            .get_opt(&name)
+        self.cluster
+            .claims
+            .get(Some(&namespace), &name)
             .await
             .map_err(|e| SyncError::api("read the volume's claim", e))
     }
@@ -177,8 +177,9 @@ impl Controller {
     async fn reclaim(&self, cached: &PersistentVolume) -> Result<Outcome, SyncError> {
         let name = cached.name_any();
         let live = self
-            .pvs()
-            .get_opt(&name)
+            .cluster
+            .volumes
+            .get(None, &name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?;
         let mut claim = None;
@@ -275,16 +276,17 @@ impl Controller {
             }),
             ..DeleteParams::default()
         };
-        let remaining = match self.pvs().delete(&name, &params).await {
-            Ok(either) => either.left(),
-            Err(e) if is_status(&e, 404) => None,
-            Err(e) => return Err(SyncError::api("delete the PersistentVolume", e)),
-        };
+        let remaining = self
+            .cluster
+            .volumes
+            .delete(None, &name, &params)
+            .await
+            .map_err(|e| SyncError::api("delete the PersistentVolume", e))?;
         let mut remaining = remaining;
         if let Some(pv) = &remaining
             && has_finalizer(&pv.metadata, FINALIZER_VOLUME)
         {
-            remaining = drop_finalizer(&self.pvs(), pv, FINALIZER_VOLUME).await?;
+            remaining = drop_finalizer(&*self.cluster.volumes, pv, FINALIZER_VOLUME).await?;
         }
         // The index learns that our part is over before the watch says so: the events our own
         // writes cause then decide "nothing to do" without asking the API again.

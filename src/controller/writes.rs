@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Patch;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 use tracing::debug;
 
 use super::{Controller, SyncError, error};
 use crate::binder;
+use crate::cluster::objects::Objects;
 use crate::freshness::{self, Rebase};
 use crate::model::VolumePhase;
 
@@ -78,7 +79,15 @@ impl Controller {
         part: Part,
     ) -> Result<PersistentVolumeClaim, SyncError> {
         let patch = self.fresh_claim_patch(claim, patch, action).await?;
-        let answer = send(&self.claims_writes(claim), &claim.name_any(), patch, part).await;
+        let namespace = claim.namespace();
+        let answer = send(
+            &*self.cluster.claim_writes,
+            namespace.as_deref(),
+            &claim.name_any(),
+            patch,
+            part,
+        )
+        .await;
         self.claim_written_or_stale(claim, answer, action).await
     }
 
@@ -90,7 +99,14 @@ impl Controller {
         part: Part,
     ) -> Result<PersistentVolume, SyncError> {
         let patch = self.fresh_volume_patch(pv, patch, action).await?;
-        let answer = send(&self.volume_writes(), &pv.name_any(), patch, part).await;
+        let answer = send(
+            &*self.cluster.volume_writes,
+            None,
+            &pv.name_any(),
+            patch,
+            part,
+        )
+        .await;
         self.volume_written_or_stale(pv, answer, action).await
     }
 
@@ -136,7 +152,8 @@ impl Controller {
             }
             Err(error) => {
                 if error::is_status(&error, 409)
-                    && let Ok(Some(live)) = self.volume_writes().get_opt(&pv.name_any()).await
+                    && let Ok(Some(live)) =
+                        self.cluster.volume_writes.get(None, &pv.name_any()).await
                 {
                     self.remember(&live);
                 }
@@ -165,17 +182,6 @@ impl Controller {
         self.writes.token().await;
         let newest = self.volume_in_store(&pv.name_any());
         rebased(patch, pv, newest, action)
-    }
-
-    fn claims_writes(&self, claim: &PersistentVolumeClaim) -> Api<PersistentVolumeClaim> {
-        Api::namespaced(
-            self.writes.client.clone(),
-            &claim.namespace().unwrap_or_default(),
-        )
-    }
-
-    fn volume_writes(&self) -> Api<PersistentVolume> {
-        Api::all(self.writes.client.clone())
     }
 }
 
@@ -210,13 +216,14 @@ enum Part {
     Status,
 }
 
-async fn send<K>(api: &Api<K>, name: &str, patch: Value, part: Part) -> Result<K, kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
-    match part {
-        Part::Object => api.patch(name, &params, &patch).await,
-        Part::Status => api.patch_status(name, &params, &patch).await,
-    }
+async fn send<K>(
+    objects: &dyn Objects<K>,
+    namespace: Option<&str>,
+    name: &str,
+    patch: Value,
+    part: Part,
+) -> Result<K, kube::Error> {
+    let patch = Patch::Merge(patch);
+    let status = matches!(part, Part::Status);
+    objects.patch(namespace, name, &patch, status).await
 }

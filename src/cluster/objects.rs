@@ -1,0 +1,181 @@
+//! The API calls the executor makes, behind one trait per kind of object: get, list, create,
+//! patch (object or status) and delete. `KubeObjects` answers them with kube's `Api`; this is
+//! the one place the executor's objects meet the client. (Events, the Lease, the capacity
+//! objects and the snapshot kinds found by discovery have their own writers.)
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Objects of one kind; `namespace` is None for cluster-scoped kinds.
+pub trait Objects<K>: Send + Sync {
+    fn get<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>>;
+
+    fn list<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        params: &'a ListParams,
+    ) -> BoxFuture<'a, Result<Vec<K>, kube::Error>>;
+
+    fn create<'a>(&'a self, object: &'a K) -> BoxFuture<'a, Result<K, kube::Error>>;
+
+    /// A patch of the object, or of its status subresource.
+    fn patch<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Patch<Value>,
+        status: bool,
+    ) -> BoxFuture<'a, Result<K, kube::Error>>;
+
+    /// The object as the API answered when a finalizer holds it; None once it is gone.
+    fn delete<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        params: &'a DeleteParams,
+    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>>;
+}
+
+/// `Objects` through kube's client.
+pub struct KubeObjects {
+    client: Client,
+}
+
+/// The namespaced and cluster-scoped kinds differ only in how their `Api` is made.
+trait Scoped:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static
+{
+    fn api(client: &Client, namespace: Option<&str>) -> Api<Self>;
+}
+
+macro_rules! namespaced {
+    ($($kind:ty),*) => {$(
+        impl Scoped for $kind {
+            fn api(client: &Client, namespace: Option<&str>) -> Api<Self> {
+                match namespace {
+                    Some(ns) => Api::namespaced(client.clone(), ns),
+                    None => Api::default_namespaced(client.clone()),
+                }
+            }
+        }
+    )*};
+}
+
+macro_rules! cluster_scoped {
+    ($($kind:ty),*) => {$(
+        impl Scoped for $kind {
+            fn api(client: &Client, _namespace: Option<&str>) -> Api<Self> {
+                Api::all(client.clone())
+            }
+        }
+    )*};
+}
+
+namespaced!(PersistentVolumeClaim, Secret, Pod);
+cluster_scoped!(PersistentVolume, Node, CSINode);
+
+impl<K: Scoped> Objects<K> for KubeObjects {
+    fn get<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>> {
+        Box::pin(async move { K::api(&self.client, namespace).get_opt(name).await })
+    }
+
+    fn list<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        params: &'a ListParams,
+    ) -> BoxFuture<'a, Result<Vec<K>, kube::Error>> {
+        Box::pin(async move { Ok(K::api(&self.client, namespace).list(params).await?.items) })
+    }
+
+    fn create<'a>(&'a self, object: &'a K) -> BoxFuture<'a, Result<K, kube::Error>> {
+        Box::pin(async move {
+            let namespace = object.meta().namespace.as_deref();
+            K::api(&self.client, namespace)
+                .create(&PostParams::default(), object)
+                .await
+        })
+    }
+
+    fn patch<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Patch<Value>,
+        status: bool,
+    ) -> BoxFuture<'a, Result<K, kube::Error>> {
+        Box::pin(async move {
+            let api = K::api(&self.client, namespace);
+            let params = PatchParams::default();
+            if status {
+                api.patch_status(name, &params, patch).await
+            } else {
+                api.patch(name, &params, patch).await
+            }
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        params: &'a DeleteParams,
+    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>> {
+        Box::pin(async move {
+            match K::api(&self.client, namespace).delete(name, params).await {
+                Ok(either) => Ok(either.left()),
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+}
+
+/// The objects the executor reads and writes. `writes` are the claim and PV patches that took
+/// their rate-limit token already (see `client::Writes`); everything else waits its turn.
+#[derive(Clone)]
+pub struct Cluster {
+    pub claims: Arc<dyn Objects<PersistentVolumeClaim>>,
+    pub volumes: Arc<dyn Objects<PersistentVolume>>,
+    pub claim_writes: Arc<dyn Objects<PersistentVolumeClaim>>,
+    pub volume_writes: Arc<dyn Objects<PersistentVolume>>,
+    pub secrets: Arc<dyn Objects<Secret>>,
+    pub pods: Arc<dyn Objects<Pod>>,
+    pub nodes: Arc<dyn Objects<Node>>,
+    pub csi_nodes: Arc<dyn Objects<CSINode>>,
+}
+
+impl Cluster {
+    /// Every kind through kube: `state` for reads and state changes, `writes` for the patches
+    /// that took their token first.
+    pub fn kube(state: Client, writes: Client) -> Self {
+        let state = Arc::new(KubeObjects { client: state });
+        let writes = Arc::new(KubeObjects { client: writes });
+        Cluster {
+            claims: state.clone(),
+            volumes: state.clone(),
+            claim_writes: writes.clone(),
+            volume_writes: writes,
+            secrets: state.clone(),
+            pods: state.clone(),
+            nodes: state.clone(),
+            csi_nodes: state,
+        }
+    }
+}
