@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
+use csi_pv_controller::model::VolumeExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -346,7 +347,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
             .unwrap();
         assert_eq!(volume, format!("pvc-{uid}"));
         let pv = world.volumes().get(&volume).await.unwrap();
-        handles.insert(pv.spec.unwrap().csi.unwrap().volume_handle);
+        handles.insert(pv.csi_handle().expect("a CSI PV").to_string());
     }
     let ids: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();
     assert_eq!(

@@ -3,6 +3,7 @@
 
 mod support;
 
+use csi_pv_controller::model::VolumeExt;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
     let handles: BTreeSet<String> = volumes.iter().map(|v| v.id.clone()).collect();
     let pv_handles: BTreeSet<String> = pvs
         .iter()
-        .filter_map(|pv| Some(pv.spec.as_ref()?.csi.as_ref()?.volume_handle.clone()))
+        .filter_map(|pv| pv.csi_handle().map(str::to_string))
         .collect();
     assert_eq!(bound_to, expected);
     assert_eq!(driver_names, expected);

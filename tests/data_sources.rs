@@ -6,6 +6,7 @@
 
 mod support;
 
+use csi_pv_controller::model::VolumeExt;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -36,7 +37,7 @@ async fn volume_folder(
     name: &str,
 ) -> (String, support::hostpath::StateVolume) {
     let (_, pv) = world.bound(name, LIMIT).await;
-    let handle = pv.spec.unwrap().csi.unwrap().volume_handle;
+    let handle = pv.csi_handle().expect("a CSI PV").to_string();
     let state = world
         .driver
         .state_volumes()

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
+use csi_pv_controller::model::VolumeExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -156,15 +157,7 @@ async fn controller_expansion_finishes_the_claim() {
         )
         .await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
-    let handle = pv
-        .spec
-        .as_ref()
-        .unwrap()
-        .csi
-        .as_ref()
-        .unwrap()
-        .volume_handle
-        .clone();
+    let handle = pv.csi_handle().expect("a CSI PV").to_string();
 
     request_size(&world, "data", "2Gi").await.unwrap();
     let claim = world
@@ -552,15 +545,7 @@ async fn offline_driver_waits_while_the_claim_is_in_use() {
     };
     let world = World::start("grow-offline", config, &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
-    let handle = pv
-        .spec
-        .as_ref()
-        .unwrap()
-        .csi
-        .as_ref()
-        .unwrap()
-        .volume_handle
-        .clone();
+    let handle = pv.csi_handle().expect("a CSI PV").to_string();
     let pods: Api<Pod> = Api::namespaced(world.client.clone(), &world.namespace);
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "user"},

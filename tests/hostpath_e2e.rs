@@ -5,6 +5,7 @@
 
 mod support;
 
+use csi_pv_controller::model::VolumeExt;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -146,7 +147,7 @@ async fn filesystem_and_block_delete_and_retain() {
     .await;
     assert!(released.is_some(), "Retain: the PV stays, Released");
     let ids = world.driver.volume_ids().await;
-    let block_handle = block_pv.spec.unwrap().csi.unwrap().volume_handle;
+    let block_handle = block_pv.csi_handle().expect("a CSI PV").to_string();
     assert_eq!(
         ids,
         vec![block_handle],
@@ -409,7 +410,7 @@ async fn audit(world: &World<Hostpath>, claims: &[PersistentVolumeClaim]) -> (us
     let pvs: Vec<PersistentVolume> = world.driver_volumes_in_api().await;
     let handles: Vec<String> = pvs
         .iter()
-        .filter_map(|pv| Some(pv.spec.as_ref()?.csi.as_ref()?.volume_handle.clone()))
+        .filter_map(|pv| pv.csi_handle().map(str::to_string))
         .collect();
     let unique: BTreeSet<&String> = handles.iter().collect();
     let ids: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();

@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
+use csi_pv_controller::model::VolumeExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -598,7 +599,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     world.create_class("std", json!({})).await;
     world.create_claim("origin", "std", "1Gi", json!({})).await;
     let (_, origin_pv) = world.bound("origin", BIND_LIMIT).await;
-    let origin_handle = origin_pv.spec.unwrap().csi.unwrap().volume_handle;
+    let origin_handle = origin_pv.csi_handle().expect("a CSI PV").to_string();
     assert!(
         !finalizers(&world.claim("origin").await.unwrap()).contains(&PROTECTION.to_string()),
         "no protection before any clone"

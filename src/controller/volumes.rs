@@ -16,7 +16,7 @@ use crate::binder::{
     volume::{ClaimLookup, Reclaim, VolumeStep},
 };
 use crate::csi::Operation;
-use crate::model::VolumePhase;
+use crate::model::{VolumeExt, VolumePhase};
 use crate::names::*;
 
 impl Controller {
@@ -244,12 +244,7 @@ impl Controller {
             }
             return Ok(Outcome::Done);
         }
-        let handle = pv
-            .spec
-            .as_ref()
-            .and_then(|s| s.csi.as_ref())
-            .map(|c| c.volume_handle.clone())
-            .unwrap_or_default();
+        let handle = pv.csi_handle().unwrap_or_default().to_string();
         let secrets = self.deletion_secrets(pv).await;
         let class = pv
             .spec

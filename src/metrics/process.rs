@@ -38,26 +38,32 @@ impl Process {
             "Total user and system CPU time spent in seconds",
             process.cpu.clone(),
         );
-        registry.register(
-            "process_resident_memory_bytes",
-            "Resident memory size in bytes",
-            process.resident.clone(),
-        );
-        registry.register(
-            "process_virtual_memory_bytes",
-            "Virtual memory size in bytes",
-            process.virtual_bytes.clone(),
-        );
-        registry.register(
-            "process_open_fds",
-            "Number of open file descriptors",
-            process.open_fds.clone(),
-        );
-        registry.register(
-            "process_max_fds",
-            "Maximum number of open file descriptors",
-            process.max_fds.clone(),
-        );
+        // The integer gauges, under client_golang's process collector names.
+        let gauges = [
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                &process.resident,
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                &process.virtual_bytes,
+            ),
+            (
+                "process_open_fds",
+                "Number of open file descriptors",
+                &process.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                &process.max_fds,
+            ),
+        ];
+        for (name, help, gauge) in gauges {
+            registry.register(name, help, gauge.clone());
+        }
         registry.register(
             "process_start_time_seconds",
             "Start time of the process since unix epoch in seconds",

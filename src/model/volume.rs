@@ -92,6 +92,8 @@ pub trait VolumeExt {
     fn capacity_bytes(&self) -> u64;
     /// The CSI driver named in `spec.csi`, if the PV is a CSI volume.
     fn csi_driver(&self) -> Option<&str>;
+    /// The driver's id of the volume (`spec.csi.volumeHandle`), if the PV is a CSI volume.
+    fn csi_handle(&self) -> Option<&str>;
 }
 
 impl VolumeExt for PersistentVolume {
@@ -144,6 +146,10 @@ impl VolumeExt for PersistentVolume {
 
     fn csi_driver(&self) -> Option<&str> {
         Some(self.spec.as_ref()?.csi.as_ref()?.driver.as_str())
+    }
+
+    fn csi_handle(&self) -> Option<&str> {
+        Some(self.spec.as_ref()?.csi.as_ref()?.volume_handle.as_str())
     }
 }
 

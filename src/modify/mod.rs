@@ -27,7 +27,7 @@ use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
-use crate::model::ClaimExt;
+use crate::model::{ClaimExt, VolumeExt};
 
 pub const MODIFYING: &str = "ModifyingVolume";
 pub const MODIFY_ERROR: &str = "ModifyVolumeError";
@@ -275,12 +275,7 @@ pub fn request(
         parameters.insert("csi.storage.k8s.io/pv/name".into(), name(&pv.metadata.name));
     }
     csi::ControllerModifyVolumeRequest {
-        volume_id: pv
-            .spec
-            .as_ref()
-            .and_then(|s| s.csi.as_ref())
-            .map(|c| c.volume_handle.clone())
-            .unwrap_or_default(),
+        volume_id: pv.csi_handle().unwrap_or_default().to_string(),
         secrets: HashMap::new(),
         mutable_parameters: parameters,
     }
