@@ -15,30 +15,29 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// What the API answers, later.
+pub type Reply<'a, T> = BoxFuture<'a, Result<T, kube::Error>>;
+
+/// A patch of the object, or of its status subresource.
+pub enum Patched {
+    Object(Patch<Value>),
+    Status(Patch<Value>),
+}
+
 /// Objects of one kind; `namespace` is None for cluster-scoped kinds.
 pub trait Objects<K>: Send + Sync {
-    fn get<'a>(
-        &'a self,
-        namespace: Option<&'a str>,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>>;
+    fn get<'a>(&'a self, namespace: Option<&'a str>, name: &'a str) -> Reply<'a, Option<K>>;
 
-    fn list<'a>(
-        &'a self,
-        namespace: Option<&'a str>,
-        params: &'a ListParams,
-    ) -> BoxFuture<'a, Result<Vec<K>, kube::Error>>;
+    fn list<'a>(&'a self, namespace: Option<&'a str>, params: &'a ListParams) -> Reply<'a, Vec<K>>;
 
-    fn create<'a>(&'a self, object: &'a K) -> BoxFuture<'a, Result<K, kube::Error>>;
+    fn create<'a>(&'a self, object: &'a K) -> Reply<'a, K>;
 
-    /// A patch of the object, or of its status subresource.
     fn patch<'a>(
         &'a self,
         namespace: Option<&'a str>,
         name: &'a str,
-        patch: &'a Patch<Value>,
-        status: bool,
-    ) -> BoxFuture<'a, Result<K, kube::Error>>;
+        patch: &'a Patched,
+    ) -> Reply<'a, K>;
 
     /// The object as the API answered when a finalizer holds it; None once it is gone.
     fn delete<'a>(
@@ -46,7 +45,7 @@ pub trait Objects<K>: Send + Sync {
         namespace: Option<&'a str>,
         name: &'a str,
         params: &'a DeleteParams,
-    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>>;
+    ) -> Reply<'a, Option<K>>;
 }
 
 /// `Objects` through kube's client.
@@ -88,23 +87,15 @@ namespaced!(PersistentVolumeClaim, Secret, Pod);
 cluster_scoped!(PersistentVolume, Node, CSINode);
 
 impl<K: Scoped> Objects<K> for KubeObjects {
-    fn get<'a>(
-        &'a self,
-        namespace: Option<&'a str>,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>> {
+    fn get<'a>(&'a self, namespace: Option<&'a str>, name: &'a str) -> Reply<'a, Option<K>> {
         Box::pin(async move { K::api(&self.client, namespace).get_opt(name).await })
     }
 
-    fn list<'a>(
-        &'a self,
-        namespace: Option<&'a str>,
-        params: &'a ListParams,
-    ) -> BoxFuture<'a, Result<Vec<K>, kube::Error>> {
+    fn list<'a>(&'a self, namespace: Option<&'a str>, params: &'a ListParams) -> Reply<'a, Vec<K>> {
         Box::pin(async move { Ok(K::api(&self.client, namespace).list(params).await?.items) })
     }
 
-    fn create<'a>(&'a self, object: &'a K) -> BoxFuture<'a, Result<K, kube::Error>> {
+    fn create<'a>(&'a self, object: &'a K) -> Reply<'a, K> {
         Box::pin(async move {
             let namespace = object.meta().namespace.as_deref();
             K::api(&self.client, namespace)
@@ -117,16 +108,14 @@ impl<K: Scoped> Objects<K> for KubeObjects {
         &'a self,
         namespace: Option<&'a str>,
         name: &'a str,
-        patch: &'a Patch<Value>,
-        status: bool,
-    ) -> BoxFuture<'a, Result<K, kube::Error>> {
+        patch: &'a Patched,
+    ) -> Reply<'a, K> {
         Box::pin(async move {
             let api = K::api(&self.client, namespace);
             let params = PatchParams::default();
-            if status {
-                api.patch_status(name, &params, patch).await
-            } else {
-                api.patch(name, &params, patch).await
+            match patch {
+                Patched::Object(p) => api.patch(name, &params, p).await,
+                Patched::Status(p) => api.patch_status(name, &params, p).await,
             }
         })
     }
@@ -136,7 +125,7 @@ impl<K: Scoped> Objects<K> for KubeObjects {
         namespace: Option<&'a str>,
         name: &'a str,
         params: &'a DeleteParams,
-    ) -> BoxFuture<'a, Result<Option<K>, kube::Error>> {
+    ) -> Reply<'a, Option<K>> {
         Box::pin(async move {
             match K::api(&self.client, namespace).delete(name, params).await {
                 Ok(either) => Ok(either.left()),

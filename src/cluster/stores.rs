@@ -130,69 +130,24 @@ impl Stores {
         watched: Watched,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
         let watches = Arc::new(WatchHealth::default());
-        let (claims, claims_run) = reflect(
-            watches.clone(),
-            whole::<PersistentVolumeClaim>(client),
-            on_change.clone(),
-            |o, gone| {
-                if gone {
-                    Change::ClaimGone(o)
-                } else {
-                    Change::Claim(o)
-                }
-            },
-            None,
-        );
-        let (volumes, volumes_run) = reflect(
-            watches.clone(),
-            whole::<PersistentVolume>(client),
-            on_change.clone(),
-            |o, gone| {
-                if gone {
-                    Change::VolumeGone(o)
-                } else {
-                    Change::Volume(o)
-                }
-            },
-            inspect_volume,
-        );
-        let (classes, classes_run) = reflect(
-            watches.clone(),
-            whole::<StorageClass>(client),
-            on_change.clone(),
-            |o, _| Change::Class(o),
-            None,
-        );
+        let r = Reflecting {
+            client,
+            health: watches.clone(),
+            on_change,
+        };
+        let (claims, claims_run) = r.reflect(CLAIM, None);
+        let (volumes, volumes_run) = r.reflect(VOLUME, inspect_volume);
+        let (classes, classes_run) = r.reflect(CLASS, None);
         let (attachments, attachments_run) = watched
             .attachments
-            .then(|| {
-                reflect(
-                    watches.clone(),
-                    whole::<VolumeAttachment>(client),
-                    on_change.clone(),
-                    |o, _| Change::Attachment(o),
-                    None,
-                )
-            })
+            .then(|| r.reflect(ATTACHMENT, None))
             .unzip();
         let (topology, topology_run) = watched
             .topology
             .then(|| {
-                let (csi_nodes, csi_nodes_run) = reflect(
-                    watches.clone(),
-                    whole::<CSINode>(client),
-                    on_change.clone(),
-                    |_, _| Change::Reference,
-                    None,
-                );
+                let (csi_nodes, csi_nodes_run) = r.reflect(reference(), None);
                 // An Api of PartialObjectMeta asks for metadata only.
-                let (nodes, nodes_run) = reflect(
-                    watches.clone(),
-                    whole::<PartialObjectMeta<Node>>(client),
-                    on_change.clone(),
-                    |_, _| Change::Reference,
-                    None,
-                );
+                let (nodes, nodes_run) = r.reflect(reference(), None);
                 let run = async move {
                     tokio::join!(csi_nodes_run, nodes_run);
                 };
@@ -201,15 +156,7 @@ impl Stores {
             .unzip();
         let (attributes_classes, attributes_classes_run) = watched
             .attributes_classes
-            .then(|| {
-                reflect(
-                    watches.clone(),
-                    whole::<VolumeAttributesClass>(client),
-                    on_change.clone(),
-                    |_, _| Change::Reference,
-                    None,
-                )
-            })
+            .then(|| r.reflect(reference(), None))
             .unzip();
         let run = async move {
             tokio::join!(
@@ -262,9 +209,50 @@ async fn if_watched(run: Option<impl Future<Output = ()>>) {
 }
 
 /// The watch of every object of kind `K`, whole.
+/// How a kind's objects are told: as seen (applied) and as gone (deleted).
+type Told<K> = (Wrap<K>, Wrap<K>);
+const CLAIM: Told<PersistentVolumeClaim> = (|o| Change::Claim(o), |o| Change::ClaimGone(o));
+const VOLUME: Told<PersistentVolume> = (|o| Change::Volume(o), |o| Change::VolumeGone(o));
+const CLASS: Told<StorageClass> = (|o| Change::Class(o), |o| Change::Class(o));
+const ATTACHMENT: Told<VolumeAttachment> = (|o| Change::Attachment(o), |o| Change::Attachment(o));
+
+/// What every watch shares: the client, the health record and the listener.
+struct Reflecting<'c> {
+    client: &'c Client,
+    health: Arc<WatchHealth>,
+    on_change: OnChange,
+}
+
+impl Reflecting<'_> {
+    /// A store of every `K` and the future that fills it.
+    fn reflect<K>(
+        &self,
+        told: Told<K>,
+        inspect: Option<Inspect<K>>,
+    ) -> (Store<K>, impl Future<Output = ()> + Send + use<K>)
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    {
+        let stream = whole::<K>(self.client);
+        reflect(
+            self.health.clone(),
+            stream,
+            self.on_change.clone(),
+            told,
+            inspect,
+        )
+    }
+}
+
+/// Told as a reference changed, whatever happened to it.
+fn reference<K>() -> Told<K> {
+    (|_| Change::Reference, |_| Change::Reference)
+}
+
 fn whole<K>(
     client: &Client,
-) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default,
@@ -272,11 +260,14 @@ where
     watcher(Api::<K>::all(client.clone()), watcher::Config::default())
 }
 
+/// The `Change` an object seen (applied) or gone (deleted) is told as.
+type Wrap<K> = for<'a> fn(&'a Arc<K>) -> Change<'a>;
+
 fn reflect<K>(
     health: Arc<WatchHealth>,
     stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     on_change: OnChange,
-    wrap: for<'a> fn(&'a Arc<K>, bool) -> Change<'a>,
+    (seen, gone): Told<K>,
     inspect: Option<Inspect<K>>,
 ) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
 where
@@ -308,9 +299,9 @@ where
                         .get(&reflector::ObjectRef::from_obj(&o))
                         .filter(|s| s.resource_version() == o.resource_version())
                         .unwrap_or_else(|| Arc::new(o));
-                    on_change(wrap(&shared, false));
+                    on_change(seen(&shared));
                 }
-                Ok(watcher::Event::Delete(o)) => on_change(wrap(&Arc::new(o), true)),
+                Ok(watcher::Event::Delete(o)) => on_change(gone(&Arc::new(o))),
                 Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }

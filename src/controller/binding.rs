@@ -10,6 +10,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use super::Part;
 use super::dispatch::Stage;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError};
@@ -97,6 +98,7 @@ impl Controller {
             ClaimStep::Lost(notice) => self.lose(claim, notice).await.map(Stage::Done),
             ClaimStep::AssignDefaultClass(name) => {
                 self.patch_claim(
+                    Part::Object,
                     claim,
                     bind::default_class(claim, &name),
                     "give the claim the default StorageClass",
@@ -223,8 +225,13 @@ impl Controller {
         phase: &str,
     ) -> Result<(), SyncError> {
         if let Some(patch) = bind::claim_status_unbound(claim, phase) {
-            self.patch_claim_status(claim, patch, &format!("mark the claim {phase}"))
-                .await?;
+            self.patch_claim(
+                Part::Status,
+                claim,
+                patch,
+                &format!("mark the claim {phase}"),
+            )
+            .await?;
         }
         Ok(())
     }
@@ -248,7 +255,8 @@ impl Controller {
             return Ok(Outcome::Again);
         }
         let updated = self
-            .patch_claim_status(
+            .patch_claim(
+                Part::Status,
                 claim,
                 bind::claim_status_unbound(claim, "Lost").unwrap_or_default(),
                 "mark the claim Lost",
@@ -281,7 +289,7 @@ impl Controller {
                 },
             }});
             claim = self
-                .patch_claim(&claim, patch, "save the claim's provisioner")
+                .patch_claim(Part::Object, &claim, patch, "save the claim's provisioner")
                 .await?;
         }
         let notice = Notice {
@@ -306,7 +314,12 @@ impl Controller {
         let name = pv.name_any();
         if let Some(patch) = bind::volume_spec(&pv, claim) {
             pv = self
-                .patch_volume(&pv, patch, "bind the PersistentVolume to the claim")
+                .patch_volume(
+                    Part::Object,
+                    &pv,
+                    patch,
+                    "bind the PersistentVolume to the claim",
+                )
                 .await?;
         }
         let pv = self.set_phase(&pv, VolumePhase::Bound, None).await?;
@@ -314,12 +327,17 @@ impl Controller {
         let mut wrote = false;
         if let Some(patch) = bind::claim_spec(&claim, &pv) {
             claim = self
-                .patch_claim(&claim, patch, "bind the claim to its PersistentVolume")
+                .patch_claim(
+                    Part::Object,
+                    &claim,
+                    patch,
+                    "bind the claim to its PersistentVolume",
+                )
                 .await?;
             wrote = true;
         }
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
-            self.patch_claim_status(&claim, patch, "mark the claim Bound")
+            self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound")
                 .await?;
             wrote = true;
             if let Some(seconds) = claim

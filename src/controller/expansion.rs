@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use kube::api::ListParams;
 use tracing::{info, warn};
 
+use super::Part;
 use super::memory::ResizeMemory;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
@@ -52,6 +53,7 @@ impl Controller {
         let pv = match plan.drop_pre_resize {
             Some(patch) => {
                 self.patch_volume(
+                    Part::Object,
                     &pv,
                     patch,
                     &format!(
@@ -77,7 +79,7 @@ impl Controller {
         }
         let claim = match start {
             Some(patch) => {
-                self.patch_claim_status(claim, patch, "start the resize")
+                self.patch_claim(Part::Status, claim, patch, "start the resize")
                     .await?
             }
             None => {
@@ -142,7 +144,7 @@ impl Controller {
                 let claim = match &next.record {
                     Some(message) => {
                         let patch = expand::failed(&claim, message, next.infeasible, &now());
-                        self.patch_claim_status(&claim, patch, "record the failed resize")
+                        self.patch_claim(Part::Status, &claim, patch, "record the failed resize")
                             .await?
                     }
                     None => claim,
@@ -220,6 +222,7 @@ impl Controller {
         let annotate = node_required && self.switches.annotate_fs_resize;
         let patch = expand::volume_capacity(pv, capacity, annotate, &old);
         self.patch_volume(
+            Part::Object,
             pv,
             patch,
             &format!(
@@ -250,7 +253,7 @@ impl Controller {
             .and_then(|c| c.last_transition_time.as_ref())
             .and_then(crate::metrics::seconds_since);
         let claim = self
-            .patch_claim_status(claim, patch, "record the resize")
+            .patch_claim(Part::Status, claim, patch, "record the resize")
             .await?;
         if let Some(seconds) = started {
             crate::metrics::metrics().resize_done.observe(seconds);

@@ -8,6 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{Instrument, field, info, info_span, warn};
 
+use super::Part;
 use super::reference;
 use super::{Controller, SyncError, set_finalizers, without};
 use crate::model::ClaimExt;
@@ -47,6 +48,7 @@ impl Controller {
         // Beside a binder that handed the claim over, the journal needs no claim write at all.
         let updated = if self.switches.journal.is_none() || !annotated {
             self.patch_claim(
+                Part::Object,
                 claim,
                 json!({ "metadata": metadata }),
                 "record the provisioning intent on the claim",

@@ -37,6 +37,7 @@ pub use finalizers::drop_finalizer;
 use finalizers::{set_finalizers, with, without};
 pub use journal::{Journal, JournalError};
 pub use queues::Queues;
+use writes::Part;
 
 use crate::binder::usage::ClaimUse;
 use crate::binder::{Scope, VolumeIndex};

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use tracing::{info, warn};
 
+use super::Part;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
@@ -52,7 +53,7 @@ impl Controller {
             ModifyStep::None | ModifyStep::RolledBack { patch: None } => Ok(Outcome::Done),
             ModifyStep::RolledBack { patch: Some(patch) } => {
                 let claim = self
-                    .patch_claim_status(claim, patch, "cancel the volume modification")
+                    .patch_claim(Part::Status, claim, patch, "cancel the volume modification")
                     .await?;
                 info!("volume modification canceled: the claim names no class any more");
                 self.events
@@ -70,7 +71,7 @@ impl Controller {
                 }
                 let claim = match patch {
                     Some(p) => {
-                        self.patch_claim_status(claim, p, "mark the modification pending")
+                        self.patch_claim(Part::Status, claim, p, "mark the modification pending")
                             .await?
                     }
                     None => claim.clone(),
@@ -100,7 +101,12 @@ impl Controller {
                 let claim = match start {
                     Some(patch) => {
                         let claim = self
-                            .patch_claim_status(&live, patch, "start the volume modification")
+                            .patch_claim(
+                                Part::Status,
+                                &live,
+                                patch,
+                                "start the volume modification",
+                            )
                             .await?;
                         self.events
                             .normal(
@@ -150,13 +156,15 @@ impl Controller {
         let error = match answer {
             Ok(()) => {
                 self.patch_volume(
+                    Part::Object,
                     pv,
                     modify::volume_done(&target),
                     "record the PersistentVolume's new VolumeAttributesClass",
                 )
                 .await?;
                 let claim = self
-                    .patch_claim_status(
+                    .patch_claim(
+                        Part::Status,
                         claim,
                         modify::claim_done(claim, &target),
                         "record the claim's new VolumeAttributesClass",
@@ -164,13 +172,9 @@ impl Controller {
                     .await?;
                 self.clear_backoff(key);
                 info!(class = %target, "volume modified");
-                self.events
-                    .normal(
-                        &reference(&claim),
-                        EVENT_VOLUME_MODIFY_SUCCESSFUL,
-                        modify::modified_note(&claim.name_any(), &target),
-                    )
-                    .await;
+                let note = modify::modified_note(&claim.name_any(), &target);
+                let reason = EVENT_VOLUME_MODIFY_SUCCESSFUL;
+                self.events.normal(&reference(&claim), reason, note).await;
                 return Ok(Outcome::Done);
             }
             Err(e) => e,
@@ -185,7 +189,12 @@ impl Controller {
         let message = error.message().unwrap_or_default().to_string();
         let patch = modify::failed(claim, &target, &code, &message, &now());
         let claim = self
-            .patch_claim_status(claim, patch, "record the failed volume modification")
+            .patch_claim(
+                Part::Status,
+                claim,
+                patch,
+                "record the failed volume modification",
+            )
             .await?;
         let mut note = error.to_string();
         if !modify::is_final(&code) {

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use super::Part;
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, reference};
 use crate::csi::{Operation, v1 as csi};
@@ -57,7 +58,9 @@ impl Controller {
                     if self.backing_off(key, &claim) {
                         return Ok(Outcome::Waiting);
                     }
-                    return Ok(self.provision_failed(key, &claim, e.to_string()).await);
+                    return Ok(self
+                        .failed(key, &claim, EVENT_PROVISIONING_FAILED, e.to_string(), false)
+                        .await);
                 }
                 ClaimAction::RecordIntent(plan) => {
                     // A missing secret is refused before the intent: nothing was created, so
@@ -65,7 +68,11 @@ impl Controller {
                     match self.provisioner_secrets(&plan).await {
                         Ok(secrets) => read = Some((plan.provisioner_secret.clone(), secrets)),
                         Err(_) if self.backing_off(key, &claim) => return Ok(Outcome::Waiting),
-                        Err(note) => return Ok(self.provision_failed(key, &claim, note).await),
+                        Err(note) => {
+                            return Ok(self
+                                .failed(key, &claim, EVENT_PROVISIONING_FAILED, note, false)
+                                .await);
+                        }
                     }
                     claim = self.record_intent(&claim).await?;
                     // A journaled intent wrote nothing: the copy is still the cache's.
@@ -95,7 +102,9 @@ impl Controller {
                         "the claim no longer needs volume {}, but cannot check whether the driver made it: {e}. Fix that, or remove finalizer {FINALIZER_PROVISIONING} from the claim once the volume is known not to exist in the driver",
                         self.volume_name(&claim)
                     );
-                    return Ok(self.cleanup_failed(key, &claim, note).await);
+                    return Ok(self
+                        .failed(key, &claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
+                        .await);
                 }
                 ClaimAction::Bind { volume } => {
                     let Some(pv) = self.live_volume_if_missing(&volume).await? else {
@@ -168,22 +177,25 @@ impl Controller {
         if self.backing_off(key, claim) {
             return Ok(Outcome::Waiting);
         }
-        let secrets = match known {
-            Some(secrets) => secrets,
-            None => match self.provisioner_secrets(plan).await {
-                Ok(s) => s,
-                Err(note) => return Ok(self.provision_failed(key, claim, note).await),
-            },
+        let (mut request, secrets) = match self.signed(plan, known).await {
+            Ok(signed) => signed,
+            Err(note) => {
+                return Ok(self
+                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
+                    .await);
+            }
         };
-        let mut request = plan.request.clone();
-        request.secrets = secrets.clone();
         request.accessibility_requirements = match self.topology(claim, plan).await? {
             Ok(requirement) => requirement,
-            Err(e @ TopologyError::NodeGone(_)) => {
-                self.reschedule(claim).await?;
-                return Ok(self.provision_failed(key, claim, e.to_string()).await);
+            Err(e) => {
+                if matches!(e, TopologyError::NodeGone(_)) {
+                    self.reschedule(claim).await?;
+                }
+                let note = e.to_string();
+                return Ok(self
+                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
+                    .await);
             }
-            Err(e) => return Ok(self.provision_failed(key, claim, e.to_string()).await),
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
         let source = source::of(claim);
@@ -210,11 +222,15 @@ impl Controller {
                 if let Err(d) = self.delete_backend(&volume_id, secrets).await {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
-                return Ok(self.provision_failed(key, claim, note).await);
+                return Ok(self
+                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
+                    .await);
             }
             AfterCreate::Reschedule { note } => {
                 self.reschedule(claim).await?;
-                return Ok(self.provision_failed(key, claim, note).await);
+                return Ok(self
+                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
+                    .await);
             }
             AfterCreate::Fail { note, infeasible } => {
                 return Ok(self
@@ -257,20 +273,31 @@ impl Controller {
             "resourceVersion": claim.resource_version(),
             "annotations": {ANN_SELECTED_NODE: null},
         }});
-        self.patch_claim(claim, patch, "remove the claim's selected node")
-            .await?;
+        self.patch_claim(
+            Part::Object,
+            claim,
+            patch,
+            "remove the claim's selected node",
+        )
+        .await?;
         info!("selected node removed: the scheduler will choose again");
         Ok(())
     }
 
-    async fn provision_failed(
+    /// The plan's CreateVolume request with the provisioner secret in it (`known`, when this
+    /// pass has read it already), and the secret, for a DeleteVolume that may follow.
+    async fn signed(
         &self,
-        key: &ClaimKey,
-        claim: &PersistentVolumeClaim,
-        note: String,
-    ) -> Outcome {
-        self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
-            .await
+        plan: &Plan,
+        known: Option<HashMap<String, String>>,
+    ) -> Result<(csi::CreateVolumeRequest, HashMap<String, String>), String> {
+        let secrets = match known {
+            Some(secrets) => secrets,
+            None => self.provisioner_secrets(plan).await?,
+        };
+        let mut request = plan.request.clone();
+        request.secrets = secrets.clone();
+        Ok((request, secrets))
     }
 
     /// A step that cannot go on now: back off, log, and tell the user in a Warning event.
@@ -357,12 +384,13 @@ impl Controller {
             self.drop_intent(claim).await?;
             return Ok(Outcome::Done);
         }
-        let secrets = match self.provisioner_secrets(plan).await {
-            Ok(s) => s,
-            Err(note) => return Ok(self.cleanup_failed(key, claim, note).await),
+        let (mut request, secrets) = match self.signed(plan, None).await {
+            Ok(signed) => signed,
+            Err(note) => {
+                let reason = EVENT_PROVISIONING_CLEANUP_FAILED;
+                return Ok(self.failed(key, claim, reason, note, false).await);
+            }
         };
-        let mut request = plan.request.clone();
-        request.secrets = secrets.clone();
         // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
         request.accessibility_requirements = self.topology(claim, plan).await?.unwrap_or(None);
         let deleting = claim.metadata.deletion_timestamp.is_some();
@@ -386,25 +414,21 @@ impl Controller {
                     let note = format!(
                         "cannot delete volume {volume_id} made for this claim, which no longer needs it: {e}"
                     );
-                    return Ok(self.cleanup_failed(key, claim, note).await);
+                    return Ok(self
+                        .failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
+                        .await);
                 }
                 info!(volume = %volume_id, "deleted the volume of a claim that no longer needs it");
             }
-            Undo::Unknown { note } => return Ok(self.cleanup_failed(key, claim, note).await),
+            Undo::Unknown { note } => {
+                return Ok(self
+                    .failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
+                    .await);
+            }
             Undo::NothingMade => {}
         }
         self.drop_intent(claim).await?;
         Ok(Outcome::Done)
-    }
-
-    async fn cleanup_failed(
-        &self,
-        key: &ClaimKey,
-        claim: &PersistentVolumeClaim,
-        note: String,
-    ) -> Outcome {
-        self.failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
-            .await
     }
 
     /// DeleteVolume; a volume the driver does not know is already deleted.

@@ -77,18 +77,14 @@ impl Controller {
         let Some(name) = claim::selected_node(claim) else {
             return Ok(decide(None));
         };
-        let node = self
-            .cluster
-            .nodes
-            .get(None, name)
-            .await
-            .map_err(|e| SyncError::api("read the selected node", e))?;
-        let csi_node = self
-            .cluster
-            .csi_nodes
-            .get(None, name)
-            .await
-            .map_err(|e| SyncError::api("read the selected node's CSINode", e))?;
+        // Both at once: the node's labels and the driver's topology keys on it.
+        let (node, csi_node) = tokio::join!(
+            self.cluster.nodes.get(None, name),
+            self.cluster.csi_nodes.get(None, name)
+        );
+        let node = node.map_err(|e| SyncError::api("read the selected node", e))?;
+        let csi_node =
+            csi_node.map_err(|e| SyncError::api("read the selected node's CSINode", e))?;
         if node.is_none() || csi_node.is_none() {
             return Ok(Err(TopologyError::NodeGone(name.to_string())));
         }

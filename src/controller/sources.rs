@@ -11,6 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::Part;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
 use crate::model::ClaimExt;
@@ -140,7 +141,7 @@ impl Controller {
             "finalizers": super::with(&*cached, FINALIZER_CLONING_PROTECTION),
         }});
         let updated = self
-            .patch_claim(&cached, patch, "protect the clone source")
+            .patch_claim(Part::Object, &cached, patch, "protect the clone source")
             .await?;
         info!(source = %format!("{namespace}/{name}"), "clone source protected until the copy is made");
         Ok(Arc::new(updated))

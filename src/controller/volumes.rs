@@ -6,6 +6,7 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
+use super::Part;
 use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::index::claim_ref_key;
@@ -85,20 +86,14 @@ impl Controller {
                     self.unbind(&pv).await?;
                     Ok(Outcome::Done)
                 }
-                VolumeStep::AddFinalizer => {
-                    let finalizers = with(&*pv, FINALIZER_VOLUME);
-                    if let Some(pv) =
-                        set_finalizers(&*self.cluster.volumes, &*pv, finalizers).await?
-                    {
-                        self.remember(&pv);
-                    }
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::RemoveFinalizer => {
-                    let without_ours = without(&*pv, FINALIZER_VOLUME);
-                    if let Some(pv) =
-                        set_finalizers(&*self.cluster.volumes, &*pv, without_ours).await?
-                    {
+                VolumeStep::AddFinalizer | VolumeStep::RemoveFinalizer => {
+                    let finalizers = if step == VolumeStep::AddFinalizer {
+                        with(&*pv, FINALIZER_VOLUME)
+                    } else {
+                        without(&*pv, FINALIZER_VOLUME)
+                    };
+                    let volumes = &*self.cluster.volumes;
+                    if let Some(pv) = set_finalizers(volumes, &*pv, finalizers).await? {
                         self.remember(&pv);
                     }
                     Ok(Outcome::Done)
@@ -112,7 +107,7 @@ impl Controller {
         let mut pv = pv.clone();
         if let Some(patch) = binder::bind::unbind(&pv) {
             pv = self
-                .patch_volume(&pv, patch, "unbind the PersistentVolume")
+                .patch_volume(Part::Object, &pv, patch, "unbind the PersistentVolume")
                 .await?;
         }
         info!("unbound: its claim is bound to another volume");

@@ -14,46 +14,11 @@ use tracing::debug;
 
 use super::{Controller, SyncError, error};
 use crate::binder;
-use crate::cluster::objects::Objects;
+use crate::cluster::objects::{Objects, Patched};
 use crate::freshness::{self, Rebase};
 use crate::model::VolumePhase;
 
 impl Controller {
-    /// A merge patch of the claim, its version remembered (`wrote_claim`); `action` says what it
-    /// does, for the error.
-    pub(super) async fn patch_claim(
-        &self,
-        claim: &PersistentVolumeClaim,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        self.send_claim_patch(claim, patch, action, Part::Object)
-            .await
-    }
-
-    /// The same for the claim's status.
-    pub(super) async fn patch_claim_status(
-        &self,
-        claim: &PersistentVolumeClaim,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        self.send_claim_patch(claim, patch, action, Part::Status)
-            .await
-    }
-
-    /// A merge patch of the PV, remembered in the index; `action` says what it does, for the
-    /// error.
-    pub(super) async fn patch_volume(
-        &self,
-        pv: &PersistentVolume,
-        patch: Value,
-        action: &str,
-    ) -> Result<PersistentVolume, SyncError> {
-        self.send_volume_patch(pv, patch, action, Part::Object)
-            .await
-    }
-
     /// updateVolumePhase: the phase and the message (cleared when None); no write when the
     /// PV has that phase already. Returns the PV as it now is.
     pub(super) async fn set_phase(
@@ -67,99 +32,46 @@ impl Controller {
             return Ok(pv.clone());
         };
         let action = format!("mark the PersistentVolume {phase}");
-        self.send_volume_patch(pv, patch, &action, Part::Status)
-            .await
+        self.patch_volume(Part::Status, pv, patch, &action).await
     }
 
-    async fn send_claim_patch(
+    /// A merge patch of the claim or its status, its version remembered (`wrote_claim`);
+    /// `action` says what it does, for the error.
+    pub(super) async fn patch_claim(
         &self,
+        part: Part,
         claim: &PersistentVolumeClaim,
         patch: Value,
         action: &str,
-        part: Part,
     ) -> Result<PersistentVolumeClaim, SyncError> {
         let patch = self.fresh_claim_patch(claim, patch, action).await?;
-        let namespace = claim.namespace();
+        let (namespace, name) = (claim.namespace(), claim.name_any());
         let answer = send(
             &*self.cluster.claim_writes,
             namespace.as_deref(),
-            &claim.name_any(),
+            &name,
             patch,
             part,
-        )
-        .await;
-        self.claim_written_or_stale(claim, answer, action).await
+        );
+        let reread = async { self.live_claim(claim).await.ok().flatten() };
+        settle(answer.await, action, reread, |c| self.wrote_claim(c)).await
     }
 
-    async fn send_volume_patch(
+    /// A merge patch of the PV or its status, remembered in the index (whose copy the next
+    /// decision uses); `action` says what it does, for the error.
+    pub(super) async fn patch_volume(
         &self,
+        part: Part,
         pv: &PersistentVolume,
         patch: Value,
         action: &str,
-        part: Part,
     ) -> Result<PersistentVolume, SyncError> {
         let patch = self.fresh_volume_patch(pv, patch, action).await?;
-        let answer = send(
-            &*self.cluster.volume_writes,
-            None,
-            &pv.name_any(),
-            patch,
-            part,
-        )
-        .await;
-        self.volume_written_or_stale(pv, answer, action).await
-    }
-
-    /// The claim as our write left it, remembered; or, when the write met a newer version
-    /// (409), that version read once, so that passes on the store's older copy wait for the
-    /// watch to bring it (`claim_is_behind`) instead of meeting the same 409 again. After an
-    /// apiserver restart the watch may lag for seconds; retrying from its copy meanwhile was a
-    /// conflict storm.
-    async fn claim_written_or_stale(
-        &self,
-        claim: &PersistentVolumeClaim,
-        answer: Result<PersistentVolumeClaim, kube::Error>,
-        action: &str,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        match answer {
-            Ok(updated) => {
-                self.wrote_claim(&updated);
-                Ok(updated)
-            }
-            Err(error) => {
-                if error::is_status(&error, 409)
-                    && let Ok(Some(live)) = self.live_claim(claim).await
-                {
-                    self.wrote_claim(&live);
-                }
-                Err(SyncError::api(action, error))
-            }
-        }
-    }
-
-    /// The same for a PV: the version read after a 409 goes into the index, whose copy the
-    /// next decision uses.
-    async fn volume_written_or_stale(
-        &self,
-        pv: &PersistentVolume,
-        answer: Result<PersistentVolume, kube::Error>,
-        action: &str,
-    ) -> Result<PersistentVolume, SyncError> {
-        match answer {
-            Ok(updated) => {
-                self.remember(&updated);
-                Ok(updated)
-            }
-            Err(error) => {
-                if error::is_status(&error, 409)
-                    && let Ok(Some(live)) =
-                        self.cluster.volume_writes.get(None, &pv.name_any()).await
-                {
-                    self.remember(&live);
-                }
-                Err(SyncError::api(action, error))
-            }
-        }
+        let writes = &*self.cluster.volume_writes;
+        let name = pv.name_any();
+        let answer = send(writes, None, &name, patch, part).await;
+        let reread = async { writes.get(None, &name).await.ok().flatten() };
+        settle(answer, action, reread, |pv| self.remember(pv)).await
     }
 
     async fn fresh_claim_patch(
@@ -209,9 +121,36 @@ where
     }
 }
 
+/// The object as our write left it, remembered; or, when the write met a newer version (409),
+/// that version read once and remembered, so that passes on the store's older copy wait for the
+/// watch to bring it (`claim_is_behind`) instead of meeting the same 409 again. After an
+/// apiserver restart the watch may lag for seconds; retrying from its copy meanwhile was a
+/// conflict storm.
+async fn settle<K>(
+    answer: Result<K, kube::Error>,
+    action: &str,
+    reread: impl Future<Output = Option<K>>,
+    remember: impl Fn(&K),
+) -> Result<K, SyncError> {
+    match answer {
+        Ok(updated) => {
+            remember(&updated);
+            Ok(updated)
+        }
+        Err(error) => {
+            if error::is_status(&error, 409)
+                && let Some(live) = reread.await
+            {
+                remember(&live);
+            }
+            Err(SyncError::api(action, error))
+        }
+    }
+}
+
 /// Which part of an object a patch is for.
 #[derive(Debug, Clone, Copy)]
-enum Part {
+pub(super) enum Part {
     Object,
     Status,
 }
@@ -223,7 +162,9 @@ async fn send<K>(
     patch: Value,
     part: Part,
 ) -> Result<K, kube::Error> {
-    let patch = Patch::Merge(patch);
-    let status = matches!(part, Part::Status);
-    objects.patch(namespace, name, &patch, status).await
+    let patch = match part {
+        Part::Object => Patched::Object(Patch::Merge(patch)),
+        Part::Status => Patched::Status(Patch::Merge(patch)),
+    };
+    objects.patch(namespace, name, &patch).await
 }

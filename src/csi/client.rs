@@ -212,11 +212,7 @@ impl CsiClient {
     pub async fn discover(&self) -> Result<DriverInfo, CsiError> {
         let info = self.get_plugin_info().await?;
         let plugin = self.get_plugin_capabilities().await?;
-        let controller = if plugin.controller_service {
-            self.controller_get_capabilities().await?
-        } else {
-            ControllerCapabilities::default()
-        };
+        let controller = self.controller_get_capabilities(&plugin).await?;
         let node_expansion = if controller.has(ControllerCapability::ExpandVolume) {
             false
         } else {
@@ -254,26 +250,29 @@ impl CsiClient {
 
     pub async fn get_plugin_capabilities(&self) -> Result<PluginCapabilities, CsiError> {
         let mut c = self.identity();
-        let r = self
-            .unary(
-                "GetPluginCapabilities",
-                csi::GetPluginCapabilitiesRequest {},
-                |r| c.get_plugin_capabilities(r),
-            )
-            .await?;
-        Ok(PluginCapabilities::from_response(&r.capabilities))
+        let request = csi::GetPluginCapabilitiesRequest {};
+        let call = self.unary("GetPluginCapabilities", request, |r| {
+            c.get_plugin_capabilities(r)
+        });
+        Ok(PluginCapabilities::from_response(&call.await?.capabilities))
     }
 
-    pub async fn controller_get_capabilities(&self) -> Result<ControllerCapabilities, CsiError> {
+    /// ControllerGetCapabilities; none when the plugin does not serve the Controller service.
+    pub async fn controller_get_capabilities(
+        &self,
+        plugin: &PluginCapabilities,
+    ) -> Result<ControllerCapabilities, CsiError> {
+        if !plugin.controller_service {
+            return Ok(ControllerCapabilities::default());
+        }
         let mut c = self.controller();
-        let r = self
-            .unary(
-                "ControllerGetCapabilities",
-                csi::ControllerGetCapabilitiesRequest {},
-                |r| c.controller_get_capabilities(r),
-            )
-            .await?;
-        Ok(ControllerCapabilities::from_response(&r.capabilities))
+        let request = csi::ControllerGetCapabilitiesRequest {};
+        let answer = self.unary("ControllerGetCapabilities", request, |r| {
+            c.controller_get_capabilities(r)
+        });
+        Ok(ControllerCapabilities::from_response(
+            &answer.await?.capabilities,
+        ))
     }
 
     /// CreateVolume. A success must name the volume and give a non-negative size.
@@ -295,12 +294,7 @@ impl CsiClient {
         if volume.volume_id.is_empty() {
             return Err(invalid("empty volume_id"));
         }
-        if volume.capacity_bytes < 0 {
-            return Err(invalid(&format!(
-                "negative capacity_bytes {}",
-                volume.capacity_bytes
-            )));
-        }
+        not_negative("CreateVolume", "capacity_bytes", volume.capacity_bytes)?;
         Ok(volume)
     }
 
@@ -367,12 +361,7 @@ impl CsiClient {
                 c.controller_expand_volume(r)
             })
             .await?;
-        if r.capacity_bytes < 0 {
-            return Err(CsiError::InvalidResponse {
-                method: "ControllerExpandVolume",
-                reason: format!("negative capacity_bytes {}", r.capacity_bytes),
-            });
-        }
+        not_negative("ControllerExpandVolume", "capacity_bytes", r.capacity_bytes)?;
         Ok(r)
     }
 
@@ -382,16 +371,14 @@ impl CsiClient {
         request: csi::GetCapacityRequest,
     ) -> Result<csi::GetCapacityResponse, CsiError> {
         let mut c = self.controller();
-        let r = self
-            .unary("GetCapacity", request, |r| c.get_capacity(r))
-            .await?;
-        if r.available_capacity < 0 {
-            return Err(CsiError::InvalidResponse {
-                method: "GetCapacity",
-                reason: format!("negative available_capacity {}", r.available_capacity),
-            });
-        }
-        Ok(r)
+        let call = self.unary("GetCapacity", request, |r| c.get_capacity(r));
+        let answer = call.await?;
+        not_negative(
+            "GetCapacity",
+            "available_capacity",
+            answer.available_capacity,
+        )?;
+        Ok(answer)
     }
 
     /// ControllerModifyVolume: the volume takes the mutable parameters of a
@@ -407,6 +394,17 @@ impl CsiClient {
         .await
         .map(|_| ())
     }
+}
+
+/// A size in an answer that cannot be negative is a broken answer.
+fn not_negative(method: &'static str, field: &str, value: i64) -> Result<(), CsiError> {
+    if value < 0 {
+        return Err(CsiError::InvalidResponse {
+            method,
+            reason: format!("negative {field} {value}"),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

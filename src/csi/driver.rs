@@ -5,62 +5,47 @@ use futures::future::BoxFuture;
 
 use super::{CsiClient, CsiError, v1 as csi};
 
+/// What the driver answers, later.
+pub type Answer<'a, T> = BoxFuture<'a, Result<T, CsiError>>;
+
 /// The state-changing calls of the CSI Controller service, and Probe.
 pub trait Driver: Send + Sync {
-    fn create_volume(
-        &self,
-        request: csi::CreateVolumeRequest,
-    ) -> BoxFuture<'_, Result<csi::Volume, CsiError>>;
+    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume>;
 
-    fn delete_volume(
-        &self,
-        request: csi::DeleteVolumeRequest,
-    ) -> BoxFuture<'_, Result<(), CsiError>>;
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()>;
 
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
-    ) -> BoxFuture<'_, Result<csi::ControllerExpandVolumeResponse, CsiError>>;
+    ) -> Answer<'_, csi::ControllerExpandVolumeResponse>;
 
     fn controller_modify_volume(
         &self,
         request: csi::ControllerModifyVolumeRequest,
-    ) -> BoxFuture<'_, Result<(), CsiError>>;
+    ) -> Answer<'_, ()>;
 
     /// Whether the driver says it is ready.
-    fn probe(&self) -> BoxFuture<'_, Result<bool, CsiError>>;
+    fn probe(&self) -> Answer<'_, bool>;
+}
+
+/// Each call goes to `CsiClient`'s own method of that name.
+macro_rules! delegate {
+    ($($call:ident($request:ty) -> $out:ty;)*) => {$(
+        fn $call(&self, request: $request) -> Answer<'_, $out> {
+            Box::pin(CsiClient::$call(self, request))
+        }
+    )*};
 }
 
 impl Driver for CsiClient {
-    fn create_volume(
-        &self,
-        request: csi::CreateVolumeRequest,
-    ) -> BoxFuture<'_, Result<csi::Volume, CsiError>> {
-        Box::pin(CsiClient::create_volume(self, request))
+    delegate! {
+        create_volume(csi::CreateVolumeRequest) -> csi::Volume;
+        delete_volume(csi::DeleteVolumeRequest) -> ();
+        controller_expand_volume(csi::ControllerExpandVolumeRequest) -> csi::ControllerExpandVolumeResponse;
+        controller_modify_volume(csi::ControllerModifyVolumeRequest) -> ();
     }
 
-    fn delete_volume(
-        &self,
-        request: csi::DeleteVolumeRequest,
-    ) -> BoxFuture<'_, Result<(), CsiError>> {
-        Box::pin(CsiClient::delete_volume(self, request))
-    }
-
-    fn controller_expand_volume(
-        &self,
-        request: csi::ControllerExpandVolumeRequest,
-    ) -> BoxFuture<'_, Result<csi::ControllerExpandVolumeResponse, CsiError>> {
-        Box::pin(CsiClient::controller_expand_volume(self, request))
-    }
-
-    fn controller_modify_volume(
-        &self,
-        request: csi::ControllerModifyVolumeRequest,
-    ) -> BoxFuture<'_, Result<(), CsiError>> {
-        Box::pin(CsiClient::controller_modify_volume(self, request))
-    }
-
-    fn probe(&self) -> BoxFuture<'_, Result<bool, CsiError>> {
+    fn probe(&self) -> Answer<'_, bool> {
         Box::pin(CsiClient::probe(self))
     }
 }

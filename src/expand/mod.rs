@@ -9,10 +9,13 @@ pub mod failure;
 #[cfg(test)]
 mod tests;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimCondition, Pod,
+};
 use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
+use crate::model::claim::conditions_with;
 use crate::model::quantity::{format_bytes, parse_bytes};
 use crate::model::{ClaimExt, PodExt, VolumeMode};
 use crate::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
@@ -113,11 +116,8 @@ pub fn decide(
 }
 
 fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
+    let true_of_kind = |c: &PersistentVolumeClaimCondition| c.type_ == kind && c.status == "True";
+    claim.conditions().iter().any(true_of_kind)
 }
 
 /// The claim is in use by a pod that may still run: not Succeeded or Failed, in the claim's
@@ -267,25 +267,18 @@ fn conditions(
     keep_old: bool,
     now: &str,
 ) -> Value {
-    let old = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let mut out: Vec<Value> = old
-        .iter()
-        .filter(|c| !set.iter().any(|(t, _)| *t == c.type_))
-        .filter(|c| keep_old || !RESIZE_CONDITIONS.contains(&c.type_.as_str()))
-        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
-        .collect();
-    for (kind, message) in set {
+    let keep = |c: &PersistentVolumeClaimCondition| {
+        !set.iter().any(|(t, _)| *t == c.type_)
+            && (keep_old || !RESIZE_CONDITIONS.contains(&c.type_.as_str()))
+    };
+    let added = set.iter().map(|(kind, message)| {
         let mut c = json!({"type": kind, "status": "True", "lastTransitionTime": now});
         if !message.is_empty() {
             c["message"] = json!(message);
         }
-        out.push(c);
-    }
-    Value::Array(out)
+        c
+    });
+    conditions_with(claim, keep, added)
 }
 
 fn storage_quantity(bytes: u64) -> String {

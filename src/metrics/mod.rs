@@ -60,35 +60,63 @@ pub struct WriteLabels {
     pub verb: String,
 }
 
-pub struct Metrics {
-    registry: Registry,
-    pub csi_operations: Family<CsiLabels, Histogram, fn() -> Histogram>,
-    pub queue_depth: Family<QueueLabels, Gauge>,
-    pub queue_adds: Family<QueueLabels, Counter>,
-    pub queue_retries: Family<QueueLabels, Counter>,
-    pub queue_seconds: Family<QueueLabels, Histogram, fn() -> Histogram>,
-    pub work_seconds: Family<QueueLabels, Histogram, fn() -> Histogram>,
-    pub passes_per_key: Family<QueueLabels, Histogram, fn() -> Histogram>,
-    pub write_conflicts: Family<QueueLabels, Counter>,
-    pub claim_bound: Histogram,
-    pub resize_done: Histogram,
-    pub api_writes: Family<WriteLabels, Counter>,
-    pub provisioned: Family<ProvisionLabels, Counter>,
-    pub provision_failed: Family<ProvisionLabels, Counter>,
-    pub provision_seconds: Family<ProvisionLabels, Histogram, fn() -> Histogram>,
-    pub deleted: Family<ClassLabels, Counter>,
-    pub delete_failed: Family<ClassLabels, Counter>,
-    pub delete_seconds: Family<ClassLabels, Histogram, fn() -> Histogram>,
-    /// client-go's leader-election gauge: 1 while this replica leads the Lease `name`.
-    pub leader: Family<QueueLabels, Gauge>,
-    /// Side effects the fence refused (leadership may have lapsed), by kind (`api`, `csi`).
-    pub fenced: Family<QueueLabels, Counter>,
-    /// csi-provisioner's capacity gauges: CSIStorageCapacity objects wanted, wanted and
-    /// present, and present but no longer wanted, at the last round.
-    pub capacity_goal: Gauge,
-    pub capacity_current: Gauge,
-    pub capacity_obsolete: Gauge,
-    process: process::Process,
+/// Declares the series once each: the field, its type and how it is made, its name and help.
+/// The struct, its registration and its construction all come from this one list.
+///
+/// `controller_persistentvolume*` are the provisioner library's series (what csi-provisioner
+/// exports), same names and labels: a provision counts once its PV is saved, a deletion once
+/// DeleteVolume is done. `leader_election_master_status` is client-go's gauge (1 while this
+/// replica leads the Lease `name`); `csistoragecapacities_*` are csi-provisioner's capacity
+/// gauges, at the last round.
+macro_rules! series {
+    ($($(#[$doc:meta])* $field:ident: $kind:ty = $make:expr, $name:literal, $help:literal;)*) => {
+        pub struct Metrics {
+            registry: Registry,
+            $($(#[$doc])* pub $field: $kind,)*
+            process: process::Process,
+        }
+
+        impl Metrics {
+            fn new() -> Self {
+                let mut registry = Registry::default();
+                $(let $field: $kind = $make; registry.register($name, $help, $field.clone());)*
+                let process = process::Process::register(&mut registry);
+                Metrics { registry, $($field,)* process }
+            }
+        }
+    };
+}
+
+/// A family whose histograms have the buckets `make` gives.
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn histograms<L: Clone + std::hash::Hash + Eq>(make: fn() -> Histogram) -> Histograms<L> {
+    Family::new_with_constructor(make)
+}
+
+series! {
+    csi_operations: Histograms<CsiLabels> = histograms(csi_histogram), "csi_sidecar_operations_seconds", "Duration of CSI calls, by method and gRPC status code";
+    queue_depth: Family<QueueLabels, Gauge> = Family::default(), "workqueue_depth", "Keys waiting in a work queue";
+    queue_adds: Family<QueueLabels, Counter> = Family::default(), "workqueue_adds", "Keys added to a work queue";
+    queue_retries: Family<QueueLabels, Counter> = Family::default(), "workqueue_retries", "Retries scheduled after a failed pass";
+    queue_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_queue_duration_seconds", "How long a key waits in a work queue before a worker takes it";
+    work_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_work_duration_seconds", "How long a worker takes over one key";
+    passes_per_key: Histograms<QueueLabels> = histograms(pass_histogram), "csi_pv_controller_passes_per_key", "Passes each key of a work queue got in one resync period, observed per key at every resync";
+    write_conflicts: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_write_conflicts", "Passes whose write met a newer version of the object (HTTP 409), by work queue";
+    claim_bound: Histogram = operation_histogram(), "csi_pv_controller_claim_bound_seconds", "From a claim's creation to its binding by this process";
+    resize_done: Histogram = operation_histogram(), "csi_pv_controller_resize_seconds", "From the start of a resize (Resizing) to the controller's part done";
+    api_writes: Family<WriteLabels, Counter> = Family::default(), "csi_pv_controller_api_writes", "Writes to the Kubernetes API made by this process, by resource and verb";
+    provisioned: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision", "Volumes provisioned, by storage class and data source kind";
+    provision_failed: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision_failed", "CreateVolume attempts that failed, by storage class and data source kind";
+    provision_seconds: Histograms<ProvisionLabels> = histograms(operation_histogram), "controller_persistentvolumeclaim_provision_duration_seconds", "From CreateVolume to the PV saved, for provisions that succeeded";
+    deleted: Family<ClassLabels, Counter> = Family::default(), "controller_persistentvolume_delete", "Volumes deleted in the driver, by storage class";
+    delete_failed: Family<ClassLabels, Counter> = Family::default(), "controller_persistentvolume_delete_failed", "DeleteVolume attempts that failed, by storage class";
+    delete_seconds: Histograms<ClassLabels> = histograms(operation_histogram), "controller_persistentvolume_delete_duration_seconds", "DeleteVolume calls that succeeded";
+    leader: Family<QueueLabels, Gauge> = Family::default(), "leader_election_master_status", "1 while this replica holds the leader election Lease of that name, else 0";
+    fenced: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_fenced", "API writes and CSI calls refused because this replica's leadership may have lapsed";
+    capacity_goal: Gauge = Gauge::default(), "csistoragecapacities_desired_goal", "CSIStorageCapacity objects that should exist (classes times topology segments)";
+    capacity_current: Gauge = Gauge::default(), "csistoragecapacities_desired_current", "CSIStorageCapacity objects that should exist and do";
+    capacity_obsolete: Gauge = Gauge::default(), "csistoragecapacities_obsolete", "CSIStorageCapacity objects that exist but are no longer wanted";
 }
 
 fn csi_histogram() -> Histogram {
@@ -111,189 +139,6 @@ fn pass_histogram() -> Histogram {
 }
 
 impl Metrics {
-    fn new() -> Self {
-        let mut registry = Registry::default();
-        let csi_operations =
-            Family::<CsiLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                csi_histogram as fn() -> Histogram,
-            );
-        registry.register(
-            "csi_sidecar_operations_seconds",
-            "Duration of CSI calls, by method and gRPC status code",
-            csi_operations.clone(),
-        );
-        let queue_depth = Family::<QueueLabels, Gauge>::default();
-        registry.register(
-            "workqueue_depth",
-            "Keys waiting in a work queue",
-            queue_depth.clone(),
-        );
-        let queue_adds = Family::<QueueLabels, Counter>::default();
-        registry.register(
-            "workqueue_adds",
-            "Keys added to a work queue",
-            queue_adds.clone(),
-        );
-        let queue_retries = Family::<QueueLabels, Counter>::default();
-        registry.register(
-            "workqueue_retries",
-            "Retries scheduled after a failed pass",
-            queue_retries.clone(),
-        );
-        let queue_seconds =
-            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                queue_histogram as fn() -> Histogram,
-            );
-        registry.register(
-            "workqueue_queue_duration_seconds",
-            "How long a key waits in a work queue before a worker takes it",
-            queue_seconds.clone(),
-        );
-        let work_seconds =
-            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                queue_histogram as fn() -> Histogram,
-            );
-        registry.register(
-            "workqueue_work_duration_seconds",
-            "How long a worker takes over one key",
-            work_seconds.clone(),
-        );
-        let passes_per_key =
-            Family::<QueueLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                pass_histogram as fn() -> Histogram,
-            );
-        registry.register(
-            "csi_pv_controller_passes_per_key",
-            "Passes each key of a work queue got in one resync period, observed per key at every resync",
-            passes_per_key.clone(),
-        );
-        let write_conflicts = Family::<QueueLabels, Counter>::default();
-        registry.register(
-            "csi_pv_controller_write_conflicts",
-            "Passes whose write met a newer version of the object (HTTP 409), by work queue",
-            write_conflicts.clone(),
-        );
-        let claim_bound = Histogram::new(OPERATION_BUCKETS);
-        registry.register(
-            "csi_pv_controller_claim_bound_seconds",
-            "From a claim's creation to its binding by this process",
-            claim_bound.clone(),
-        );
-        let resize_done = Histogram::new(OPERATION_BUCKETS);
-        registry.register(
-            "csi_pv_controller_resize_seconds",
-            "From the start of a resize (Resizing) to the controller's part done",
-            resize_done.clone(),
-        );
-        let api_writes = Family::<WriteLabels, Counter>::default();
-        registry.register(
-            "csi_pv_controller_api_writes",
-            "Writes to the Kubernetes API made by this process, by resource and verb",
-            api_writes.clone(),
-        );
-        // The provisioner library's series (what csi-provisioner exports), same names and
-        // labels: a provision counts once its PV is saved, a deletion once DeleteVolume is done.
-        let provisioned = Family::<ProvisionLabels, Counter>::default();
-        registry.register(
-            "controller_persistentvolumeclaim_provision",
-            "Volumes provisioned, by storage class and data source kind",
-            provisioned.clone(),
-        );
-        let provision_failed = Family::<ProvisionLabels, Counter>::default();
-        registry.register(
-            "controller_persistentvolumeclaim_provision_failed",
-            "CreateVolume attempts that failed, by storage class and data source kind",
-            provision_failed.clone(),
-        );
-        let provision_seconds =
-            Family::<ProvisionLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                operation_histogram as fn() -> Histogram,
-            );
-        registry.register(
-            "controller_persistentvolumeclaim_provision_duration_seconds",
-            "From CreateVolume to the PV saved, for provisions that succeeded",
-            provision_seconds.clone(),
-        );
-        let deleted = Family::<ClassLabels, Counter>::default();
-        registry.register(
-            "controller_persistentvolume_delete",
-            "Volumes deleted in the driver, by storage class",
-            deleted.clone(),
-        );
-        let delete_failed = Family::<ClassLabels, Counter>::default();
-        registry.register(
-            "controller_persistentvolume_delete_failed",
-            "DeleteVolume attempts that failed, by storage class",
-            delete_failed.clone(),
-        );
-        let delete_seconds =
-            Family::<ClassLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-                operation_histogram as fn() -> Histogram,
-            );
-        registry.register(
-            "controller_persistentvolume_delete_duration_seconds",
-            "DeleteVolume calls that succeeded",
-            delete_seconds.clone(),
-        );
-        let leader = Family::<QueueLabels, Gauge>::default();
-        registry.register(
-            "leader_election_master_status",
-            "1 while this replica holds the leader election Lease of that name, else 0",
-            leader.clone(),
-        );
-        let fenced = Family::<QueueLabels, Counter>::default();
-        registry.register(
-            "csi_pv_controller_fenced",
-            "API writes and CSI calls refused because this replica's leadership may have lapsed",
-            fenced.clone(),
-        );
-        let capacity_goal = Gauge::default();
-        registry.register(
-            "csistoragecapacities_desired_goal",
-            "CSIStorageCapacity objects that should exist (classes times topology segments)",
-            capacity_goal.clone(),
-        );
-        let capacity_current = Gauge::default();
-        registry.register(
-            "csistoragecapacities_desired_current",
-            "CSIStorageCapacity objects that should exist and do",
-            capacity_current.clone(),
-        );
-        let capacity_obsolete = Gauge::default();
-        registry.register(
-            "csistoragecapacities_obsolete",
-            "CSIStorageCapacity objects that exist but are no longer wanted",
-            capacity_obsolete.clone(),
-        );
-        let process = process::Process::register(&mut registry);
-        Metrics {
-            registry,
-            csi_operations,
-            queue_depth,
-            queue_adds,
-            queue_retries,
-            queue_seconds,
-            work_seconds,
-            passes_per_key,
-            write_conflicts,
-            claim_bound,
-            resize_done,
-            api_writes,
-            provisioned,
-            provision_failed,
-            provision_seconds,
-            deleted,
-            delete_failed,
-            delete_seconds,
-            leader,
-            fenced,
-            capacity_goal,
-            capacity_current,
-            capacity_obsolete,
-            process,
-        }
-    }
-
     /// What a capacity round found: objects wanted, wanted and present, present but unwanted.
     pub fn capacity(&self, goal: usize, current: usize, obsolete: usize) {
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
@@ -308,14 +153,8 @@ impl Metrics {
             class: class.to_string(),
             source: source.to_string(),
         };
-        if ok {
-            self.provisioned.get_or_create(&labels).inc();
-            self.provision_seconds
-                .get_or_create(&labels)
-                .observe(elapsed.as_secs_f64());
-        } else {
-            self.provision_failed.get_or_create(&labels).inc();
-        }
+        let series = (&self.provisioned, &self.provision_seconds);
+        count_outcome(series, &self.provision_failed, &labels, ok, elapsed);
     }
 
     /// The fence refused a side effect of `kind` (`api`, `csi`).
@@ -332,14 +171,8 @@ impl Metrics {
         let labels = ClassLabels {
             class: class.to_string(),
         };
-        if ok {
-            self.deleted.get_or_create(&labels).inc();
-            self.delete_seconds
-                .get_or_create(&labels)
-                .observe(elapsed.as_secs_f64());
-        } else {
-            self.delete_failed.get_or_create(&labels).inc();
-        }
+        let series = (&self.deleted, &self.delete_seconds);
+        count_outcome(series, &self.delete_failed, &labels, ok, elapsed);
     }
 
     /// One CSI call ended.
@@ -362,6 +195,22 @@ impl Metrics {
             tracing::warn!(error = %e, "cannot encode metrics");
         }
         out
+    }
+}
+
+/// An operation ended: counted and timed when `ok`, else counted as failed.
+fn count_outcome<L: Clone + std::hash::Hash + Eq>(
+    (done, seconds): (&Family<L, Counter>, &Histograms<L>),
+    failed: &Family<L, Counter>,
+    labels: &L,
+    ok: bool,
+    elapsed: Duration,
+) {
+    if ok {
+        done.get_or_create(labels).inc();
+        seconds.get_or_create(labels).observe(elapsed.as_secs_f64());
+    } else {
+        failed.get_or_create(labels).inc();
     }
 }
 

@@ -133,32 +133,23 @@ impl Stat {
     }
 }
 
+/// The `nth` word after `label` on the first line that starts with it.
+fn labelled<T: std::str::FromStr>(text: &str, label: &str, nth: usize) -> Option<T> {
+    let line = text.lines().find_map(|l| l.strip_prefix(label))?;
+    line.split_whitespace().nth(nth)?.parse().ok()
+}
+
 fn boot_time(stat: &str) -> Option<f64> {
-    stat.lines()
-        .find_map(|l| l.strip_prefix("btime "))?
-        .trim()
-        .parse()
-        .ok()
+    labelled(stat, "btime ", 0)
 }
 
 fn resident_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    labelled(status, "VmRSS:", 0)
 }
 
+/// The soft limit: "Max open files  <soft>  <hard>  files".
 fn max_open_files(limits: &str) -> Option<u64> {
-    limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))?
-        .split_whitespace()
-        .nth(3)?
-        .parse()
-        .ok()
+    labelled(limits, "Max open files", 0)
 }
 
 #[cfg(test)]

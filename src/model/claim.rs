@@ -1,6 +1,7 @@
 //! What decisions read from a PersistentVolumeClaim.
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimCondition};
+use serde_json::Value;
 
 use super::VolumeMode;
 use crate::names::{
@@ -64,6 +65,20 @@ pub trait ClaimExt {
     }
     /// Our provisioning intent is written on the claim (its finalizer).
     fn has_intent(&self) -> bool;
+    /// `status.conditions`, empty when absent.
+    fn conditions(&self) -> &[PersistentVolumeClaimCondition];
+}
+
+/// A `status.conditions` value for a patch: the claim's conditions that `keep` accepts, as
+/// they are, then `added`. (A merge patch replaces the whole list.)
+pub fn conditions_with(
+    claim: &PersistentVolumeClaim,
+    keep: impl Fn(&PersistentVolumeClaimCondition) -> bool,
+    added: impl IntoIterator<Item = Value>,
+) -> Value {
+    let kept = claim.conditions().iter().filter(|c| keep(c));
+    let kept = kept.map(|c| serde_json::to_value(c).unwrap_or(Value::Null));
+    Value::Array(kept.chain(added).collect())
 }
 
 impl ClaimExt for PersistentVolumeClaim {
@@ -111,6 +126,13 @@ impl ClaimExt for PersistentVolumeClaim {
 
     fn has_intent(&self) -> bool {
         has_finalizer(&self.metadata, FINALIZER_PROVISIONING)
+    }
+
+    fn conditions(&self) -> &[PersistentVolumeClaimCondition] {
+        let status = self.status.as_ref();
+        status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default()
     }
 }
 

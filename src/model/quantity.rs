@@ -20,6 +20,11 @@ pub enum QuantityError {
 /// The largest byte count CSI can carry (int64 fields) and Kubernetes can store.
 pub const MAX_BYTES: u64 = i64::MAX as u64;
 
+/// Binary suffixes, each 2^10 times the one before, from Ki = 2^10.
+const BINARY_SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+/// Decimal suffixes, each 10^3 times the one before, from n = 10^-9 ("" is 10^0).
+const DECIMAL_SUFFIXES: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+
 /// Parses `text` and returns its value in bytes, rounded up ("1.5" is 2, "100m" is 1).
 pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     let malformed = || QuantityError::Malformed(text.to_string());
@@ -51,28 +56,15 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     } else {
         digits.parse().map_err(|_| malformed())?
     };
-    let (base, exponent): (u128, i32) = match suffix {
-        "" => (10, 0),
-        "Ki" => (2, 10),
-        "Mi" => (2, 20),
-        "Gi" => (2, 30),
-        "Ti" => (2, 40),
-        "Pi" => (2, 50),
-        "Ei" => (2, 60),
-        "n" => (10, -9),
-        "u" => (10, -6),
-        "m" => (10, -3),
-        "k" => (10, 3),
-        "M" => (10, 6),
-        "G" => (10, 9),
-        "T" => (10, 12),
-        "P" => (10, 15),
-        "E" => (10, 18),
-        s if s.starts_with(['e', 'E']) => {
-            let e: i32 = s[1..].parse().map_err(|_| malformed())?;
-            (10, e)
-        }
-        _ => return Err(malformed()),
+    let position = |table: &[&str]| table.iter().position(|t| *t == suffix);
+    let (base, exponent): (u128, i32) = if let Some(i) = position(&BINARY_SUFFIXES) {
+        (2, 10 * (i as i32 + 1))
+    } else if let Some(i) = position(&DECIMAL_SUFFIXES) {
+        (10, 3 * (i as i32 - 3))
+    } else if let Some(e) = suffix.strip_prefix(['e', 'E']) {
+        (10, e.parse().map_err(|_| malformed())?)
+    } else {
+        return Err(malformed());
     };
     if negative && mantissa != 0 {
         return Err(QuantityError::Negative(text.to_string()));

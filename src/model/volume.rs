@@ -106,7 +106,7 @@ impl VolumeExt for PersistentVolume {
     }
 
     fn phase(&self) -> Option<VolumePhase> {
-        VolumePhase::parse(self.status.as_ref()?.phase.as_deref()?)
+        VolumePhase::parse(self.phase_text())
     }
 
     fn phase_text(&self) -> &str {
@@ -125,11 +125,11 @@ impl VolumeExt for PersistentVolume {
     }
 
     fn class(&self) -> &str {
-        let field = self
-            .spec
-            .as_ref()
-            .and_then(|s| s.storage_class_name.as_deref());
-        super::class_named(&self.metadata, field)
+        let spec = self.spec.as_ref();
+        super::class_named(
+            &self.metadata,
+            spec.and_then(|s| s.storage_class_name.as_deref()),
+        )
     }
 
     fn volume_mode(&self) -> VolumeMode<'_> {

@@ -22,18 +22,41 @@ mod tests;
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimCondition,
+};
 use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
+use crate::model::claim::conditions_with;
 use crate::model::{ClaimExt, VolumeExt};
 
+/// Condition: the driver is changing the volume.
 pub const MODIFYING: &str = "ModifyingVolume";
+/// Condition: the last ControllerModifyVolume failed; its message says how.
 pub const MODIFY_ERROR: &str = "ModifyVolumeError";
-pub const IN_PROGRESS: &str = "InProgress";
-pub const INFEASIBLE: &str = "Infeasible";
-pub const PENDING: &str = "Pending";
+
+/// `status.modifyVolumeStatus.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModifyStatus {
+    /// A call is owed or under way.
+    InProgress,
+    /// The driver refused the parameters; retried slowly, in case the class is fixed.
+    Infeasible,
+    /// The target class does not exist (yet).
+    Pending,
+}
+
+impl ModifyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModifyStatus::InProgress => "InProgress",
+            ModifyStatus::Infeasible => "Infeasible",
+            ModifyStatus::Pending => "Pending",
+        }
+    }
+}
 
 /// gRPC codes after which the driver may still be working (csi-lib-utils' non-final errors),
 /// by the names the `ModifyVolumeError` condition records.
@@ -91,11 +114,7 @@ fn modify_status(claim: &PersistentVolumeClaim) -> Option<(&str, &str)> {
 }
 
 fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == kind))
+    claim.conditions().iter().any(|c| c.type_ == kind)
 }
 
 /// The last attempt ended with an error after which the driver may still be working, or its
@@ -121,11 +140,7 @@ pub fn decide(
     class: impl Fn(&str) -> Option<VolumeAttributesClass>,
     now: &str,
 ) -> ModifyStep {
-    let ours = pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.csi.as_ref())
-        .is_some_and(|c| c.driver == driver);
+    let ours = pv.csi_driver() == Some(driver);
     let bound = claim.is_bound();
     if !ours || !bound {
         return ModifyStep::None;
@@ -144,7 +159,7 @@ pub fn decide(
     if status.is_none() && wanted == current {
         return ModifyStep::None;
     }
-    let in_progress = status.is_some_and(|(s, _)| s == IN_PROGRESS);
+    let in_progress = status.is_some_and(|(s, _)| s == ModifyStatus::InProgress.as_str());
     if wanted.is_empty() && !in_progress {
         let patch = has_condition(claim, MODIFYING).then(|| {
             json!({
@@ -170,13 +185,13 @@ pub fn decide(
     match class(wanted) {
         None => ModifyStep::Missing {
             target: wanted.to_string(),
-            patch: Some(mark(claim, PENDING, None, &[], now)),
+            patch: Some(mark(claim, ModifyStatus::Pending, None, &[], now)),
         },
         Some(c) => {
             let message = format!("Modifying volume to {wanted:?} is in progress.");
             let start = mark(
                 claim,
-                IN_PROGRESS,
+                ModifyStatus::InProgress,
                 Some(wanted),
                 &[(MODIFYING, "", &message)],
                 now,
@@ -200,18 +215,10 @@ fn conditions_at(
     set: &[(&str, &str, &str)],
     now: &str,
 ) -> Value {
-    let old = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let mut out: Vec<Value> = old
-        .iter()
-        .filter(|c| !drop.contains(&c.type_.as_str()))
-        .filter(|c| !set.iter().any(|(t, _, _)| *t == c.type_))
-        .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
-        .collect();
-    for (kind, reason, message) in set {
+    let keep = |c: &PersistentVolumeClaimCondition| {
+        !drop.contains(&c.type_.as_str()) && !set.iter().any(|(t, _, _)| *t == c.type_)
+    };
+    let added = set.iter().map(|(kind, reason, message)| {
         let mut c = json!({"type": kind, "status": "True", "message": message});
         if !reason.is_empty() {
             c["reason"] = json!(reason);
@@ -219,27 +226,27 @@ fn conditions_at(
         if !now.is_empty() {
             c["lastProbeTime"] = json!(now);
         }
-        out.push(c);
-    }
-    Value::Array(out)
+        c
+    });
+    conditions_with(claim, keep, added)
 }
 
 /// The status patch for `state`, preconditioned on the claim's version: the target when
 /// given (else the recorded one stays), and for anything but Pending the conditions `set`.
 fn mark(
     claim: &PersistentVolumeClaim,
-    state: &str,
+    state: ModifyStatus,
     target: Option<&str>,
     set: &[(&str, &str, &str)],
     now: &str,
 ) -> Value {
     let recorded = modify_status(claim).map(|(_, t)| t).unwrap_or_default();
     let target = target.unwrap_or(recorded);
-    let mut status = json!({"modifyVolumeStatus": {"status": state}});
+    let mut status = json!({"modifyVolumeStatus": {"status": state.as_str()}});
     if !target.is_empty() {
         status["modifyVolumeStatus"]["targetVolumeAttributesClassName"] = json!(target);
     }
-    if state != PENDING {
+    if state != ModifyStatus::Pending {
         status["conditions"] = conditions_at(claim, &[MODIFY_ERROR], set, now);
     }
     json!({
@@ -307,9 +314,9 @@ pub fn failed(
     now: &str,
 ) -> Value {
     let state = if infeasible(code) {
-        INFEASIBLE
+        ModifyStatus::Infeasible
     } else {
-        IN_PROGRESS
+        ModifyStatus::InProgress
     };
     let progress = if is_final(code) {
         format!("Modifying volume to {target:?} failed. Waiting for retry.")

@@ -44,7 +44,7 @@ fn in_progress(target: &str, error: Option<&str>) -> Value {
     if let Some(code) = error {
         conditions.push(json!({"type": MODIFY_ERROR, "status": "True", "reason": code}));
     }
-    json!({"modifyVolumeStatus": {"status": IN_PROGRESS, "targetVolumeAttributesClassName": target},
+    json!({"modifyVolumeStatus": {"status": ModifyStatus::InProgress.as_str(), "targetVolumeAttributesClassName": target},
            "conditions": conditions})
 }
 
@@ -137,7 +137,7 @@ fn the_modify_controllers_table() {
             claim(
                 Some("fast"),
                 Some("gold"),
-                json!({"modifyVolumeStatus": {"status": INFEASIBLE, "targetVolumeAttributesClassName": "fast"}}),
+                json!({"modifyVolumeStatus": {"status": ModifyStatus::Infeasible.as_str(), "targetVolumeAttributesClassName": "fast"}}),
             ),
             ("modify", "fast", true),
         ),
@@ -182,7 +182,10 @@ fn the_patches_say_where_the_change_stands() {
         panic!("expected a marked modify");
     };
     assert_eq!(start["metadata"]["resourceVersion"], "9");
-    assert_eq!(start["status"]["modifyVolumeStatus"]["status"], IN_PROGRESS);
+    assert_eq!(
+        start["status"]["modifyVolumeStatus"]["status"],
+        ModifyStatus::InProgress.as_str()
+    );
     assert_eq!(
         start["status"]["modifyVolumeStatus"]["targetVolumeAttributesClassName"],
         "fast"
@@ -196,7 +199,10 @@ fn the_patches_say_where_the_change_stands() {
     assert_eq!(types, ["Resizing", MODIFYING], "other conditions are kept");
 
     let bad = failed(&c, "fast", "InvalidArgument", "no such knob", "t1");
-    assert_eq!(bad["status"]["modifyVolumeStatus"]["status"], INFEASIBLE);
+    assert_eq!(
+        bad["status"]["modifyVolumeStatus"]["status"],
+        ModifyStatus::Infeasible.as_str()
+    );
     let error = &bad["status"]["conditions"][2];
     assert_eq!(
         (error["type"].as_str(), error["reason"].as_str()),
@@ -210,7 +216,10 @@ fn the_patches_say_where_the_change_stands() {
             .contains("failed. Waiting for retry.")
     );
     let slow = failed(&c, "fast", "DeadlineExceeded", "slow", "t1");
-    assert_eq!(slow["status"]["modifyVolumeStatus"]["status"], IN_PROGRESS);
+    assert_eq!(
+        slow["status"]["modifyVolumeStatus"]["status"],
+        ModifyStatus::InProgress.as_str()
+    );
     assert!(
         slow["status"]["conditions"][1]["message"]
             .as_str()

@@ -59,23 +59,24 @@ pub fn resolve(
 ) -> Result<SecretRef, TemplateError> {
     let namespace = expand("namespace", &template.namespace, input, false)?;
     if !is_dns_label(&namespace) {
-        return Err(TemplateError::Invalid {
-            part: "namespace",
-            template: template.namespace.clone(),
-            value: namespace,
-            kind: "namespace name (DNS-1123 label)",
-        });
+        let kind = "namespace name (DNS-1123 label)";
+        return Err(invalid("namespace", &template.namespace, namespace, kind));
     }
     let name = expand("name", &template.name, input, true)?;
     if !is_dns_subdomain(&name) {
-        return Err(TemplateError::Invalid {
-            part: "name",
-            template: template.name.clone(),
-            value: name,
-            kind: "Secret name (DNS-1123 subdomain)",
-        });
+        let kind = "Secret name (DNS-1123 subdomain)";
+        return Err(invalid("name", &template.name, name, kind));
     }
     Ok(SecretRef { name, namespace })
+}
+
+fn invalid(part: &'static str, template: &str, value: String, kind: &'static str) -> TemplateError {
+    TemplateError::Invalid {
+        part,
+        template: template.to_string(),
+        value,
+        kind,
+    }
 }
 
 fn expand(
