@@ -2,6 +2,7 @@
 //! each test the fields it changes, merged in (`object`). The settings and the class most
 //! tests share are here too.
 
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -36,6 +37,23 @@ pub fn object<T: DeserializeOwned>(mut base: Value, extra: Value) -> T {
 pub fn class(extra: Value) -> StorageClass {
     object(
         json!({"metadata": {"name": "gold"}, "provisioner": DRIVER}),
+        extra,
+    )
+}
+
+/// The UID of the `claim` fixture (a UUID, as the API gives, since provisioned PVs are named
+/// after it).
+pub const CLAIM_UID: &str = "11111111-2222-3333-4444-555555555555";
+
+/// Claim `ns/c` of class `gold` asking for 1Gi ReadWriteOnce, Pending, changed by `extra`.
+pub fn claim(extra: Value) -> PersistentVolumeClaim {
+    object(
+        json!({
+            "metadata": {"name": "c", "namespace": "ns", "uid": CLAIM_UID, "resourceVersion": "1"},
+            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending"}
+        }),
         extra,
     )
 }

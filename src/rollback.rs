@@ -107,46 +107,58 @@ mod tests {
     fn table() {
         let pvs = [pv("pv-a", Some("u-1")), pv("pv-other", Some("u-2"))];
         let none: [PersistentVolume; 0] = [];
-        let remove = |v: Option<Verdict>| matches!(v, Some(Verdict::Remove(_)));
-        let keep = |v: Option<Verdict>| matches!(v, Some(Verdict::Keep(_)));
-        assert_eq!(
-            judge(&claim(false, None, true), &pvs, "pvc-u-1", false),
-            None
-        );
-        assert!(
-            remove(judge(
-                &claim(true, Some("pv-a"), false),
+        let kind = |v: Option<Verdict>| match v {
+            None => "leave",
+            Some(Verdict::Remove(_)) => "remove",
+            Some(Verdict::Keep(_)) => "keep",
+        };
+        // (case, has our finalizer / names a PV / is deleting, PVs, --force, verdict)
+        let table: [(&str, PersistentVolumeClaim, &[PersistentVolume], bool, &str); 7] = [
+            ("not ours", claim(false, None, true), &pvs, false, "leave"),
+            (
+                "bound",
+                claim(true, Some("pv-a"), false),
                 &pvs,
-                "pvc-u-1",
-                false
-            )),
-            "bound"
-        );
-        assert!(
-            remove(judge(&claim(true, None, true), &pvs, "pvc-u-1", false)),
-            "a PV names its UID"
-        );
-        assert!(
-            remove(judge(&claim(true, None, false), &none, "pvc-u-1", false)),
-            "alive: upstream goes on"
-        );
-        assert!(
-            keep(judge(&claim(true, None, true), &none, "pvc-u-1", false)),
-            "deleting, nothing recorded"
-        );
-        assert!(
-            keep(judge(
-                &claim(true, Some("pv-gone"), true),
+                false,
+                "remove",
+            ),
+            (
+                "a PV names its UID",
+                claim(true, None, true),
+                &pvs,
+                false,
+                "remove",
+            ),
+            (
+                "alive: upstream goes on",
+                claim(true, None, false),
                 &none,
-                "pvc-u-1",
-                false
-            )),
-            "its PV is gone"
-        );
-        assert!(
-            remove(judge(&claim(true, None, true), &none, "pvc-u-1", true)),
-            "--force"
-        );
+                false,
+                "remove",
+            ),
+            (
+                "deleting, nothing recorded",
+                claim(true, None, true),
+                &none,
+                false,
+                "keep",
+            ),
+            (
+                "its PV is gone",
+                claim(true, Some("pv-gone"), true),
+                &none,
+                false,
+                "keep",
+            ),
+            ("--force", claim(true, None, true), &none, true, "remove"),
+        ];
+        for (case, c, volumes, force, verdict) in table {
+            assert_eq!(
+                kind(judge(&c, volumes, "pvc-u-1", force)),
+                verdict,
+                "{case}"
+            );
+        }
         let Some(Verdict::Keep(why)) = judge(&claim(true, None, true), &none, "pvc-u-1", false)
         else {
             unreachable!()

@@ -124,44 +124,31 @@ pub enum Rejection {
 impl Rejection {
     pub fn describe(self, claim: &ClaimFacts, pv: &PersistentVolume) -> String {
         let spec = pv.spec.clone().unwrap_or_default();
+        let (p, c) = (pv, claim);
+        // What the PV has, then what the claim wants.
+        let asks = |has: String, wants: String| format!("{has}, the claim asks for {wants}");
         match self {
             Rejection::ClaimedByOther => {
                 let r = spec.claim_ref.unwrap_or_default();
-                format!(
-                    "already claimed by {}/{}",
-                    r.namespace.unwrap_or_default(),
-                    r.name.unwrap_or_default()
-                )
+                let (namespace, name) = (r.namespace.unwrap_or_default(), r.name.unwrap_or_default());
+                format!("already claimed by {namespace}/{name}")
             }
-            Rejection::TooSmall => format!(
-                "too small: {} bytes, the claim asks for {}",
-                pv.capacity_bytes(),
-                claim.request
-            ),
-            Rejection::VolumeMode => format!(
-                "volumeMode {}, the claim asks for {}",
-                pv.volume_mode(),
-                claim.volume_mode
-            ),
-            Rejection::AttributesClass => format!(
-                "volumeAttributesClassName {:?}, the claim asks for {:?}",
-                spec.volume_attributes_class_name.unwrap_or_default(),
-                claim.attributes_class
-            ),
+            Rejection::TooSmall => asks(format!("too small: {} bytes", p.capacity_bytes()), c.request.to_string()),
+            Rejection::VolumeMode => asks(format!("volumeMode {}", p.volume_mode()), c.volume_mode.clone()),
+            Rejection::AttributesClass => {
+                let has = spec.volume_attributes_class_name.unwrap_or_default();
+                asks(format!("volumeAttributesClassName {has:?}"), format!("{:?}", c.attributes_class))
+            }
             Rejection::Deleting => "being deleted".into(),
             Rejection::DelayBinding => "the claim's class is WaitForFirstConsumer: the scheduler picks a PV together with a node".into(),
-            Rejection::Phase => format!("phase is {:?}, not Available", pv.phase_text()),
+            Rejection::Phase => format!("phase is {:?}, not Available", p.phase_text()),
             Rejection::Selector => "labels do not match the claim's selector".into(),
-            Rejection::Class => format!(
-                "storage class {:?}, the claim asks for {:?}",
-                pv.class(),
-                claim.class
-            ),
-            Rejection::AccessModes => format!(
-                "access modes [{}] do not include all of the claim's [{}]",
-                modes_key(spec.access_modes.as_deref().unwrap_or_default()),
-                claim.modes.iter().cloned().collect::<Vec<_>>().join(",")
-            ),
+            Rejection::Class => asks(format!("storage class {:?}", p.class()), format!("{:?}", c.class)),
+            Rejection::AccessModes => {
+                let has = modes_key(spec.access_modes.as_deref().unwrap_or_default());
+                let wants = c.modes.iter().cloned().collect::<Vec<_>>().join(",");
+                format!("access modes [{has}] do not include all of the claim's [{wants}]")
+            }
         }
     }
 }

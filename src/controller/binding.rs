@@ -314,12 +314,7 @@ impl Controller {
         let name = pv.name_any();
         if let Some(patch) = bind::volume_spec(&pv, claim) {
             pv = self
-                .patch_volume(
-                    Part::Object,
-                    &pv,
-                    patch,
-                    "bind the PersistentVolume to the claim",
-                )
+                .patch_volume(&pv, patch, "bind the PersistentVolume to the claim")
                 .await?;
         }
         let pv = self.set_phase(&pv, VolumePhase::Bound, None).await?;

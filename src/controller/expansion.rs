@@ -53,7 +53,6 @@ impl Controller {
         let pv = match plan.drop_pre_resize {
             Some(patch) => {
                 self.patch_volume(
-                    Part::Object,
                     &pv,
                     patch,
                     &format!(
@@ -222,7 +221,6 @@ impl Controller {
         let annotate = node_required && self.switches.annotate_fs_resize;
         let patch = expand::volume_capacity(pv, capacity, annotate, &old);
         self.patch_volume(
-            Part::Object,
             pv,
             patch,
             &format!(

@@ -156,7 +156,6 @@ impl Controller {
         let error = match answer {
             Ok(()) => {
                 self.patch_volume(
-                    Part::Object,
                     pv,
                     modify::volume_done(&target),
                     "record the PersistentVolume's new VolumeAttributesClass",

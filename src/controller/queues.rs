@@ -6,12 +6,13 @@ use super::*;
 /// The queues and the PV index, to be fed by the watches before the controller exists.
 #[derive(Clone)]
 pub struct Queues {
+    /// The last known version of every PV, indexed for matching.
+    pub index: Arc<RwLock<VolumeIndex>>,
     pub claims: WorkQueue<ClaimKey>,
     pub volumes: WorkQueue<String>,
     /// Class names whose unbound claims are looked at again: the class changed, or a PV of that
     /// class became Available.
     pub classes: WorkQueue<String>,
-    pub index: Arc<RwLock<VolumeIndex>>,
     /// Which claim each PV served, for the deletion check.
     pub usage: Arc<Mutex<ClaimUse>>,
 }
@@ -19,10 +20,10 @@ pub struct Queues {
 impl Queues {
     pub fn new(backoff: Backoff) -> Self {
         Queues {
+            index: Arc::default(),
             claims: WorkQueue::named(backoff, "claims"),
             volumes: WorkQueue::named(backoff, "volumes"),
             classes: WorkQueue::named(backoff, "classes"),
-            index: Arc::default(),
             usage: Arc::default(),
         }
     }

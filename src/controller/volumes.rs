@@ -6,7 +6,6 @@ use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
-use super::Part;
 use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::index::claim_ref_key;
@@ -107,7 +106,7 @@ impl Controller {
         let mut pv = pv.clone();
         if let Some(patch) = binder::bind::unbind(&pv) {
             pv = self
-                .patch_volume(Part::Object, &pv, patch, "unbind the PersistentVolume")
+                .patch_volume(&pv, patch, "unbind the PersistentVolume")
                 .await?;
         }
         info!("unbound: its claim is bound to another volume");

@@ -32,7 +32,7 @@ impl Controller {
             return Ok(pv.clone());
         };
         let action = format!("mark the PersistentVolume {phase}");
-        self.patch_volume(Part::Status, pv, patch, &action).await
+        self.write_volume(pv, (Part::Status, patch), &action).await
     }
 
     /// A merge patch of the claim or its status, its version remembered (`wrote_claim`);
@@ -44,7 +44,9 @@ impl Controller {
         patch: Value,
         action: &str,
     ) -> Result<PersistentVolumeClaim, SyncError> {
-        let patch = self.fresh_claim_patch(claim, patch, action).await?;
+        self.writes.token().await;
+        let newest = self.stores.claims.get(&ObjectRef::from_obj(claim));
+        let patch = rebased(patch, claim, newest, action)?;
         let (namespace, name) = (claim.namespace(), claim.name_any());
         let answer = send(
             &*self.cluster.claim_writes,
@@ -57,43 +59,31 @@ impl Controller {
         settle(answer.await, action, reread, |c| self.wrote_claim(c)).await
     }
 
-    /// A merge patch of the PV or its status, remembered in the index (whose copy the next
-    /// decision uses); `action` says what it does, for the error.
+    /// A merge patch of the PV; `action` says what it does, for the error.
     pub(super) async fn patch_volume(
         &self,
-        part: Part,
         pv: &PersistentVolume,
         patch: Value,
         action: &str,
     ) -> Result<PersistentVolume, SyncError> {
-        let patch = self.fresh_volume_patch(pv, patch, action).await?;
+        self.write_volume(pv, (Part::Object, patch), action).await
+    }
+
+    /// A patch of the PV or its status, remembered in the index, whose copy the next decision
+    /// uses.
+    async fn write_volume(
+        &self,
+        pv: &PersistentVolume,
+        (part, patch): (Part, Value),
+        action: &str,
+    ) -> Result<PersistentVolume, SyncError> {
+        self.writes.token().await;
+        let patch = rebased(patch, pv, self.volume_in_store(&pv.name_any()), action)?;
         let writes = &*self.cluster.volume_writes;
         let name = pv.name_any();
         let answer = send(writes, None, &name, patch, part).await;
         let reread = async { writes.get(None, &name).await.ok().flatten() };
         settle(answer, action, reread, |pv| self.remember(pv)).await
-    }
-
-    async fn fresh_claim_patch(
-        &self,
-        claim: &PersistentVolumeClaim,
-        patch: Value,
-        action: &str,
-    ) -> Result<Value, SyncError> {
-        self.writes.token().await;
-        let newest = self.stores.claims.get(&ObjectRef::from_obj(claim));
-        rebased(patch, claim, newest, action)
-    }
-
-    async fn fresh_volume_patch(
-        &self,
-        pv: &PersistentVolume,
-        patch: Value,
-        action: &str,
-    ) -> Result<Value, SyncError> {
-        self.writes.token().await;
-        let newest = self.volume_in_store(&pv.name_any());
-        rebased(patch, pv, newest, action)
     }
 }
 

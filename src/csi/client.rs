@@ -280,15 +280,13 @@ impl CsiClient {
         &self,
         request: csi::CreateVolumeRequest,
     ) -> Result<csi::Volume, CsiError> {
-        let mut c = self.controller();
-        let r = self
-            .unary("CreateVolume", request, |r| c.create_volume(r))
-            .await?;
+        let create = |r| async move { self.controller().create_volume(r).await };
+        let answer = self.unary("CreateVolume", request, create).await?;
         let invalid = |reason: &str| CsiError::InvalidResponse {
             method: "CreateVolume",
             reason: reason.to_string(),
         };
-        let volume = r
+        let volume = answer
             .volume
             .ok_or_else(|| invalid("no volume in the response"))?;
         if volume.volume_id.is_empty() {

@@ -52,17 +52,6 @@ pub enum ReclaimPolicy<'a> {
     Unknown(&'a str),
 }
 
-impl<'a> ReclaimPolicy<'a> {
-    pub fn from_field(field: Option<&'a str>) -> Self {
-        match field {
-            None | Some("Retain") => ReclaimPolicy::Retain,
-            Some("Delete") => ReclaimPolicy::Delete,
-            Some("Recycle") => ReclaimPolicy::Recycle,
-            Some(other) => ReclaimPolicy::Unknown(other),
-        }
-    }
-}
-
 /// Accessors over a PV, so that each is spelled once.
 pub trait VolumeExt {
     fn name(&self) -> &str;
@@ -117,11 +106,13 @@ impl VolumeExt for PersistentVolume {
     }
 
     fn reclaim_policy(&self) -> ReclaimPolicy<'_> {
-        ReclaimPolicy::from_field(
-            self.spec
-                .as_ref()
-                .and_then(|s| s.persistent_volume_reclaim_policy.as_deref()),
-        )
+        let spec = self.spec.as_ref();
+        match spec.and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) {
+            None | Some("Retain") => ReclaimPolicy::Retain,
+            Some("Delete") => ReclaimPolicy::Delete,
+            Some("Recycle") => ReclaimPolicy::Recycle,
+            Some(other) => ReclaimPolicy::Unknown(other),
+        }
     }
 
     fn class(&self) -> &str {

@@ -14,6 +14,12 @@ pub(crate) fn claim(extra: Value) -> PersistentVolumeClaim {
     )
 }
 
+/// The PV's CSI source; a test's PV always has one.
+fn csi_of(pv: &PersistentVolume) -> &k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
+    let spec = pv.spec.as_ref().expect("a PV spec");
+    spec.csi.as_ref().expect("a CSI source")
+}
+
 fn build_with(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
@@ -126,18 +132,7 @@ fn defaults_block_and_read_only() {
         &s,
     )
     .unwrap();
-    assert_eq!(
-        block
-            .volume
-            .spec
-            .as_ref()
-            .unwrap()
-            .csi
-            .as_ref()
-            .unwrap()
-            .fs_type,
-        None
-    );
+    assert_eq!(csi_of(&block.volume).fs_type, None);
     assert!(matches!(
         block.request.volume_capabilities[0].access_type,
         Some(csi::volume_capability::AccessType::Block(_))
@@ -151,17 +146,7 @@ fn defaults_block_and_read_only() {
         &ro,
     )
     .unwrap();
-    assert_eq!(
-        rox.volume
-            .spec
-            .as_ref()
-            .unwrap()
-            .csi
-            .as_ref()
-            .unwrap()
-            .read_only,
-        Some(true)
-    );
+    assert_eq!(csi_of(&rox.volume).read_only, Some(true));
 
     let mut short = settings();
     short.volume_name_uuid_length = Some(4);

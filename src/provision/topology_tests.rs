@@ -120,22 +120,24 @@ fn upstreams_table() {
         Vec<Segment>,
         Segment,
     );
+    let r2a = || seg(&[("rack", "2"), ("zone", "a")]);
+    let (za, zb) = (|| seg(&[("zone", "a")]), || seg(&[("zone", "b")]));
     let table: Vec<Row<'_>> = vec![
         (
             "delayed, strict: the node's segment only",
             &none,
             n2,
             STRICT,
-            vec![seg(&[("rack", "2"), ("zone", "a")])],
-            seg(&[("rack", "2"), ("zone", "a")]),
+            vec![r2a()],
+            r2a(),
         ),
         (
             "delayed, strict, allowed",
             &zone_a,
             n2,
             STRICT,
-            vec![seg(&[("rack", "2"), ("zone", "a")])],
-            seg(&[("rack", "2"), ("zone", "a")]),
+            vec![r2a()],
+            r2a(),
         ),
         (
             "delayed, not strict: every node's segment, the selected first",
@@ -143,23 +145,23 @@ fn upstreams_table() {
             n2,
             DEFAULT,
             all_three(),
-            seg(&[("rack", "2"), ("zone", "a")]),
+            r2a(),
         ),
         (
             "delayed, not strict, allowed: the allowed segments",
             &zone_a,
             n2,
             DEFAULT,
-            vec![seg(&[("zone", "a")])],
-            seg(&[("zone", "a")]),
+            vec![za()],
+            za(),
         ),
         (
             "immediate, allowed",
             &zone_b,
             None,
             DEFAULT,
-            vec![seg(&[("zone", "b")])],
-            seg(&[("zone", "b")]),
+            vec![zb()],
+            zb(),
         ),
     ];
     for (case, class, selected, options, requisite, first) in table {

@@ -178,12 +178,11 @@ fn s2_2_volume_attributes_class_must_match() {
 
 #[test]
 fn s2_2_deleting_volume_is_skipped() {
-    let pvs = vec![pv(
-        "x",
-        "1Gi",
-        json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
-    )];
-    assert_eq!(best(&claim(json!({})), pvs), None);
+    let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
+    assert_eq!(
+        best(&claim(json!({})), vec![pv("x", "1Gi", deleting)]),
+        None
+    );
 }
 
 #[test]
@@ -202,13 +201,12 @@ fn s2_2_prebound_volume_wins_in_its_group_even_if_larger() {
 #[test]
 fn s2_2_prebound_by_uid_skips_class_and_selector() {
     let c = claim(json!({"spec": {"selector": {"matchLabels": {"tier": "gold"}}}}));
-    let pvs = vec![pv(
-        "mine",
-        "1Gi",
-        json!({"spec": {"storageClassName": "silver",
-        "claimRef": {"name": "c", "namespace": "ns", "uid": UID}}}),
-    )];
-    assert_eq!(best(&c, pvs).as_deref(), Some("mine"));
+    let silver_mine = json!({"spec": {"storageClassName": "silver",
+        "claimRef": {"name": "c", "namespace": "ns", "uid": UID}}});
+    assert_eq!(
+        best(&c, vec![pv("mine", "1Gi", silver_mine)]).as_deref(),
+        Some("mine")
+    );
 }
 
 #[test]

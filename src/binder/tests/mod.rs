@@ -17,11 +17,11 @@ use crate::binder::claim::{ClaimStep, ClaimView, decide as decide_claim};
 use crate::binder::index::*;
 use crate::binder::matching::*;
 use crate::binder::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
-use crate::fixtures::merge;
+use crate::fixtures::{claim, merge};
 use crate::model::VolumePhase;
 use crate::names::*;
 
-const UID: &str = "uid-1";
+const UID: &str = crate::fixtures::CLAIM_UID;
 const DRIVER: &str = "d.csi";
 
 fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
@@ -31,18 +31,6 @@ fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
             "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
                      "storageClassName": "gold", "persistentVolumeReclaimPolicy": "Retain"},
             "status": {"phase": "Available"}
-        }),
-        extra,
-    )
-}
-
-fn claim(extra: Value) -> PersistentVolumeClaim {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "5"},
-            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}},
-            "status": {"phase": "Pending"}
         }),
         extra,
     )
@@ -61,6 +49,11 @@ fn index(pvs: Vec<PersistentVolume>) -> VolumeIndex {
         i.upsert(p);
     }
     i
+}
+
+/// The notice says `reason` and exactly `message`.
+fn assert_notice(n: &crate::binder::claim::Notice, reason: &str, message: &str) {
+    assert_eq!((n.reason, n.message.as_str()), (reason, message));
 }
 
 fn claimed_by(name: &str, uid: &str) -> Value {

@@ -46,29 +46,32 @@ fn s3_8_reclaim_by_policy() {
         crate::binder::volume::reclaim(&other_csi, DRIVER),
         Reclaim::External
     );
-    match crate::binder::volume::reclaim(&released("Delete", false), DRIVER) {
-        Reclaim::Fail(n) => {
-            assert_eq!(n.reason, "VolumeFailedDelete");
-            assert_eq!(
-                n.message,
-                "error getting deleter volume plugin for volume \"v\": no deletable volume plugin matched"
-            );
+    // (policy, a CSI PV of ours, reason, message)
+    let failures = [
+        (
+            "Delete",
+            false,
+            "VolumeFailedDelete",
+            "error getting deleter volume plugin for volume \"v\": no deletable volume plugin matched",
+        ),
+        (
+            "Recycle",
+            true,
+            "VolumeFailedRecycle",
+            "No recycler plugin found for the volume!",
+        ),
+        (
+            "Sometimes",
+            false,
+            "VolumeUnknownReclaimPolicy",
+            "Volume has unrecognized PersistentVolumeReclaimPolicy",
+        ),
+    ];
+    for (policy, csi, reason, message) in failures {
+        match crate::binder::volume::reclaim(&released(policy, csi), DRIVER) {
+            Reclaim::Fail(n) => assert_notice(&n, reason, message),
+            other => panic!("{policy}: {other:?}"),
         }
-        other => panic!("{other:?}"),
-    }
-    match crate::binder::volume::reclaim(&released("Recycle", true), DRIVER) {
-        Reclaim::Fail(n) => assert_eq!(n.message, "No recycler plugin found for the volume!"),
-        other => panic!("{other:?}"),
-    }
-    match crate::binder::volume::reclaim(&released("Sometimes", false), DRIVER) {
-        Reclaim::Fail(n) => {
-            assert_eq!(n.reason, "VolumeUnknownReclaimPolicy");
-            assert_eq!(
-                n.message,
-                "Volume has unrecognized PersistentVolumeReclaimPolicy"
-            );
-        }
-        other => panic!("{other:?}"),
     }
     // A released PV with an unknown policy is failed once; Failed stays Failed.
     let v = released("Sometimes", false);

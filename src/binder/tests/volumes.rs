@@ -49,8 +49,9 @@ fn s3_7_row3_released_volume_is_not_checked_again() {
 #[test]
 fn s3_7_row4_other_uid_in_store_is_checked_live() {
     let other = claim(json!({"metadata": {"uid": "new-uid"}}));
+    let in_store = ClaimLookup::Store(Some(&other));
     assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&other))),
+        vstep(&bound_pv(json!({})), in_store),
         VolumeStep::CheckClaim
     );
     assert_eq!(

@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::fake_api::FakeApi;
+use crate::csi::driver::Answer;
 use crate::csi::{CsiError, Driver, v1 as csi};
 
 #[derive(Default)]
@@ -59,10 +59,7 @@ pub fn status(code: tonic::Code) -> CsiError {
 }
 
 impl Driver for FakeDriver {
-    fn create_volume(
-        &self,
-        request: csi::CreateVolumeRequest,
-    ) -> BoxFuture<'_, Result<csi::Volume, CsiError>> {
+    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
         Box::pin(async move {
             let claim = {
                 let state = self.api.state.lock().unwrap();
@@ -79,10 +76,7 @@ impl Driver for FakeDriver {
             if let Some(error) = self.create_answers.lock().unwrap().pop_front() {
                 return Err(error);
             }
-            let bytes = request
-                .capacity_range
-                .map(|r| r.required_bytes)
-                .unwrap_or_default();
+            let bytes = request.capacity_range.map_or(0, |r| r.required_bytes);
             Ok(csi::Volume {
                 capacity_bytes: bytes,
                 volume_id: format!("id-{}", request.name),
@@ -92,10 +86,7 @@ impl Driver for FakeDriver {
         })
     }
 
-    fn delete_volume(
-        &self,
-        request: csi::DeleteVolumeRequest,
-    ) -> BoxFuture<'_, Result<(), CsiError>> {
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
         Box::pin(async move {
             self.calls.lock().unwrap().deletes.push(request.volume_id);
             Ok(())
@@ -105,12 +96,9 @@ impl Driver for FakeDriver {
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
-    ) -> BoxFuture<'_, Result<csi::ControllerExpandVolumeResponse, CsiError>> {
+    ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
         Box::pin(async move {
-            let bytes = request
-                .capacity_range
-                .map(|r| r.required_bytes)
-                .unwrap_or_default();
+            let bytes = request.capacity_range.map_or(0, |r| r.required_bytes);
             Ok(csi::ControllerExpandVolumeResponse {
                 capacity_bytes: bytes,
                 node_expansion_required: false,
@@ -121,11 +109,11 @@ impl Driver for FakeDriver {
     fn controller_modify_volume(
         &self,
         _request: csi::ControllerModifyVolumeRequest,
-    ) -> BoxFuture<'_, Result<(), CsiError>> {
+    ) -> Answer<'_, ()> {
         Box::pin(async { Ok(()) })
     }
 
-    fn probe(&self) -> BoxFuture<'_, Result<bool, CsiError>> {
+    fn probe(&self) -> Answer<'_, bool> {
         Box::pin(async move {
             self.calls.lock().unwrap().probes += 1;
             Ok(true)

@@ -4,10 +4,11 @@ mod passes;
 mod tables;
 
 use super::*;
+use crate::fixtures::claim;
 use serde_json::{Value, json};
 
 const DRIVER: &str = "d.csi";
-const UID: &str = "11111111-2222-3333-4444-555555555555";
+const UID: &str = crate::fixtures::CLAIM_UID;
 
 fn settings() -> Settings {
     Settings {
@@ -19,17 +20,6 @@ fn settings() -> Settings {
 fn class(provisioner: &str, extra: Value) -> StorageClass {
     crate::fixtures::object(
         json!({"metadata": {"name": "gold"}, "provisioner": provisioner}),
-        extra,
-    )
-}
-
-fn claim(extra: Value) -> PersistentVolumeClaim {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": "c", "namespace": "ns", "uid": UID, "resourceVersion": "1"},
-            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}
-        }),
         extra,
     )
 }
