@@ -17,7 +17,7 @@ use csi_pv_controller::csi::v1 as csi;
 use csi_pv_controller::model::VolumeExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use support::cluster::{INTENT_JOURNAL, World, eventually, journal_entries};
@@ -213,11 +213,7 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
         let policy = if i % 2 == 0 { "Retain" } else { "Delete" };
         let pv: PersistentVolume =
             serde_json::from_value(static_pv(&world, &name, &class_name, &handle, policy)).unwrap();
-        world
-            .volumes()
-            .create(&PostParams::default(), &pv)
-            .await
-            .unwrap();
+        world.create_volume(&pv).await;
         handles.insert(name, (handle, policy));
     }
     let available = eventually(LIMIT, || async {
@@ -490,11 +486,7 @@ async fn a_binding_sidecar_beside_the_cluster_binder_says_so() {
     let mut pv = static_pv(&world, "alarm-static", "other", "h", "Retain");
     pv["spec"]["csi"]["driver"] = json!("other.csi.test");
     let pv: PersistentVolume = serde_json::from_value(pv).unwrap();
-    world
-        .volumes()
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
+    world.create_volume(&pv).await;
     let said = eventually(LIMIT, || async {
         let log = world.sidecar.log_text();
         log.lines()

@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
-use kube::api::PostParams;
 use serde_json::json;
 use support::cluster::{World, eventually};
 use support::fake_driver::DriverConfig;
@@ -27,11 +26,7 @@ async fn host_path_pv(world: &World, name: &str, class: &str) -> String {
         }
     }))
     .unwrap();
-    world
-        .volumes()
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
+    world.create_volume(&pv).await;
     let available = eventually(LIMIT, || async {
         let pv = world.volumes().get_opt(name).await.ok()??;
         (pv.status?.phase.as_deref() == Some("Available")).then_some(())
@@ -154,11 +149,7 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
         }
     }))
     .unwrap();
-    world
-        .volumes()
-        .create(&PostParams::default(), &doomed)
-        .await
-        .unwrap();
+    world.create_volume(&doomed).await;
     world
         .create_claim(
             "doomed",

@@ -35,11 +35,7 @@ async fn static_pv(world: &World, name: &str, size: &str, extra: Value) -> Strin
     });
     merge(&mut pv, extra);
     let pv: PersistentVolume = serde_json::from_value(pv).unwrap();
-    world
-        .volumes()
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
+    world.create_volume(&pv).await;
     // As an admin's PVs are: the binder has seen it and marked it Available (or bound it).
     let seen = eventually(LIMIT, || async {
         matches!(
@@ -273,11 +269,7 @@ async fn a_claim_whose_volume_is_deleted_is_lost() {
     let pv = static_pv(&world, "only", "1Gi", json!({})).await;
     world.create_claim("data", "std", "1Gi", json!({})).await;
     assert_eq!(bound_volume(&world, "data").await, pv);
-    world
-        .volumes()
-        .delete(&pv, &DeleteParams::default())
-        .await
-        .unwrap();
+    world.delete_volume(&pv).await;
     world
         .event(
             "data",
@@ -424,11 +416,7 @@ async fn a_volume_its_claim_never_used_is_not_deleted() {
         }
     }))
     .unwrap();
-    world
-        .volumes()
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
+    world.create_volume(&pv).await;
     let refused = world
         .volume_event(&stray, "VolumeDeletionRefused", LIMIT)
         .await;
@@ -466,11 +454,7 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
         }
     }))
     .unwrap();
-    world
-        .volumes()
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
+    world.create_volume(&pv).await;
     world
         .create_claim(
             "data",

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::control_plane::{ControlPlane, control_plane};
@@ -188,6 +188,20 @@ impl<D> World<D> {
 
     pub fn volumes(&self) -> Api<PersistentVolume> {
         Api::all(self.client.clone())
+    }
+
+    /// Creates `pv` (a static PV, as an admin would).
+    pub async fn create_volume(&self, pv: &PersistentVolume) -> PersistentVolume {
+        let created = self.volumes().create(&PostParams::default(), pv).await;
+        created.unwrap_or_else(|e| panic!("create PV {:?}: {e}", pv.metadata.name))
+    }
+
+    /// Deletes PV `name`, as an admin would.
+    pub async fn delete_volume(&self, name: &str) {
+        let deleted = self.volumes().delete(name, &DeleteParams::default()).await;
+        if let Err(e) = deleted {
+            panic!("delete PV {name}: {e}");
+        }
     }
 
     /// A StorageClass of this world's driver; `extra` is merged over the defaults.
