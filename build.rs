@@ -20,10 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let fds = protox::compile([PROTO], ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
-    std::fs::write(
-        out_dir.join("csi_secret_debug.rs"),
-        debug_impls(&fds, &secrets)?,
-    )?;
+    std::fs::write(out_dir.join("csi_secret_debug.rs"), debug_impls(&fds, &secrets)?)?;
 
     let skipped: Vec<String> = secrets.keys().map(|m| format!("csi.v1.{m}")).collect();
     tonic_prost_build::configure()
@@ -61,10 +58,7 @@ fn secret_fields(source: &str) -> BTreeMap<String, Vec<String>> {
                 // "<type> <name> = <number> [...]": the name is the token before '='.
                 let before_eq = statement.split('=').next().unwrap_or("");
                 if let Some(name) = before_eq.split_whitespace().last() {
-                    found
-                        .entry(message.clone())
-                        .or_default()
-                        .push(name.to_string());
+                    found.entry(message.clone()).or_default().push(name.to_string());
                 }
             }
             statement.clear();

@@ -17,20 +17,14 @@ use serde_json::json;
 const VOLUMES: usize = 10_000;
 const CLAIMS: usize = 1_000;
 const CLASSES: [&str; 4] = ["gold", "silver", "bronze", "local"];
-const MODES: [&[&str]; 3] = [
-    &["ReadWriteOnce"],
-    &["ReadWriteOnce", "ReadOnlyMany"],
-    &["ReadWriteMany"],
-];
+const MODES: [&[&str]; 3] =
+    [&["ReadWriteOnce"], &["ReadWriteOnce", "ReadOnlyMany"], &["ReadWriteMany"]];
 
 /// A small deterministic generator, so both ways see the same objects.
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % n
     }
 }
@@ -143,10 +137,8 @@ fn full_scan(pvs: &[PersistentVolume], claims: &[ClaimFacts]) -> (Duration, usiz
 fn main() {
     let mut rng = Lcg(42);
     let pvs = volumes(&mut rng);
-    let claims: Vec<ClaimFacts> = claims(&mut rng)
-        .iter()
-        .map(|c| ClaimFacts::of(c).expect("valid claim"))
-        .collect();
+    let claims: Vec<ClaimFacts> =
+        claims(&mut rng).iter().map(|c| ClaimFacts::of(c).expect("valid claim")).collect();
     let (built, matched, bound_indexed) = indexed(&pvs, &claims);
     let (scanned, bound_scan) = full_scan(&pvs, &claims);
     println!("matching {CLAIMS} claims against {VOLUMES} PVs");

@@ -49,11 +49,9 @@ impl Driver {
     /// (id, bytes, where) of every volume the driver holds.
     fn volumes(&self) -> Vec<(String, i64, String)> {
         match self {
-            Driver::Hostpath(h) => h
-                .state_volumes()
-                .into_iter()
-                .map(|v| (v.id, v.size, v.path))
-                .collect(),
+            Driver::Hostpath(h) => {
+                h.state_volumes().into_iter().map(|v| (v.id, v.size, v.path)).collect()
+            }
             Driver::Fake(f) => f
                 .volumes()
                 .into_iter()
@@ -82,9 +80,7 @@ impl Driver {
 async fn main() {
     let fake = std::env::var("DEMO_DRIVER").is_ok_and(|d| d == "fake");
     println!("==> starting etcd and kube-apiserver (built by `make peers`)");
-    let plane = tokio::task::spawn_blocking(fresh_plane)
-        .await
-        .expect("control plane");
+    let plane = tokio::task::spawn_blocking(fresh_plane).await.expect("control plane");
     println!("    kube-apiserver ready at {}", plane.server);
     // With the fake driver the sidecar binds, so kube-controller-manager runs only the
     // protection controllers (the plane keeps their admission plugin on, as real clusters do).
@@ -109,11 +105,7 @@ async fn main() {
             Hostpath::start(&work, HostpathConfig::named("hostpath.csi.k8s.io")).await,
         ))
     };
-    println!(
-        "==> CSI driver {:?} serving on {}",
-        driver.name(),
-        driver.endpoint()
-    );
+    println!("==> CSI driver {:?} serving on {}", driver.name(), driver.endpoint());
     let client = plane.client().await;
     if let Driver::Hostpath(h) = &driver {
         if let Err(e) = h.register_node(&client).await {
@@ -137,16 +129,11 @@ async fn main() {
     }
     let mut sidecar = Sidecar::start(&work, &args);
     if !sidecar.wait_ready(Duration::from_secs(60)).await {
-        eprintln!(
-            "csi-pv-controller did not become ready; its log:\n{}",
-            sidecar.log_text()
-        );
+        eprintln!("csi-pv-controller did not become ready; its log:\n{}", sidecar.log_text());
         std::process::exit(1);
     }
-    for line in sidecar
-        .log_text()
-        .lines()
-        .filter(|l| l.contains("discovered") || l.contains("ready"))
+    for line in
+        sidecar.log_text().lines().filter(|l| l.contains("discovered") || l.contains("ready"))
     {
         println!("    sidecar: {line}");
     }
@@ -204,10 +191,7 @@ where
 }
 
 fn phase(c: &PersistentVolumeClaim) -> String {
-    c.status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_else(|| "(none)".into())
+    c.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "(none)".into())
 }
 
 fn capacity(c: &PersistentVolumeClaim) -> String {
@@ -242,10 +226,7 @@ async fn lifecycle(client: &kube::Client, driver: &Driver) -> Result<(), String>
         .create(&pp, &class)
         .await
         .map_err(fail("create StorageClass"))?;
-    println!(
-        "==> applied StorageClass demo-fast (provisioner {}, expandable)",
-        driver.name()
-    );
+    println!("==> applied StorageClass demo-fast (provisioner {}, expandable)", driver.name());
 
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "demo");
     let claim: PersistentVolumeClaim = serde_json::from_value(json!({
@@ -258,10 +239,7 @@ async fn lifecycle(client: &kube::Client, driver: &Driver) -> Result<(), String>
     }))
     .map_err(|e| e.to_string())?;
     let started = Instant::now();
-    claims
-        .create(&pp, &claim)
-        .await
-        .map_err(fail("create claim"))?;
+    claims.create(&pp, &claim).await.map_err(fail("create claim"))?;
     println!("==> created claim demo/data asking for 1Gi");
     let mut seen = String::new();
     let mut volume_seen = false;
@@ -286,15 +264,8 @@ async fn lifecycle(client: &kube::Client, driver: &Driver) -> Result<(), String>
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let pv_name = bound
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.clone())
-        .unwrap_or_default();
-    println!(
-        "==> Bound to PersistentVolume {pv_name} after {:?}",
-        started.elapsed()
-    );
+    let pv_name = bound.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap_or_default();
+    println!("==> Bound to PersistentVolume {pv_name} after {:?}", started.elapsed());
 
     claims
         .patch(
@@ -330,17 +301,11 @@ async fn lifecycle(client: &kube::Client, driver: &Driver) -> Result<(), String>
             started.elapsed()
         );
     } else {
-        println!(
-            "==> expanded: claim capacity 2Gi, after {:?}",
-            started.elapsed()
-        );
+        println!("==> expanded: claim capacity 2Gi, after {:?}", started.elapsed());
     }
     driver.show();
 
-    claims
-        .delete("data", &DeleteParams::default())
-        .await
-        .map_err(fail("delete the claim"))?;
+    claims.delete("data", &DeleteParams::default()).await.map_err(fail("delete the claim"))?;
     println!("==> deleted claim demo/data (reclaim policy Delete)");
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let started = Instant::now();

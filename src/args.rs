@@ -49,36 +49,23 @@ mod tests {
     use super::*;
 
     fn convert(args: &[&str]) -> Vec<String> {
-        go_style(
-            std::iter::once("bin")
-                .chain(args.iter().copied())
-                .map(OsString::from),
-        )
-        .into_iter()
-        .skip(1)
-        .map(|a| a.into_string().unwrap())
-        .collect()
+        go_style(std::iter::once("bin").chain(args.iter().copied()).map(OsString::from))
+            .into_iter()
+            .skip(1)
+            .map(|a| a.into_string().unwrap())
+            .collect()
     }
 
     #[test]
     fn single_dash_long_flags_get_two() {
         let table: [(&[&str], &[&str]); 7] = [
-            (
-                &["-csi-address=/csi/csi.sock"],
-                &["--csi-address=/csi/csi.sock"],
-            ),
+            (&["-csi-address=/csi/csi.sock"], &["--csi-address=/csi/csi.sock"]),
             (&["-timeout", "30s"], &["--timeout", "30s"]),
             (&["-v=5", "-v", "2"], &["-v=5", "-v", "2"]),
             (&["--kube-api-qps", "-1"], &["--kube-api-qps", "-1"]),
-            (
-                &["--volume-name-uuid-length", "-10"],
-                &["--volume-name-uuid-length", "-10"],
-            ),
+            (&["--volume-name-uuid-length", "-10"], &["--volume-name-uuid-length", "-10"]),
             (&["--leader-election"], &["--leader-election"]),
-            (
-                &["explain", "--", "-ns/claim"],
-                &["explain", "--", "-ns/claim"],
-            ),
+            (&["explain", "--", "-ns/claim"], &["explain", "--", "-ns/claim"]),
         ];
         for (given, expected) in table {
             assert_eq!(convert(given), expected, "{given:?}");

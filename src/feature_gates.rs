@@ -14,12 +14,8 @@ pub struct FeatureGates {
 }
 
 /// Gates that are GA in the sidecars we replace: always on here.
-const ALWAYS_ON: &[&str] = &[
-    "Topology",
-    "HonorPVReclaimPolicy",
-    "RecoverVolumeExpansionFailure",
-    "VolumeAttributesClass",
-];
+const ALWAYS_ON: &[&str] =
+    &["Topology", "HonorPVReclaimPolicy", "RecoverVolumeExpansionFailure", "VolumeAttributesClass"];
 
 /// Gates that are off by default upstream too, and that we do not implement: accepted when off,
 /// refused when on, so that nobody believes the behaviour is there.
@@ -82,10 +78,7 @@ mod tests {
     fn gates_parse_as_the_go_sidecars_write_them() {
         let table: [(&str, Result<bool, &str>); 10] = [
             ("CrossNamespaceVolumeDataSource=false", Ok(false)),
-            (
-                "CrossNamespaceVolumeDataSource=true",
-                Err("not implemented"),
-            ),
+            ("CrossNamespaceVolumeDataSource=true", Err("not implemented")),
             ("", Ok(false)),
             ("AnnotateFsResize=true", Ok(true)),
             ("Topology=true, AnnotateFsResize=true", Ok(true)),

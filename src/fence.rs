@@ -44,11 +44,7 @@ impl Fence {
     }
 
     fn new(always: bool) -> Fence {
-        Fence(Arc::new(Inner {
-            always,
-            base: Instant::now(),
-            until: AtomicU64::new(0),
-        }))
+        Fence(Arc::new(Inner { always, base: Instant::now(), until: AtomicU64::new(0) }))
     }
 
     /// A renewal that started at `started` succeeded: open until `started + deadline`.
@@ -98,16 +94,9 @@ mod tests {
         assert!(fence.check().is_err(), "shut before the first renewal");
         fence.renewed(Instant::now(), Duration::from_secs(10));
         assert!(fence.check().is_ok());
-        assert!(
-            fence
-                .remaining()
-                .is_some_and(|r| r > Duration::from_secs(9))
-        );
+        assert!(fence.remaining().is_some_and(|r| r > Duration::from_secs(9)));
         // A renewal that started longer ago than the deadline proves nothing about now.
-        fence.renewed(
-            Instant::now() - Duration::from_secs(11),
-            Duration::from_secs(10),
-        );
+        fence.renewed(Instant::now() - Duration::from_secs(11), Duration::from_secs(10));
         assert!(fence.check().is_err());
         fence.renewed(Instant::now(), Duration::from_secs(10));
         fence.shut_now();
@@ -120,9 +109,6 @@ mod tests {
         fence.renewed(Instant::now(), Duration::from_millis(30));
         assert!(fence.is_open());
         std::thread::sleep(Duration::from_millis(40));
-        assert!(
-            !fence.is_open(),
-            "no renewal: shut once the deadline passed"
-        );
+        assert!(!fence.is_open(), "no renewal: shut once the deadline passed");
     }
 }

@@ -35,10 +35,7 @@ pub fn object<T: DeserializeOwned>(mut base: Value, extra: Value) -> T {
 
 /// StorageClass `gold` of `DRIVER`, changed by `extra`.
 pub fn class(extra: Value) -> StorageClass {
-    object(
-        json!({"metadata": {"name": "gold"}, "provisioner": DRIVER}),
-        extra,
-    )
+    object(json!({"metadata": {"name": "gold"}, "provisioner": DRIVER}), extra)
 }
 
 /// The UID of the `claim` fixture (a UUID, as the API gives, since provisioned PVs are named
@@ -81,13 +78,7 @@ mod tests {
     #[test]
     fn merge_goes_into_objects_and_replaces_the_rest() {
         let mut base = json!({"a": {"b": 1, "c": [1]}, "d": 1});
-        merge(
-            &mut base,
-            json!({"a": {"c": [2], "e": null}, "d": {"x": 1}}),
-        );
-        assert_eq!(
-            base,
-            json!({"a": {"b": 1, "c": [2], "e": null}, "d": {"x": 1}})
-        );
+        merge(&mut base, json!({"a": {"c": [2], "e": null}, "d": {"x": 1}}));
+        assert_eq!(base, json!({"a": {"b": 1, "c": [2], "e": null}, "d": {"x": 1}}));
     }
 }

@@ -28,9 +28,7 @@ pub fn rebase<K>(patch: &Value, decided: &K, newest: Option<&K>) -> Rebase
 where
     K: Metadata<Ty = ObjectMeta> + Clone + PartialEq,
 {
-    let Some(precondition) = patch
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
+    let Some(precondition) = patch.pointer("/metadata/resourceVersion").and_then(Value::as_str)
     else {
         return Rebase::AsIs;
     };
@@ -90,12 +88,8 @@ mod tests {
         let mut c = PersistentVolumeClaim::default();
         c.metadata.name = Some("c".into());
         c.metadata.resource_version = Some(rv.into());
-        c.metadata.labels = (!labels.is_empty()).then(|| {
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        });
+        c.metadata.labels = (!labels.is_empty())
+            .then(|| labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         c.spec = Some(PersistentVolumeClaimSpec {
             volume_name: volume.map(str::to_string),
             ..Default::default()
@@ -109,11 +103,7 @@ mod tests {
         let decided = claim("10", &[("tick", "1")], None);
         let cases = [
             ("no newer copy known", None, Rebase::AsIs),
-            (
-                "the same version",
-                Some(claim("10", &[("tick", "1")], None)),
-                Rebase::AsIs,
-            ),
+            ("the same version", Some(claim("10", &[("tick", "1")], None)), Rebase::AsIs),
             (
                 "an older copy (the watch behind our own write)",
                 Some(claim("9", &[], None)),
@@ -124,23 +114,11 @@ mod tests {
                 Some(claim("12", &[("tick", "2")], None)),
                 Rebase::Onto("12".into()),
             ),
-            (
-                "labels removed",
-                Some(claim("13", &[], None)),
-                Rebase::Onto("13".into()),
-            ),
-            (
-                "bound meanwhile",
-                Some(claim("12", &[("tick", "1")], Some("other"))),
-                Rebase::Stale,
-            ),
+            ("labels removed", Some(claim("13", &[], None)), Rebase::Onto("13".into())),
+            ("bound meanwhile", Some(claim("12", &[("tick", "1")], Some("other"))), Rebase::Stale),
         ];
         for (what, newest, expected) in cases {
-            assert_eq!(
-                rebase(&patch, &decided, newest.as_ref()),
-                expected,
-                "{what}"
-            );
+            assert_eq!(rebase(&patch, &decided, newest.as_ref()), expected, "{what}");
         }
     }
 
@@ -148,10 +126,7 @@ mod tests {
     fn a_patch_without_precondition_goes_as_built() {
         let patch = json!({"metadata": {"annotations": {"a": "b"}}});
         let newest = claim("12", &[], Some("x"));
-        assert_eq!(
-            rebase(&patch, &claim("10", &[], None), Some(&newest)),
-            Rebase::AsIs
-        );
+        assert_eq!(rebase(&patch, &claim("10", &[], None), Some(&newest)), Rebase::AsIs);
     }
 
     #[test]
@@ -162,19 +137,13 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
-        assert_eq!(
-            rebase(&patch, &claim("10", &[], None), Some(&deleting)),
-            Rebase::Stale
-        );
+        assert_eq!(rebase(&patch, &claim("10", &[], None), Some(&deleting)), Rebase::Stale);
     }
 
     #[test]
     fn precondition_is_replaced() {
         let mut patch = json!({"metadata": {"resourceVersion": "10", "finalizers": []}});
         precondition(&mut patch, "12");
-        assert_eq!(
-            patch,
-            json!({"metadata": {"resourceVersion": "12", "finalizers": []}})
-        );
+        assert_eq!(patch, json!({"metadata": {"resourceVersion": "12", "finalizers": []}}));
     }
 }

@@ -102,10 +102,7 @@ async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
     if failing.is_empty() {
         (StatusCode::OK, "ok\n".into())
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}\n", failing.join("; ")),
-        )
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}\n", failing.join("; ")))
     }
 }
 
@@ -133,9 +130,5 @@ pub async fn serve(
         .route(&metrics_path, get(metrics))
         .with_state(health);
     let listener = tokio::net::TcpListener::bind(address).await?;
-    Ok(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-    })
+    Ok(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown).await })
 }

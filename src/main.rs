@@ -47,10 +47,7 @@ fn main() -> ExitCode {
     // Exits 2 with clap's message on unparsable flags.
     let config = Config::parse_from(csi_pv_controller::args::go_style(std::env::args_os()));
     init_logging(&config);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             error!("cannot start the async runtime: {e}");
@@ -60,11 +57,9 @@ fn main() -> ExitCode {
     let work = async {
         match &config.command {
             Some(Command::Explain { claim }) => cli::explain::run(&config, claim).await,
-            Some(Command::Uninstall {
-                driver,
-                force,
-                dry_run,
-            }) => cli::uninstall::run(&config, driver, *force, *dry_run).await,
+            Some(Command::Uninstall { driver, force, dry_run }) => {
+                cli::uninstall::run(&config, driver, *force, *dry_run).await
+            }
             None => run(config.clone()).await,
         }
     };
@@ -81,9 +76,7 @@ fn main() -> ExitCode {
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(config.log_level()));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if config.log_format == "json" {
         logs.json().init();
     } else {
@@ -118,24 +111,17 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let health = http::Health::new(csi.clone());
     let server = match config.http_address()? {
         Some(address) => {
-            let server = http::serve(
-                address,
-                config.metrics_path.clone(),
-                health.clone(),
-                stopped(),
-            )
-            .await
-            .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
+            let server =
+                http::serve(address, config.metrics_path.clone(), health.clone(), stopped())
+                    .await
+                    .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
             info!(%address, "serving /healthz and /readyz");
             Some(tokio::spawn(server))
         }
         None => None,
     };
 
-    let backoff = Backoff {
-        start: config.retry_interval_start,
-        max: config.retry_interval_max,
-    };
+    let backoff = Backoff { start: config.retry_interval_start, max: config.retry_interval_max };
     let queues = Queues::new(backoff);
     let on_change = queues.on_change(config.volume_name_prefix.clone(), config.uuid_length());
     let journal = match (&config.intent_journal, config.binder().binds()) {
@@ -155,10 +141,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
-        let driver = csi
-            .discover()
-            .await
-            .context("cannot read the CSI driver's identity")?;
+        let driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
         let clients = cluster::client::build_with_events(
             config.kubeconfig.as_deref(),
             config.kube_api_qps,
@@ -166,9 +149,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             &fence,
         )
         .await?;
-        let modifies = driver
-            .controller
-            .has(csi_pv_controller::csi::ControllerCapability::ModifyVolume);
+        let modifies =
+            driver.controller.has(csi_pv_controller::csi::ControllerCapability::ModifyVolume);
         // csi-resizer turns its modify controller off when the cluster lacks the v1 API.
         let attributes_classes = modifies
             && cluster::serves(&clients.state, "storage.k8s.io/v1", "VolumeAttributesClass")
@@ -195,10 +177,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             },
         );
         tokio::spawn(watch);
-        stores
-            .synced()
-            .await
-            .context("API caches stopped before they synced")?;
+        stores.synced().await.context("API caches stopped before they synced")?;
         anyhow::Ok((driver, stores, clients))
     };
     let (driver, stores, clients) = tokio::select! {

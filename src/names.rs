@@ -79,9 +79,7 @@ pub fn has_finalizer(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     finalizer: &str,
 ) -> bool {
-    meta.finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == finalizer))
+    meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == finalizer))
 }
 
 // Phases.

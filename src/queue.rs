@@ -19,9 +19,7 @@ pub struct Backoff {
 impl Backoff {
     /// The delay before retry number `failures` (1 = first retry).
     pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(failures.saturating_sub(1))
-            .unwrap_or(u32::MAX);
+        let factor = 1u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX);
         self.start.saturating_mul(factor).min(self.max)
     }
 }
@@ -63,9 +61,7 @@ pub struct WorkQueue<K> {
 
 impl<K> Clone for WorkQueue<K> {
     fn clone(&self) -> Self {
-        WorkQueue {
-            inner: self.inner.clone(),
-        }
+        WorkQueue { inner: self.inner.clone() }
     }
 }
 
@@ -76,12 +72,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     /// A queue whose depth, adds and retries are exported under `name`.
     pub fn named(backoff: Backoff, name: &str) -> Self {
-        Self::build(
-            backoff,
-            Some(crate::metrics::QueueLabels {
-                name: name.to_string(),
-            }),
-        )
+        Self::build(backoff, Some(crate::metrics::QueueLabels { name: name.to_string() }))
     }
 
     fn build(backoff: Backoff, name: Option<crate::metrics::QueueLabels>) -> Self {
@@ -108,18 +99,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     fn state(&self) -> MutexGuard<'_, State<K>> {
         // A worker that panicked while holding the lock leaves consistent sets behind: every
         // mutation below is a single insert or remove.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn measure(&self, depth: usize, added: bool) {
         if let Some(labels) = &self.inner.name {
             let m = crate::metrics::metrics();
-            m.queue_depth
-                .get_or_create(labels)
-                .set(i64::try_from(depth).unwrap_or(i64::MAX));
+            m.queue_depth.get_or_create(labels).set(i64::try_from(depth).unwrap_or(i64::MAX));
             if added {
                 m.queue_adds.get_or_create(labels).inc();
             }
@@ -190,10 +176,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     fn count_retry(&self) {
         if let Some(labels) = &self.inner.name {
-            crate::metrics::metrics()
-                .queue_retries
-                .get_or_create(labels)
-                .inc();
+            crate::metrics::metrics().queue_retries.get_or_create(labels).inc();
         }
     }
 
@@ -229,17 +212,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             *state.period_conflicts.entry(key.clone()).or_insert(0) += 1;
             let conflicts = state.conflicts.entry(key.clone()).or_insert(0);
             *conflicts = conflicts.saturating_add(1);
-            Backoff {
-                start: CONFLICT_START,
-                max: CONFLICT_MAX,
-            }
-            .delay(*conflicts)
+            Backoff { start: CONFLICT_START, max: CONFLICT_MAX }.delay(*conflicts)
         };
         if let Some(labels) = &self.inner.name {
-            crate::metrics::metrics()
-                .write_conflicts
-                .get_or_create(labels)
-                .inc();
+            crate::metrics::metrics().write_conflicts.get_or_create(labels).inc();
         }
         self.add_after(key, delay);
         delay
@@ -314,10 +290,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     pub fn observe_passes(&self, hot: u32) -> Vec<(K, u32)> {
         let passes = self.take_passes();
         if let Some(labels) = &self.inner.name {
-            let histogram = crate::metrics::metrics()
-                .passes_per_key
-                .get_or_create(labels)
-                .clone();
+            let histogram = crate::metrics::metrics().passes_per_key.get_or_create(labels).clone();
             for count in passes.values() {
                 histogram.observe(f64::from(*count));
             }
@@ -352,22 +325,14 @@ mod tests {
     use super::*;
 
     fn queue() -> WorkQueue<&'static str> {
-        WorkQueue::new(Backoff {
-            start: Duration::from_secs(1),
-            max: Duration::from_secs(300),
-        })
+        WorkQueue::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) })
     }
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {
-        let b = Backoff {
-            start: Duration::from_secs(1),
-            max: Duration::from_secs(300),
-        };
-        let delays: Vec<u64> = [1, 2, 3, 4, 9, 10, 64, 1000]
-            .iter()
-            .map(|n| b.delay(*n).as_secs())
-            .collect();
+        let b = Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) };
+        let delays: Vec<u64> =
+            [1, 2, 3, 4, 9, 10, 64, 1000].iter().map(|n| b.delay(*n).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 256, 300, 300, 300]);
     }
 

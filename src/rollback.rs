@@ -31,12 +31,7 @@ pub fn judge(
     volume_name: &str,
     force: bool,
 ) -> Option<Verdict> {
-    let ours = claim
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == FINALIZER_PROVISIONING);
+    let ours = claim.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER_PROVISIONING);
     if !ours {
         return None;
     }
@@ -49,9 +44,7 @@ pub fn judge(
     });
     if let Some(pv) = recorded {
         let name = pv.metadata.name.as_deref().unwrap_or_default();
-        return Some(Verdict::Remove(format!(
-            "its volume is recorded in PersistentVolume {name}"
-        )));
+        return Some(Verdict::Remove(format!("its volume is recorded in PersistentVolume {name}")));
     }
     if claim.metadata.deletion_timestamp.is_none() {
         return Some(Verdict::Remove(format!(
@@ -81,10 +74,8 @@ mod tests {
         }))
         .unwrap();
         if finalizer {
-            c.metadata.finalizers = Some(vec![
-                "kubernetes.io/pvc-protection".into(),
-                FINALIZER_PROVISIONING.into(),
-            ]);
+            c.metadata.finalizers =
+                Some(vec!["kubernetes.io/pvc-protection".into(), FINALIZER_PROVISIONING.into()]);
         }
         if deleting {
             c.metadata.deletion_timestamp =
@@ -115,49 +106,15 @@ mod tests {
         // (case, has our finalizer / names a PV / is deleting, PVs, --force, verdict)
         let table: [(&str, PersistentVolumeClaim, &[PersistentVolume], bool, &str); 7] = [
             ("not ours", claim(false, None, true), &pvs, false, "leave"),
-            (
-                "bound",
-                claim(true, Some("pv-a"), false),
-                &pvs,
-                false,
-                "remove",
-            ),
-            (
-                "a PV names its UID",
-                claim(true, None, true),
-                &pvs,
-                false,
-                "remove",
-            ),
-            (
-                "alive: upstream goes on",
-                claim(true, None, false),
-                &none,
-                false,
-                "remove",
-            ),
-            (
-                "deleting, nothing recorded",
-                claim(true, None, true),
-                &none,
-                false,
-                "keep",
-            ),
-            (
-                "its PV is gone",
-                claim(true, Some("pv-gone"), true),
-                &none,
-                false,
-                "keep",
-            ),
+            ("bound", claim(true, Some("pv-a"), false), &pvs, false, "remove"),
+            ("a PV names its UID", claim(true, None, true), &pvs, false, "remove"),
+            ("alive: upstream goes on", claim(true, None, false), &none, false, "remove"),
+            ("deleting, nothing recorded", claim(true, None, true), &none, false, "keep"),
+            ("its PV is gone", claim(true, Some("pv-gone"), true), &none, false, "keep"),
             ("--force", claim(true, None, true), &none, true, "remove"),
         ];
         for (case, c, volumes, force, verdict) in table {
-            assert_eq!(
-                kind(judge(&c, volumes, "pvc-u-1", force)),
-                verdict,
-                "{case}"
-            );
+            assert_eq!(kind(judge(&c, volumes, "pvc-u-1", force)), verdict, "{case}");
         }
         let Some(Verdict::Keep(why)) = judge(&claim(true, None, true), &none, "pvc-u-1", false)
         else {

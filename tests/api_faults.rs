@@ -45,9 +45,7 @@ async fn beside_a_label_writer(
                 for name in &names {
                     tick.tick().await;
                     let patch = json!({"metadata": {"labels": {"tick": patches.to_string()}}});
-                    let _ = api
-                        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                        .await;
+                    let _ = api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await;
                     patches += 1;
                 }
             }
@@ -93,29 +91,18 @@ async fn beside_a_label_writer(
 async fn a_busy_claim_is_bound_while_another_client_keeps_writing_it() {
     const CLAIMS: usize = 20;
     let busy = beside_a_label_writer("busy-claims", CLAIMS, &[], Duration::from_secs(120)).await;
-    assert!(
-        busy.bound,
-        "not all bound in 120 s while another client writes:\n{}",
-        busy.log
-    );
+    assert!(busy.bound, "not all bound in 120 s while another client writes:\n{}", busy.log);
     println!(
         "{CLAIMS} claims bound in {:.1} s beside {} label patches: {} of our writes refused with 409",
         busy.took.as_secs_f64(),
         busy.patches,
         busy.refused
     );
-    assert!(
-        busy.refused <= CLAIMS * 5,
-        "{} refused writes for {CLAIMS} claims",
-        busy.refused
-    );
+    assert!(busy.refused <= CLAIMS * 5, "{} refused writes for {CLAIMS} claims", busy.refused);
     if busy.refused > 0 {
         assert!(
-            sample(
-                &busy.metrics,
-                "csi_pv_controller_write_conflicts_total{name=\"claims\"}"
-            )
-            .is_some_and(|n| n >= 1.0),
+            sample(&busy.metrics, "csi_pv_controller_write_conflicts_total{name=\"claims\"}")
+                .is_some_and(|n| n >= 1.0),
             "conflicts are counted"
         );
     }
@@ -148,11 +135,7 @@ async fn claims_are_bound_under_a_client_side_limit_beside_a_busy_writer() {
             "{claims} claims: not all bound in 180 s under a client-side limit while another client writes:\n{}",
             busy.log
         );
-        assert!(
-            busy.refused <= claims,
-            "{} refused writes for {claims} claims",
-            busy.refused
-        );
+        assert!(busy.refused <= claims, "{} refused writes for {claims} claims", busy.refused);
     }
 }
 
@@ -166,30 +149,18 @@ async fn a_refused_write_is_not_hammered() {
     use k8s_openapi::api::rbac::v1::ClusterRole;
     use support::fake_driver::Call;
 
-    let world = World::start(
-        "refused",
-        DriverConfig::default(),
-        &["--retry-interval-max=30s"],
-    )
-    .await;
+    let world =
+        World::start("refused", DriverConfig::default(), &["--retry-interval-max=30s"]).await;
     world.create_class("std", json!({})).await;
     let roles: kube::Api<ClusterRole> = kube::Api::all(world.client.clone());
     let name = "csi-pv-controller-runner-refused";
     let mut role = roles.get(name).await.unwrap();
     for rule in role.rules.iter_mut().flatten() {
-        if rule
-            .resources
-            .iter()
-            .flatten()
-            .any(|r| r == "persistentvolumes")
-        {
+        if rule.resources.iter().flatten().any(|r| r == "persistentvolumes") {
             rule.verbs.retain(|v| v != "create");
         }
     }
-    roles
-        .replace(name, &Default::default(), &role)
-        .await
-        .unwrap();
+    roles.replace(name, &Default::default(), &role).await.unwrap();
     // RBAC changes apply at once in the apiserver's authorizer (no cache to wait for).
     world.create_claim("data", "std", "1Gi", json!({})).await;
     let creates = || {
@@ -200,29 +171,17 @@ async fn a_refused_write_is_not_hammered() {
             .filter(|c| matches!(c, Call::CreateVolume(_)))
             .count()
     };
-    let first = eventually(Duration::from_secs(30), || async {
-        (creates() > 0).then_some(())
-    })
-    .await;
+    let first =
+        eventually(Duration::from_secs(30), || async { (creates() > 0).then_some(()) }).await;
     assert!(first.is_some(), "{}", world.sidecar.log_text());
     tokio::time::sleep(Duration::from_secs(8)).await;
     let log = world.sidecar.log_text();
-    assert!(
-        creates() <= 2,
-        "{} CreateVolume calls in 8 s:\n{log}",
-        creates()
-    );
-    assert!(
-        log.contains("refused; nothing changes until"),
-        "the refusal is said:\n{log}"
-    );
+    assert!(creates() <= 2, "{} CreateVolume calls in 8 s:\n{log}", creates());
+    assert!(log.contains("refused; nothing changes until"), "the refusal is said:\n{log}");
     assert!(
         world
             .volumes()
-            .get_opt(&format!(
-                "pvc-{}",
-                world.claim("data").await.unwrap().metadata.uid.unwrap()
-            ))
+            .get_opt(&format!("pvc-{}", world.claim("data").await.unwrap().metadata.uid.unwrap()))
             .await
             .unwrap()
             .is_none()

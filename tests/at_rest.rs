@@ -17,12 +17,9 @@ const LIMIT: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settled_controller_does_no_work_beyond_its_resync() {
     const N: usize = 10;
-    let world = World::start(
-        "bind-rest",
-        DriverConfig::default(),
-        &["--pvclaimbinder-sync-period=2s"],
-    )
-    .await;
+    let world =
+        World::start("bind-rest", DriverConfig::default(), &["--pvclaimbinder-sync-period=2s"])
+            .await;
     world.create_class("std", json!({})).await;
     // Bound dynamic claims, a Lost one and a Pending one that no PV fits.
     let names = world.create_claims("c", "std", N).await;
@@ -57,13 +54,7 @@ async fn a_settled_controller_does_no_work_beyond_its_resync() {
         };
         let (observed, calm) = (delta(&count), delta(&within_3));
         println!("{queue}: {observed} keys observed at resyncs, {calm} with at most 3 passes");
-        assert!(
-            observed >= N as f64,
-            "{queue}: the histogram is fed: {observed}"
-        );
-        assert_eq!(
-            observed, calm,
-            "{queue}: a key worked on more than 3 times in a period"
-        );
+        assert!(observed >= N as f64, "{queue}: the histogram is fed: {observed}");
+        assert_eq!(observed, calm, "{queue}: a key worked on more than 3 times in a period");
     }
 }

@@ -54,11 +54,8 @@ async fn status_until(
     check: impl Fn(&Value) -> bool,
 ) -> Value {
     let status = |c: &PersistentVolumeClaim| serde_json::to_value(&c.status).unwrap_or_default();
-    let found = world
-        .claim_until(claim, what, LIMIT, |c| {
-            c.status.is_some() && check(&status(c))
-        })
-        .await;
+    let found =
+        world.claim_until(claim, what, LIMIT, |c| c.status.is_some() && check(&status(c))).await;
     status(&found)
 }
 
@@ -69,10 +66,7 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
     let world = World::start_hostpath(
         plane,
         "vac",
-        &[
-            "--enable-controller-modify-volume",
-            "--accepted-mutable-parameter-names=iops",
-        ],
+        &["--enable-controller-modify-volume", "--accepted-mutable-parameter-names=iops"],
         &[],
     )
     .await;
@@ -96,10 +90,7 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
         .await;
     let (_, pv) = world.bound("data", LIMIT).await;
     let pv_name = pv.metadata.name.clone().unwrap();
-    assert_eq!(
-        pv.spec.unwrap().volume_attributes_class_name,
-        Some(format!("{ns}-fast"))
-    );
+    assert_eq!(pv.spec.unwrap().volume_attributes_class_name, Some(format!("{ns}-fast")));
     status_until(&world, "data", "the current class", |s| {
         s["currentVolumeAttributesClassName"] == json!(format!("{ns}-fast"))
     })
@@ -114,14 +105,7 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
             json!({"spec": {"volumeAttributesClassName": format!("{ns}-foreign")}}),
         )
         .await;
-    world
-        .event(
-            "foreign",
-            "ProvisioningFailed",
-            "is for driver other.csi.test",
-            LIMIT,
-        )
-        .await;
+    world.event("foreign", "ProvisioningFailed", "is for driver other.csi.test", LIMIT).await;
 
     // A new class: ControllerModifyVolume, the PV first, then the claim settles.
     set_class(&world, "data", Some("faster")).await;
@@ -131,16 +115,9 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
     })
     .await;
     let pv = world.volumes().get(&pv_name).await.unwrap();
-    assert_eq!(
-        pv.spec.unwrap().volume_attributes_class_name,
-        Some(format!("{ns}-faster"))
-    );
-    world
-        .event("data", "VolumeModify", "is modifying volume data", LIMIT)
-        .await;
-    world
-        .event("data", "VolumeModifySuccessful", "successfully", LIMIT)
-        .await;
+    assert_eq!(pv.spec.unwrap().volume_attributes_class_name, Some(format!("{ns}-faster")));
+    world.event("data", "VolumeModify", "is modifying volume data", LIMIT).await;
+    world.event("data", "VolumeModifySuccessful", "successfully", LIMIT).await;
 
     // A class the driver refuses (InvalidArgument): Infeasible, with the reason.
     set_class(&world, "data", Some("broken")).await;
@@ -156,9 +133,7 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(error["reason"], "InvalidArgument", "{status}");
-    world
-        .event("data", "VolumeModifyFailed", "invalid parameters", LIMIT)
-        .await;
+    world.event("data", "VolumeModifyFailed", "invalid parameters", LIMIT).await;
 
     // Taken back to the current class: applied again, and the claim settles.
     set_class(&world, "data", Some("faster")).await;
@@ -170,13 +145,9 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
 
     // A class that does not exist: Pending, said in an event.
     set_class(&world, "data", Some("nope")).await;
-    status_until(&world, "data", "Pending", |s| {
-        s["modifyVolumeStatus"]["status"] == "Pending"
-    })
-    .await;
-    world
-        .event("data", "VolumeModifyFailed", "does not exist", LIMIT)
+    status_until(&world, "data", "Pending", |s| s["modifyVolumeStatus"]["status"] == "Pending")
         .await;
+    world.event("data", "VolumeModifyFailed", "does not exist", LIMIT).await;
     let pv = world.volumes().get(&pv_name).await.unwrap();
     assert_eq!(
         pv.spec.unwrap().volume_attributes_class_name,

@@ -32,10 +32,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 async fn make_volume(driver: &Hostpath, name: &str) -> String {
     let request = csi::CreateVolumeRequest {
         name: name.to_string(),
-        capacity_range: Some(csi::CapacityRange {
-            required_bytes: 1 << 30,
-            limit_bytes: 0,
-        }),
+        capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 }),
         volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
             &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
             false,
@@ -44,12 +41,7 @@ async fn make_volume(driver: &Hostpath, name: &str) -> String {
         ),
         ..Default::default()
     };
-    driver
-        .client()
-        .create_volume(request)
-        .await
-        .expect("CreateVolume")
-        .volume_id
+    driver.client().create_volume(request).await.expect("CreateVolume").volume_id
 }
 
 /// A static PV of `world`'s driver and class `class`, already pointing at `handle`. With
@@ -164,10 +156,7 @@ async fn claims_bound(
     })
     .await;
     found.unwrap_or_else(|| {
-        panic!(
-            "not every claim Bound within {LIMIT:?}; sidecar log:\n{}",
-            world.sidecar.log_text()
-        )
+        panic!("not every claim Bound within {LIMIT:?}; sidecar log:\n{}", world.sidecar.log_text())
     })
 }
 
@@ -178,19 +167,10 @@ async fn delete_all_claims(world: &World<Hostpath>) {
         .await
         .unwrap();
     let gone = eventually(LIMIT, || async {
-        world
-            .claims()
-            .list(&ListParams::default())
-            .await
-            .ok()
-            .filter(|l| l.items.is_empty())
+        world.claims().list(&ListParams::default()).await.ok().filter(|l| l.items.is_empty())
     })
     .await;
-    assert!(
-        gone.is_some(),
-        "claims stuck in deletion: {:?}",
-        world.claims_left().await
-    );
+    assert!(gone.is_some(), "claims stuck in deletion: {:?}", world.claims_left().await);
 }
 
 /// 50 claims against 50 Available static PVs of the driver's class, half Retain, half Delete:
@@ -236,20 +216,11 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
     let watch = DoubleBindWatch::start(world.client.clone(), &world.namespace);
     let names = world.create_claims("claim", "fast", N).await;
     let bound = claims_bound(&world, &names).await;
-    let used: BTreeSet<String> = bound
-        .values()
-        .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
-        .collect();
+    let used: BTreeSet<String> =
+        bound.values().filter_map(|c| c.spec.as_ref()?.volume_name.clone()).collect();
     assert_eq!(used.len(), N, "every claim on a PV of its own");
-    assert!(
-        used.iter().all(|v| handles.contains_key(v)),
-        "bound to static PVs only: {used:?}"
-    );
-    assert_eq!(
-        world.driver.volume_ids().await,
-        before,
-        "no volume created while static PVs match"
-    );
+    assert!(used.iter().all(|v| handles.contains_key(v)), "bound to static PVs only: {used:?}");
+    assert_eq!(world.driver.volume_ids().await, before, "no volume created while static PVs match");
 
     delete_all_claims(&world).await;
     let deleted: BTreeSet<String> = handles
@@ -268,20 +239,14 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
     })
     .await;
     let (left, pvs) = settled.unwrap_or_else(|| {
-        panic!(
-            "Delete PVs not reclaimed; sidecar log:\n{}",
-            world.sidecar.log_text()
-        )
+        panic!("Delete PVs not reclaimed; sidecar log:\n{}", world.sidecar.log_text())
     });
     let kept: BTreeSet<String> = handles
         .iter()
         .filter(|(_, (_, policy))| *policy == "Retain")
         .map(|(_, (handle, _))| handle.clone())
         .collect();
-    assert_eq!(
-        left, kept,
-        "exactly the Delete PVs' volumes are deleted; Retain keeps the rest"
-    );
+    assert_eq!(left, kept, "exactly the Delete PVs' volumes are deleted; Retain keeps the rest");
     assert!(
         pvs.iter()
             .all(|pv| pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released")),
@@ -301,9 +266,7 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
     assert!(w.ours <= N / 2 * 3, "our writes: {}", w.ours);
     assert_eq!(warnings(&world).await, vec![]);
     assert!(
-        w.our_agents
-            .iter()
-            .all(|a| a.starts_with("csi-pv-controller/v")),
+        w.our_agents.iter().all(|a| a.starts_with("csi-pv-controller/v")),
         "User-Agent: {:?}",
         w.our_agents
     );
@@ -320,9 +283,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     // As deploy/ runs it: intents in the journal, not a claim finalizer.
     let mut world = World::start_hostpath(plane, "dynamic", &[], &[INTENT_JOURNAL]).await;
     world.register_node().await;
-    world
-        .create_class("fast", json!({"allowVolumeExpansion": true}))
-        .await;
+    world.create_class("fast", json!({"allowVolumeExpansion": true})).await;
     let watch = DoubleBindWatch::start(world.client.clone(), &world.namespace);
     let mut names = world.create_claims("up", "fast", UP).await;
     claims_bound(&world, &names).await;
@@ -336,38 +297,22 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     let mut handles = BTreeSet::new();
     for claim in bound.values() {
         let uid = claim.metadata.uid.clone().unwrap();
-        let volume = claim
-            .spec
-            .as_ref()
-            .and_then(|s| s.volume_name.clone())
-            .unwrap();
+        let volume = claim.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap();
         assert_eq!(volume, format!("pvc-{uid}"));
         let pv = world.volumes().get(&volume).await.unwrap();
         handles.insert(pv.csi_handle().expect("a CSI PV").to_string());
     }
     let ids: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();
-    assert_eq!(
-        ids, handles,
-        "the driver's volumes are exactly the PVs' volumes"
-    );
+    assert_eq!(ids, handles, "the driver's volumes are exactly the PVs' volumes");
     assert_eq!(ids.len(), UP + DOWN);
     for name in &names {
-        world
-            .event(
-                name,
-                "ProvisioningSucceeded",
-                "Successfully provisioned volume",
-                LIMIT,
-            )
-            .await;
+        world.event(name, "ProvisioningSucceeded", "Successfully provisioned volume", LIMIT).await;
     }
     // Events name the component upstream sends them from, so filters on sources keep working.
     let sources = event_sources(&world).await;
     let provisioner = format!("{}_", world.driver_name);
     assert!(
-        sources["ProvisioningSucceeded"]
-            .iter()
-            .all(|s| s.starts_with(&provisioner)),
+        sources["ProvisioningSucceeded"].iter().all(|s| s.starts_with(&provisioner)),
         "{sources:?}"
     );
     assert_eq!(
@@ -385,10 +330,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
         w.kcm,
         w.conflicts_kcm
     );
-    assert_eq!(
-        w.conflicts_ours, 0,
-        "our writes never conflict with the binder's"
-    );
+    assert_eq!(w.conflicts_ours, 0, "our writes never conflict with the binder's");
     // Upstream's five: the hand-over annotation, the PV, the binder's three. The intent that
     // makes a kill -9 between CreateVolume and the PV leak nothing is a journal file, no write.
     assert!(per_claim <= 5.0, "{per_claim} writes per claim");
@@ -410,19 +352,9 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     for name in &grown {
         let pending = eventually(LIMIT, || async {
             let claim = world.claim(name).await?;
-            let pv = world
-                .volumes()
-                .get(claim.spec.as_ref()?.volume_name.as_deref()?)
-                .await
-                .ok()?;
-            let capacity = pv
-                .spec
-                .as_ref()?
-                .capacity
-                .as_ref()?
-                .get("storage")?
-                .0
-                .clone();
+            let pv =
+                world.volumes().get(claim.spec.as_ref()?.volume_name.as_deref()?).await.ok()?;
+            let capacity = pv.spec.as_ref()?.capacity.as_ref()?.get("storage")?.0.clone();
             let conditions: Vec<String> = claim
                 .status
                 .as_ref()?
@@ -436,10 +368,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
         })
         .await;
         let Some((conditions, pv)) = pending else {
-            panic!(
-                "claim {name} not expanded; sidecar log:\n{}",
-                world.sidecar.log_text()
-            );
+            panic!("claim {name} not expanded; sidecar log:\n{}", world.sidecar.log_text());
         };
         // As csi-resizer v2.2.0 leaves them on the same driver: Resizing kept beside
         // FileSystemResizePending, and no pre-resize annotation (its gate is alpha, off).
@@ -464,11 +393,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
         .then_some(())
     })
     .await;
-    assert!(
-        empty.is_some(),
-        "volumes left: {:?}",
-        world.driver.volume_ids().await
-    );
+    assert!(empty.is_some(), "volumes left: {:?}", world.driver.volume_ids().await);
     assert_eq!(watch.stop(), Vec::<String>::new(), "double binds");
     assert_eq!(warnings(&world).await, vec![]);
     drop(kcm);

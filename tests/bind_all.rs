@@ -42,25 +42,13 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
 
     // A static non-CSI PV and a claim with no class: bound by us, nobody else binds here.
     let plain = host_path_pv(&world, "plain-host-path", "").await;
-    world
-        .create_claim(
-            "plain",
-            "unused",
-            "1Gi",
-            json!({"spec": {"storageClassName": ""}}),
-        )
-        .await;
+    world.create_claim("plain", "unused", "1Gi", json!({"spec": {"storageClassName": ""}})).await;
     let (_, pv) = world.bound("plain", LIMIT).await;
     assert_eq!(pv.metadata.name.as_deref(), Some(plain.as_str()));
 
     // Eight claims race for three PVs of a class nothing provisions: exactly three bind, each
     // to its own PV, and the rest stay Pending with an event saying why.
-    world
-        .create_class(
-            "local",
-            json!({"provisioner": "kubernetes.io/no-provisioner"}),
-        )
-        .await;
+    world.create_class("local", json!({"provisioner": "kubernetes.io/no-provisioner"})).await;
     let class = format!("{}-local", world.namespace);
     let mut volumes = BTreeSet::new();
     for i in 0..3 {
@@ -112,12 +100,8 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
         .await;
 
     // Another provisioner's class: the claim is annotated for it and told who provisions it.
-    world
-        .create_class("theirs", json!({"provisioner": "other.example.com"}))
-        .await;
-    world
-        .create_claim("theirs", "theirs", "1Gi", json!({}))
-        .await;
+    world.create_class("theirs", json!({"provisioner": "other.example.com"})).await;
+    world.create_claim("theirs", "theirs", "1Gi", json!({})).await;
     world
         .event(
             "theirs",
@@ -129,9 +113,7 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
     let claim = world.claim("theirs").await.unwrap();
     let annotations = claim.metadata.annotations.unwrap_or_default();
     assert_eq!(
-        annotations
-            .get("volume.kubernetes.io/storage-provisioner")
-            .map(String::as_str),
+        annotations.get("volume.kubernetes.io/storage-provisioner").map(String::as_str),
         Some("other.example.com")
     );
     assert!(world.driver.calls_of("CreateVolume").is_empty());
@@ -159,11 +141,7 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
         )
         .await;
     world.bound("doomed", LIMIT).await;
-    world
-        .claims()
-        .delete("doomed", &Default::default())
-        .await
-        .unwrap();
+    world.claims().delete("doomed", &Default::default()).await.unwrap();
     let failed = eventually(LIMIT, || async {
         let pv = world.volumes().get_opt("doomed-host-path").await.ok()??;
         let status = pv.status?;
@@ -173,12 +151,7 @@ async fn bind_all_binds_non_csi_volumes_and_racing_claims_get_one_volume_each() 
     let message = failed
         .unwrap_or_else(|| panic!("not Failed\n{}", world.sidecar.log_text()))
         .unwrap_or_default();
-    assert!(
-        message.contains("no deletable volume plugin matched"),
-        "{message}"
-    );
-    let warned = world
-        .volume_event("doomed-host-path", "VolumeFailedDelete", LIMIT)
-        .await;
+    assert!(message.contains("no deletable volume plugin matched"), "{message}");
+    let warned = world.volume_event("doomed-host-path", "VolumeFailedDelete", LIMIT).await;
     assert!(warned.is_some(), "no VolumeFailedDelete event");
 }

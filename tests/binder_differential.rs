@@ -28,10 +28,7 @@ const QUIET: Duration = Duration::from_secs(6);
 const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 
 fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Plain `#[test]`: the planes start outside any runtime (their launcher runs one of its own), on
@@ -67,15 +64,9 @@ fn the_binder_ends_where_kube_controller_managers_ends() {
         .collect();
     let started = Instant::now();
     let mut differences = Vec::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let options = PlaneOptions {
-        audit: false,
-        protection_finalizers: false,
-    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let options = PlaneOptions { audit: false, protection_finalizers: false };
     for batch in states.chunks(BATCH) {
         let upstream = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
         let ours = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
@@ -111,19 +102,12 @@ async fn run_batch(
         "persistentvolume-binder-controller",
         // Its default 20 QPS holds its events back for seconds behind 50 states' writes: the
         // end state would be read before its last events arrive.
-        &[
-            "--pvclaimbinder-sync-period=1s",
-            "--kube-api-qps=1000",
-            "--kube-api-burst=2000",
-        ],
+        &["--pvclaimbinder-sync-period=1s", "--kube-api-qps=1000", "--kube-api-burst=2000"],
     );
     let dir = tempfile::tempdir().unwrap();
     let driver = FakeDriver::start(
         &dir.path().join("csi.sock"),
-        DriverConfig {
-            name: "differential.csi.test".into(),
-            ..DriverConfig::default()
-        },
+        DriverConfig { name: "differential.csi.test".into(), ..DriverConfig::default() },
     )
     .await
     .unwrap();
@@ -156,14 +140,8 @@ async fn run_batch(
         let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("binder-differential");
         let _ = std::fs::create_dir_all(&keep);
         let first = &batch[0].0;
-        let _ = std::fs::copy(
-            &kcm.log,
-            keep.join(format!("{first}-kube-controller-manager.log")),
-        );
-        let _ = std::fs::copy(
-            &sidecar.log,
-            keep.join(format!("{first}-csi-pv-controller.log")),
-        );
+        let _ = std::fs::copy(&kcm.log, keep.join(format!("{first}-kube-controller-manager.log")));
+        let _ = std::fs::copy(&sidecar.log, keep.join(format!("{first}-csi-pv-controller.log")));
         println!("logs of the batch from {first} kept in {}", keep.display());
     }
     drop(kcm);
@@ -185,9 +163,6 @@ async fn settle(client: &kube::Client, ids: &[String]) -> BTreeMap<String, Summa
         } else if since.elapsed() >= QUIET {
             return last;
         }
-        assert!(
-            started.elapsed() < SETTLE_LIMIT,
-            "did not settle in {SETTLE_LIMIT:?}"
-        );
+        assert!(started.elapsed() < SETTLE_LIMIT, "did not settle in {SETTLE_LIMIT:?}");
     }
 }

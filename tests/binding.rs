@@ -38,18 +38,10 @@ async fn static_pv(world: &World, name: &str, size: &str, extra: Value) -> Strin
     world.create_volume(&pv).await;
     // As an admin's PVs are: the binder has seen it and marked it Available (or bound it).
     let seen = eventually(LIMIT, || async {
-        matches!(
-            pv_phase(world, &full).await.as_deref(),
-            Some("Available" | "Bound")
-        )
-        .then_some(())
+        matches!(pv_phase(world, &full).await.as_deref(), Some("Available" | "Bound")).then_some(())
     })
     .await;
-    assert!(
-        seen.is_some(),
-        "PV {full} never became Available\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(seen.is_some(), "PV {full} never became Available\n{}", world.sidecar.log_text());
     full
 }
 
@@ -72,20 +64,9 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
     let tiny = static_pv(&world, "tiny", "100Mi", json!({})).await;
     let small = static_pv(&world, "small", "2Gi", json!({})).await;
     let big = static_pv(&world, "big", "10Gi", json!({})).await;
-    let block = static_pv(
-        &world,
-        "block",
-        "1Gi",
-        json!({"spec": {"volumeMode": "Block"}}),
-    )
-    .await;
-    let rox = static_pv(
-        &world,
-        "rox",
-        "1Gi",
-        json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
-    )
-    .await;
+    let block = static_pv(&world, "block", "1Gi", json!({"spec": {"volumeMode": "Block"}})).await;
+    let rox =
+        static_pv(&world, "rox", "1Gi", json!({"spec": {"accessModes": ["ReadOnlyMany"]}})).await;
     let silver = static_pv(
         &world,
         "silver",
@@ -93,25 +74,14 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
         json!({"spec": {"storageClassName": format!("{ns}-silver")}}),
     )
     .await;
-    let labelled = static_pv(
-        &world,
-        "labelled",
-        "5Gi",
-        json!({"metadata": {"labels": {"tier": "gold"}}}),
-    )
-    .await;
+    let labelled =
+        static_pv(&world, "labelled", "5Gi", json!({"metadata": {"labels": {"tier": "gold"}}}))
+            .await;
 
     // Smallest that fits: not tiny (too small), small rather than big or labelled.
     world.create_claim("fs", "std", "1Gi", json!({})).await;
     assert_eq!(bound_volume(&world, "fs").await, small);
-    world
-        .create_claim(
-            "blk",
-            "std",
-            "1Gi",
-            json!({"spec": {"volumeMode": "Block"}}),
-        )
-        .await;
+    world.create_claim("blk", "std", "1Gi", json!({"spec": {"volumeMode": "Block"}})).await;
     assert_eq!(bound_volume(&world, "blk").await, block);
     world
         .create_claim(
@@ -123,12 +93,7 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
         .await;
     assert_eq!(bound_volume(&world, "sel").await, labelled);
     world
-        .create_claim(
-            "ro",
-            "std",
-            "1Gi",
-            json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
-        )
+        .create_claim("ro", "std", "1Gi", json!({"spec": {"accessModes": ["ReadOnlyMany"]}}))
         .await;
     assert_eq!(bound_volume(&world, "ro").await, rox);
     world.create_claim("sv", "silver", "1Gi", json!({})).await;
@@ -141,48 +106,28 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
     // The binder's annotations and statuses, as upstream writes them.
     let (claim, pv) = world.bound("fs", LIMIT).await;
     let claim_ann = annotations(&claim.metadata);
+    assert_eq!(claim_ann.get("pv.kubernetes.io/bind-completed").map(String::as_str), Some("yes"));
     assert_eq!(
-        claim_ann
-            .get("pv.kubernetes.io/bind-completed")
-            .map(String::as_str),
+        claim_ann.get("pv.kubernetes.io/bound-by-controller").map(String::as_str),
         Some("yes")
     );
     assert_eq!(
-        claim_ann
-            .get("pv.kubernetes.io/bound-by-controller")
-            .map(String::as_str),
-        Some("yes")
-    );
-    assert_eq!(
-        annotations(&pv.metadata)
-            .get("pv.kubernetes.io/bound-by-controller")
-            .map(String::as_str),
+        annotations(&pv.metadata).get("pv.kubernetes.io/bound-by-controller").map(String::as_str),
         Some("yes")
     );
     let status = claim.status.unwrap();
     assert_eq!(status.capacity.unwrap()["storage"].0, "2Gi");
-    assert_eq!(
-        status.access_modes.unwrap(),
-        vec!["ReadWriteOnce".to_string()]
-    );
+    assert_eq!(status.access_modes.unwrap(), vec!["ReadWriteOnce".to_string()]);
     let claim_ref = pv.spec.unwrap().claim_ref.unwrap();
     assert_eq!(claim_ref.uid, claim.metadata.uid);
     assert_eq!(pv.status.unwrap().phase.as_deref(), Some("Bound"));
-    assert!(
-        world.driver.calls_of("CreateVolume").is_empty(),
-        "nothing is provisioned"
-    );
+    assert!(world.driver.calls_of("CreateVolume").is_empty(), "nothing is provisioned");
 
     // explain, from the same decision code, against the live cluster.
     // Larger than the fake driver's 1 TiB maximum: provisioning fails and the claim stays
     // without a PV however fast the sidecar is, so explain sees it unbound.
     world
-        .create_claim(
-            "huge",
-            "std",
-            "2Ti",
-            json!({"spec": {"accessModes": ["ReadWriteMany"]}}),
-        )
+        .create_claim("huge", "std", "2Ti", json!({"spec": {"accessModes": ["ReadWriteMany"]}}))
         .await;
     let output = tokio::process::Command::new(support::sidecar::binary())
         .arg(format!("--kubeconfig={}", world.kubeconfig.display()))
@@ -192,17 +137,10 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
         .await
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{text}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(text.contains("claim bind-static/huge"), "{text}");
     assert!(text.contains(&format!("{tiny}: rejected: access modes [ReadWriteOnce] do not include all of the claim's [ReadWriteMany]")), "{text}");
-    assert!(
-        text.contains("access-mode groups searched, in order: none"),
-        "{text}"
-    );
+    assert!(text.contains("access-mode groups searched, in order: none"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,22 +181,8 @@ async fn prebound_volume_and_prebound_claim() {
 
     // A claim naming a PV that is too small: VolumeMismatch, Pending.
     let small = static_pv(&world, "small", "10Mi", json!({})).await;
-    world
-        .create_claim(
-            "mismatch",
-            "std",
-            "1Gi",
-            json!({"spec": {"volumeName": small}}),
-        )
-        .await;
-    world
-        .event(
-            "mismatch",
-            "VolumeMismatch",
-            "requested PV is too small",
-            LIMIT,
-        )
-        .await;
+    world.create_claim("mismatch", "std", "1Gi", json!({"spec": {"volumeName": small}})).await;
+    world.event("mismatch", "VolumeMismatch", "requested PV is too small", LIMIT).await;
     assert_eq!(world.phase("mismatch").await.as_deref(), Some("Pending"));
 }
 
@@ -309,24 +233,10 @@ async fn released_volumes_retain_stays_delete_goes_through_the_driver() {
     .await;
     assert!(has_finalizer.is_some(), "{}", world.sidecar.log_text());
 
-    world
-        .claims()
-        .delete("keep", &DeleteParams::default())
-        .await
-        .unwrap();
-    world
-        .claims()
-        .delete("drop", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("keep", &DeleteParams::default()).await.unwrap();
+    world.claims().delete("drop", &DeleteParams::default()).await.unwrap();
     let deleted = eventually(LIMIT, || async {
-        world
-            .volumes()
-            .get_opt(&doomed)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
+        world.volumes().get_opt(&doomed).await.ok()?.is_none().then_some(())
     })
     .await;
     assert!(deleted.is_some(), "{}", world.sidecar.log_text());
@@ -345,9 +255,7 @@ async fn released_volumes_retain_stays_delete_goes_through_the_driver() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_first_consumer_names_the_pods_waiting_to_be_scheduled() {
     let world = World::start("bind-wffc", DriverConfig::default(), &[]).await;
-    world
-        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
-        .await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
     // A free PV fits, but WaitForFirstConsumer leaves unbound PVs to the scheduler.
     static_pv(
         &world,
@@ -417,9 +325,7 @@ async fn a_volume_its_claim_never_used_is_not_deleted() {
     }))
     .unwrap();
     world.create_volume(&pv).await;
-    let refused = world
-        .volume_event(&stray, "VolumeDeletionRefused", LIMIT)
-        .await;
+    let refused = world.volume_event(&stray, "VolumeDeletionRefused", LIMIT).await;
     let note = refused.unwrap_or_else(|| panic!("no refusal; {}", world.sidecar.log_text()));
     assert!(note.contains("never used it"), "{note}");
     assert_eq!(pv_phase(&world, &stray).await.as_deref(), Some("Released"));
@@ -427,11 +333,7 @@ async fn a_volume_its_claim_never_used_is_not_deleted() {
     let deleted = world.driver.deleted_ids();
     assert!(deleted.is_empty(), "DeleteVolume sent: {deleted:?}");
     assert!(world.volumes().get_opt(&stray).await.unwrap().is_some());
-    assert_eq!(
-        bound_volume(&world, "data").await,
-        used,
-        "the claim keeps its own"
-    );
+    assert_eq!(bound_volume(&world, "data").await, used, "the claim keeps its own");
 }
 
 /// A claim bound to a PV whose claimRef names another claim (same name, another UID) is Lost
@@ -473,13 +375,7 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
         )
         .await;
     assert_eq!(world.phase("data").await.as_deref(), Some("Lost"));
-    let decided = || {
-        world
-            .sidecar
-            .log_text()
-            .matches("binder decided step=\"lost\"")
-            .count()
-    };
+    let decided = || world.sidecar.log_text().matches("binder decided step=\"lost\"").count();
     let before = decided();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = decided();
@@ -488,10 +384,7 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
         "the Lost decision was taken {} times in 3 s after the claim was Lost",
         after - before
     );
-    assert!(
-        before < 20,
-        "{before} Lost decisions before the claim was Lost"
-    );
+    assert!(before < 20, "{before} Lost decisions before the claim was Lost");
 }
 
 /// A claim bound to a PV of a VolumeAttributesClass reports that class as its current one.
@@ -499,28 +392,16 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
 async fn binding_records_the_volume_attributes_class() {
     let world = World::start("bind-vac", DriverConfig::default(), &[]).await;
     world.create_class("std", json!({})).await;
-    let gold = static_pv(
-        &world,
-        "gold",
-        "1Gi",
-        json!({"spec": {"volumeAttributesClassName": "gold"}}),
-    )
-    .await;
+    let gold =
+        static_pv(&world, "gold", "1Gi", json!({"spec": {"volumeAttributesClassName": "gold"}}))
+            .await;
     world
-        .create_claim(
-            "data",
-            "std",
-            "1Gi",
-            json!({"spec": {"volumeAttributesClassName": "gold"}}),
-        )
+        .create_claim("data", "std", "1Gi", json!({"spec": {"volumeAttributesClassName": "gold"}}))
         .await;
     assert_eq!(bound_volume(&world, "data").await, gold);
     let claim = world.claim("data").await.unwrap();
     assert_eq!(
-        claim
-            .status
-            .and_then(|s| s.current_volume_attributes_class_name)
-            .as_deref(),
+        claim.status.and_then(|s| s.current_volume_attributes_class_name).as_deref(),
         Some("gold")
     );
 }
@@ -529,15 +410,10 @@ async fn binding_records_the_volume_attributes_class() {
 /// grows, from the very first repeats (two passes right after start used to make two).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_event_is_one_event_with_a_count() {
-    let world = World::start(
-        "bind-fold",
-        DriverConfig::default(),
-        &["--pvclaimbinder-sync-period=1s"],
-    )
-    .await;
-    world
-        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
-        .await;
+    let world =
+        World::start("bind-fold", DriverConfig::default(), &["--pvclaimbinder-sync-period=1s"])
+            .await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
     world.create_claim("data", "late", "1Gi", json!({})).await;
     let events: kube::Api<k8s_openapi::api::core::v1::Event> =
         kube::Api::namespaced(world.client.clone(), &world.namespace);

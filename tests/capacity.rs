@@ -94,9 +94,7 @@ async fn capacity_is_published_per_class_and_segment() {
     let late = |kind: &str| json!({"volumeBindingMode": "WaitForFirstConsumer", "parameters": {"kind": kind}});
     world.create_class("slow", late("slow")).await;
     world.create_class("fast", late("fast")).await;
-    world
-        .create_class("now", json!({"parameters": {"kind": "fast"}}))
-        .await;
+    world.create_class("now", json!({"parameters": {"kind": "fast"}})).await;
     // The pod the sidecar runs in, as kubelet would have it: the objects' owner (level 0).
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": POD},
@@ -113,23 +111,15 @@ async fn capacity_is_published_per_class_and_segment() {
     let _ = world.sidecar.child.wait().await;
     let mut args = world.args.clone();
     args.extend(
-        [
-            "--enable-capacity",
-            "--capacity-ownerref-level=0",
-            "--capacity-poll-interval=2s",
-        ]
-        .map(String::from),
+        ["--enable-capacity", "--capacity-ownerref-level=0", "--capacity-poll-interval=2s"]
+            .map(String::from),
     );
     world.sidecar = Sidecar::start_with_env(
         world.dir.path(),
         &args,
         &[("NAMESPACE", ns.as_str()), ("POD_NAME", POD)],
     );
-    assert!(
-        world.sidecar.wait_ready(LIMIT).await,
-        "{}",
-        world.sidecar.log_text()
-    );
+    assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
 
     let topology =
         serde_json::to_string(&json!({"matchLabels": {TOPOLOGY_KEY: "node-1"}})).unwrap();
@@ -139,21 +129,11 @@ async fn capacity_is_published_per_class_and_segment() {
         BTreeMap::from([
             (
                 format!("{ns}-fast"),
-                (
-                    "100Gi".into(),
-                    "100Gi".into(),
-                    topology.clone(),
-                    format!("Pod/{POD}")
-                )
+                ("100Gi".into(), "100Gi".into(), topology.clone(), format!("Pod/{POD}"))
             ),
             (
                 format!("{ns}-slow"),
-                (
-                    "10Gi".into(),
-                    "10Gi".into(),
-                    topology.clone(),
-                    format!("Pod/{POD}")
-                )
+                ("10Gi".into(), "10Gi".into(), topology.clone(), format!("Pod/{POD}"))
             ),
         ]),
         "the delayed classes only, in the node's segment"

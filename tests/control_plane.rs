@@ -12,11 +12,7 @@ async fn apiserver_is_real_and_ready() {
     let plane = control_plane();
     let client = plane.client().await;
     let version = client.apiserver_version().await.unwrap();
-    assert_eq!(
-        (version.major.as_str(), version.minor.as_str()),
-        ("1", "36"),
-        "{version:?}"
-    );
+    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "36"), "{version:?}");
 
     create_namespace(&client, "cp-smoke").await;
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, "cp-smoke");
@@ -28,10 +24,7 @@ async fn apiserver_is_real_and_ready() {
     let created = claims.create(&PostParams::default(), &claim).await.unwrap();
     // StorageObjectInUseProtection is off: nothing would ever remove its finalizer here.
     assert!(created.metadata.finalizers.unwrap_or_default().is_empty());
-    assert_eq!(
-        created.status.and_then(|s| s.phase).as_deref(),
-        Some("Pending")
-    );
+    assert_eq!(created.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
 }
 
 #[tokio::test]
@@ -77,10 +70,7 @@ async fn stores_follow_the_api() {
         "metadata": {"name": "stores-test"}, "provisioner": "fake.csi.test"
     }))
     .unwrap();
-    Api::<StorageClass>::all(client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    Api::<StorageClass>::all(client.clone()).create(&PostParams::default(), &class).await.unwrap();
     let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "watched"},
         "spec": {"storageClassName": "stores-test", "accessModes": ["ReadWriteOnce"],
@@ -95,20 +85,16 @@ async fn stores_follow_the_api() {
     let claim_ref = ObjectRef::<PersistentVolumeClaim>::new("watched").within("cp-stores");
     let mut seen = None;
     for _ in 0..100 {
-        if let (Some(c), Some(_)) = (
-            stores.claims.get(&claim_ref),
-            stores.classes.get(&ObjectRef::new("stores-test")),
-        ) {
+        if let (Some(c), Some(_)) =
+            (stores.claims.get(&claim_ref), stores.classes.get(&ObjectRef::new("stores-test")))
+        {
             seen = Some(c);
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let seen = seen.expect("the claim and class never reached the stores");
-    assert!(
-        seen.managed_fields().is_empty(),
-        "managedFields are stripped to save memory"
-    );
+    assert!(seen.managed_fields().is_empty(), "managedFields are stripped to save memory");
     assert!(
         heard.lock().unwrap().iter().any(|n| n == "watched"),
         "the change callback hears of the new claim"

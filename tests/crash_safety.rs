@@ -21,10 +21,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }
@@ -50,17 +47,14 @@ async fn all_bound(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
-    let seed = std::env::var("CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            u64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            )
-        });
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        u64::from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos(),
+        )
+    });
     println!("CRASH_SEED={seed}");
     let mut random = Lcg(seed);
     let mut world = World::start(
@@ -72,12 +66,8 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
     world.create_class("burst", json!({})).await;
     // A slower backend, so that kills land while CreateVolume and DeleteVolume are in flight.
     for _ in 0..CLAIMS * 2 {
-        world
-            .driver
-            .inject("CreateVolume", Fault::Delay(Duration::from_millis(150)));
-        world
-            .driver
-            .inject("DeleteVolume", Fault::Delay(Duration::from_millis(150)));
+        world.driver.inject("CreateVolume", Fault::Delay(Duration::from_millis(150)));
+        world.driver.inject("DeleteVolume", Fault::Delay(Duration::from_millis(150)));
     }
 
     let names = world.create_claims("burst", "burst", CLAIMS).await;
@@ -99,36 +89,24 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
     );
     assert_eq!(volumes.len(), CLAIMS, "one driver volume per claim");
     assert_eq!(pvs.len(), CLAIMS, "one PV per claim");
-    let expected: BTreeSet<String> = claims
-        .iter()
-        .map(|c| format!("pvc-{}", c.metadata.uid.as_deref().unwrap()))
-        .collect();
-    let bound_to: BTreeSet<String> = claims
-        .iter()
-        .filter_map(|c| c.spec.as_ref()?.volume_name.clone())
-        .collect();
+    let expected: BTreeSet<String> =
+        claims.iter().map(|c| format!("pvc-{}", c.metadata.uid.as_deref().unwrap())).collect();
+    let bound_to: BTreeSet<String> =
+        claims.iter().filter_map(|c| c.spec.as_ref()?.volume_name.clone()).collect();
     let driver_names: BTreeSet<String> = volumes.iter().map(|v| v.name.clone()).collect();
     let handles: BTreeSet<String> = volumes.iter().map(|v| v.id.clone()).collect();
-    let pv_handles: BTreeSet<String> = pvs
-        .iter()
-        .filter_map(|pv| pv.csi_handle().map(str::to_string))
-        .collect();
+    let pv_handles: BTreeSet<String> =
+        pvs.iter().filter_map(|pv| pv.csi_handle().map(str::to_string)).collect();
     assert_eq!(bound_to, expected);
     assert_eq!(driver_names, expected);
     assert_eq!(pv_handles, handles, "every PV records a live volume");
     for claim in &claims {
-        assert!(
-            finalizers(claim).is_empty(),
-            "intent left on {:?}",
-            claim.metadata.name
-        );
+        assert!(finalizers(claim).is_empty(), "intent left on {:?}", claim.metadata.name);
     }
 
     // Delete everything, with one more kill on the way.
     join_all(
-        names
-            .iter()
-            .map(|n| async { world.claims().delete(n, &DeleteParams::default()).await }),
+        names.iter().map(|n| async { world.claims().delete(n, &DeleteParams::default()).await }),
     )
     .await;
     tokio::time::sleep(Duration::from_millis(200 + random.below(1000))).await;
@@ -145,15 +123,7 @@ async fn kill_9_during_a_burst_leaves_no_orphan_and_no_duplicate() {
         world.driver.volumes().len(),
         world.sidecar.log_text()
     );
-    assert!(
-        world
-            .claims()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-    );
+    assert!(world.claims().list(&Default::default()).await.unwrap().items.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,50 +132,28 @@ async fn sigterm_under_load_exits_cleanly_and_a_restart_finishes_the_work() {
     let mut world = World::start("graceful", DriverConfig::default(), &["--timeout=5s"]).await;
     world.create_class("busy", json!({})).await;
     for _ in 0..CLAIMS {
-        world
-            .driver
-            .inject("CreateVolume", Fault::Delay(Duration::from_millis(300)));
+        world.driver.inject("CreateVolume", Fault::Delay(Duration::from_millis(300)));
     }
     world.create_claims("busy", "busy", CLAIMS).await;
     let busy = eventually(Duration::from_secs(30), || async {
         (!world.driver.calls_of("CreateVolume").is_empty()).then_some(())
     })
     .await;
-    assert!(
-        busy.is_some(),
-        "no CreateVolume:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(busy.is_some(), "no CreateVolume:\n{}", world.sidecar.log_text());
 
     // SIGTERM in the middle: in-flight calls end (or time out) and the process exits 0 within
     // --timeout plus a few seconds.
     let started = std::time::Instant::now();
     let code = world.sidecar.terminate(Duration::from_secs(15)).await;
     assert_eq!(code, Some(0), "{}", world.sidecar.log_text());
-    assert!(
-        started.elapsed() < Duration::from_secs(11),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(11), "took {:?}", started.elapsed());
 
     world.sidecar = support::sidecar::Sidecar::start(world.dir.path(), &world.args);
     let claims = all_bound(&world, CLAIMS, Duration::from_secs(120)).await;
-    assert_eq!(
-        world.driver.volumes().len(),
-        CLAIMS,
-        "one driver volume per claim"
-    );
-    assert_eq!(
-        world.driver_volumes_in_api().await.len(),
-        CLAIMS,
-        "one PV per claim"
-    );
+    assert_eq!(world.driver.volumes().len(), CLAIMS, "one driver volume per claim");
+    assert_eq!(world.driver_volumes_in_api().await.len(), CLAIMS, "one PV per claim");
     for claim in &claims {
-        assert!(
-            finalizers(claim).is_empty(),
-            "intent left on {:?}",
-            claim.metadata.name
-        );
+        assert!(finalizers(claim).is_empty(), "intent left on {:?}", claim.metadata.name);
     }
 }
 
@@ -219,11 +167,7 @@ async fn a_claim_gone_between_create_volume_and_its_pv_leaves_no_volume_with_the
     let mut world = World::start(
         "journal-orphan",
         DriverConfig::default(),
-        &[
-            "--binder=external",
-            INTENT_JOURNAL,
-            "--pvclaimbinder-sync-period=2s",
-        ],
+        &["--binder=external", INTENT_JOURNAL, "--pvclaimbinder-sync-period=2s"],
     )
     .await;
     world.create_class("journaled", json!({})).await;
@@ -255,16 +199,9 @@ async fn a_claim_gone_between_create_volume_and_its_pv_leaves_no_volume_with_the
         "the intent was on disk before CreateVolume, and nothing settled it"
     );
     let live = world.claims().get("orphan").await.unwrap();
-    assert!(
-        finalizers(&live).is_empty(),
-        "no claim write for the intent"
-    );
+    assert!(finalizers(&live).is_empty(), "no claim write for the intent");
     assert!(world.driver_volumes_in_api().await.is_empty(), "no PV yet");
-    world
-        .claims()
-        .delete("orphan", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("orphan", &DeleteParams::default()).await.unwrap();
     world
         .claims()
         .patch(
@@ -275,13 +212,7 @@ async fn a_claim_gone_between_create_volume_and_its_pv_leaves_no_volume_with_the
         .await
         .ok();
     let gone = eventually(Duration::from_secs(10), || async {
-        world
-            .claims()
-            .get_opt("orphan")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
+        world.claims().get_opt("orphan").await.ok()?.is_none().then_some(())
     })
     .await;
     assert!(gone.is_some(), "the claim is gone");

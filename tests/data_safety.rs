@@ -18,10 +18,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 async fn an_attached_volume_is_deleted_only_once_detached() {
     let world = World::start(
         "attached",
-        DriverConfig {
-            publish_unpublish: true,
-            ..DriverConfig::default()
-        },
+        DriverConfig { publish_unpublish: true, ..DriverConfig::default() },
         &[],
     )
     .await;
@@ -39,42 +36,20 @@ async fn an_attached_volume_is_deleted_only_once_detached() {
     }))
     .unwrap();
     let attachment_name = attachment.metadata.name.clone().unwrap();
-    attachments
-        .create(&PostParams::default(), &attachment)
-        .await
-        .expect("VolumeAttachment");
+    attachments.create(&PostParams::default(), &attachment).await.expect("VolumeAttachment");
 
-    world
-        .claims()
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     let note = world
         .volume_event(&pv_name, "VolumeFailedDelete", LIMIT)
         .await
-        .unwrap_or_else(|| {
-            panic!(
-                "no event about the attachment:\n{}",
-                world.sidecar.log_text()
-            )
-        });
+        .unwrap_or_else(|| panic!("no event about the attachment:\n{}", world.sidecar.log_text()));
     assert!(note.contains("still attached to node node-7"), "{note}");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        world.driver.calls_of("DeleteVolume").is_empty(),
-        "DeleteVolume while attached"
-    );
+    assert!(world.driver.calls_of("DeleteVolume").is_empty(), "DeleteVolume while attached");
     assert!(world.volumes().get_opt(&pv_name).await.unwrap().is_some());
 
-    attachments
-        .delete(&attachment_name, &DeleteParams::default())
-        .await
-        .unwrap();
+    attachments.delete(&attachment_name, &DeleteParams::default()).await.unwrap();
     let gone = world.volume_gone(&pv_name, LIMIT).await;
-    assert!(
-        gone,
-        "not deleted once detached:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(gone, "not deleted once detached:\n{}", world.sidecar.log_text());
     assert_eq!(world.driver.calls_of("DeleteVolume").len(), 1);
 }

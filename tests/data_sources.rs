@@ -50,19 +50,10 @@ async fn volume_folder(
 /// No PV was made for claim `name`, which stays Pending.
 async fn never_provisioned(world: &World<Hostpath>, name: &str) {
     let claim = world.claim(name).await.unwrap();
-    assert_eq!(
-        claim.status.and_then(|s| s.phase).as_deref(),
-        Some("Pending"),
-        "{name}"
-    );
+    assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Pending"), "{name}");
     let uid = claim.metadata.uid.unwrap();
     assert!(
-        world
-            .volumes()
-            .get_opt(&format!("pvc-{uid}"))
-            .await
-            .unwrap()
-            .is_none(),
+        world.volumes().get_opt(&format!("pvc-{uid}")).await.unwrap().is_none(),
         "{name} got a PV"
     );
 }
@@ -80,48 +71,27 @@ async fn restore_from_a_real_snapshot() {
     let (_, origin) = volume_folder(&world, "origin").await;
     std::fs::write(format!("{}/hello.txt", origin.path), "kept by the snapshot").unwrap();
 
-    let Some(snapshot) = snapshots::take(
-        &world.client,
-        &world.namespace,
-        "snap",
-        "restore-snap",
-        "origin",
-        LIMIT,
-    )
-    .await
+    let Some(snapshot) =
+        snapshots::take(&world.client, &world.namespace, "snap", "restore-snap", "origin", LIMIT)
+            .await
     else {
         panic!("snapshot never ready:\n{}", snapshotter.log_text());
     };
-    let content_name = snapshot["status"]["boundVolumeSnapshotContentName"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let content = serde_json::to_value(
-        snapshots::contents(&world.client)
-            .get(&content_name)
-            .await
-            .unwrap(),
-    )
-    .unwrap();
-    let handle = content["status"]["snapshotHandle"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let content_name =
+        snapshot["status"]["boundVolumeSnapshotContentName"].as_str().unwrap().to_string();
+    let content =
+        serde_json::to_value(snapshots::contents(&world.client).get(&content_name).await.unwrap())
+            .unwrap();
+    let handle = content["status"]["snapshotHandle"].as_str().unwrap().to_string();
     // The file changes after the snapshot: the restore must hold the old text.
     std::fs::write(format!("{}/hello.txt", origin.path), "changed later").unwrap();
 
     let from_snapshot = json!({"spec": {"dataSource": {
         "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap"}}});
-    world
-        .create_claim("restored", "std", "2Gi", from_snapshot.clone())
-        .await;
+    world.create_claim("restored", "std", "2Gi", from_snapshot.clone()).await;
     let (_, restored) = volume_folder(&world, "restored").await;
     assert!(
-        world
-            .driver
-            .data_entries()
-            .iter()
-            .any(|e| e.starts_with(&handle)),
+        world.driver.data_entries().iter().any(|e| e.starts_with(&handle)),
         "the snapshot {handle} is in the driver: {:?}",
         world.driver.data_entries()
     );
@@ -195,11 +165,7 @@ async fn restore_from_a_real_snapshot() {
         world.event(name, "ProvisioningFailed", text, LIMIT).await;
         never_provisioned(&world, name).await;
     }
-    assert_eq!(
-        world.driver.state_volumes().len(),
-        2,
-        "origin and restored only"
-    );
+    assert_eq!(world.driver.state_volumes().len(), 2, "origin and restored only");
 }
 
 /// A clone of a claim on hostpathplugin holds the source's data; the source carries the
@@ -215,33 +181,20 @@ async fn clone_on_the_real_driver() {
     world.create_clone("copy", "std", "1Gi", "origin").await;
     let (_, copy) = volume_folder(&world, "copy").await;
     assert_ne!(copy.path, origin.path);
-    assert_eq!(
-        std::fs::read_to_string(format!("{}/hello.txt", copy.path)).unwrap(),
-        "copied"
-    );
+    assert_eq!(std::fs::read_to_string(format!("{}/hello.txt", copy.path)).unwrap(), "copied");
     assert!(finalizers(&world.claim("origin").await.unwrap()).contains(&CLONE_PROTECTION.into()));
 
-    world
-        .claims()
-        .delete("origin", &DeleteParams::default())
-        .await
-        .unwrap();
-    let gone = eventually(LIMIT, || async {
-        world.claim("origin").await.is_none().then_some(())
-    })
-    .await;
+    world.claims().delete("origin", &DeleteParams::default()).await.unwrap();
+    let gone =
+        eventually(LIMIT, || async { world.claim("origin").await.is_none().then_some(()) }).await;
     assert!(
         gone.is_some(),
         "the source stays: {:?}",
         world.claim("origin").await.map(|c| finalizers(&c))
     );
     // A clone of a source that is gone is refused, with no volume.
-    world
-        .create_clone("late-copy", "std", "1Gi", "origin")
-        .await;
-    world
-        .event("late-copy", "ProvisioningFailed", "does not exist", LIMIT)
-        .await;
+    world.create_clone("late-copy", "std", "1Gi", "origin").await;
+    world.event("late-copy", "ProvisioningFailed", "does not exist", LIMIT).await;
     never_provisioned(&world, "late-copy").await;
 }
 
@@ -263,22 +216,14 @@ async fn no_empty_volume_for_a_source_we_cannot_honour() {
         .await;
     let stored = world.claim("elsewhere").await.unwrap();
     assert_eq!(
-        stored
-            .spec
-            .unwrap()
-            .data_source_ref
-            .unwrap()
-            .namespace
-            .as_deref(),
+        stored.spec.unwrap().data_source_ref.unwrap().namespace.as_deref(),
         Some("default"),
         "the apiserver keeps the namespace (CrossNamespaceVolumeDataSource on)"
     );
     let dataset = json!({"spec": {"dataSourceRef": {
         "apiGroup": "hello.example.com", "kind": "Hello", "name": "h"}}});
     world.create_claim("unserved", "std", "1Gi", dataset).await;
-    world
-        .event("elsewhere", "ProvisioningFailed", "cross-namespace", LIMIT)
-        .await;
+    world.event("elsewhere", "ProvisioningFailed", "cross-namespace", LIMIT).await;
     world
         .event(
             "unserved",

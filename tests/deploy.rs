@@ -21,9 +21,7 @@ use support::sidecar::Sidecar;
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn documents(file: &str) -> Vec<serde_json::Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("deploy")
-        .join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_yaml::Deserializer::from_str(&text)
         .map(|d| {
@@ -55,10 +53,7 @@ async fn create(
         ),
         Scope::Cluster => Api::all_with(client.clone(), &resource),
     };
-    let params = PostParams {
-        dry_run,
-        ..Default::default()
-    };
+    let params = PostParams { dry_run, ..Default::default() };
     if let Err(e) = api.create(&params, &object).await {
         panic!("{} {:?} refused: {e}", types.kind, object.metadata.name);
     }

@@ -33,10 +33,7 @@ fn expand_calls(world: &World) -> Vec<csi::ControllerExpandVolumeRequest> {
 }
 
 fn asked(request: &csi::ControllerExpandVolumeRequest) -> i64 {
-    request
-        .capacity_range
-        .map(|r| r.required_bytes)
-        .unwrap_or(-1)
+    request.capacity_range.map(|r| r.required_bytes).unwrap_or(-1)
 }
 
 /// A claim of an expandable class, provisioned and bound at `size`.
@@ -97,13 +94,7 @@ fn allocated(claim: &PersistentVolumeClaim) -> Option<String> {
 }
 
 fn resize_status(claim: &PersistentVolumeClaim) -> Option<String> {
-    claim
-        .status
-        .as_ref()?
-        .allocated_resource_statuses
-        .as_ref()?
-        .get("storage")
-        .cloned()
+    claim.status.as_ref()?.allocated_resource_statuses.as_ref()?.get("storage").cloned()
 }
 
 fn conditions(claim: &PersistentVolumeClaim) -> Vec<(String, String)> {
@@ -161,21 +152,11 @@ async fn controller_expansion_finishes_the_claim() {
 
     request_size(&world, "data", "2Gi").await.unwrap();
     let claim = world
-        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("2Gi")
-        })
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| capacity(c).as_deref() == Some("2Gi"))
         .await;
-    assert_eq!(
-        allocated(&claim).as_deref(),
-        Some("2Gi"),
-        "allocatedResources stays"
-    );
+    assert_eq!(allocated(&claim).as_deref(), Some("2Gi"), "allocatedResources stays");
     assert_eq!(resize_status(&claim), None, "no resize status once done");
-    assert!(
-        condition_types(&claim).is_empty(),
-        "{:?}",
-        conditions(&claim)
-    );
+    assert!(condition_types(&claim).is_empty(), "{:?}", conditions(&claim));
     assert_eq!(
         annotations(&claim)
             .get("volume.kubernetes.io/node-expansion-not-required")
@@ -196,15 +177,9 @@ async fn controller_expansion_finishes_the_claim() {
     assert_eq!(call.volume_id, handle);
     assert_eq!(
         call.capacity_range.unwrap(),
-        csi::CapacityRange {
-            required_bytes: 2 * GI,
-            limit_bytes: 0
-        }
+        csi::CapacityRange { required_bytes: 2 * GI, limit_bytes: 0 }
     );
-    assert_eq!(
-        call.secrets.get("token").map(String::as_str),
-        Some("s3cr3t-expand")
-    );
+    assert_eq!(call.secrets.get("token").map(String::as_str), Some("s3cr3t-expand"));
     let capability = call.volume_capability.clone().unwrap();
     match capability.access_type {
         Some(csi::volume_capability::AccessType::Mount(m)) => {
@@ -213,22 +188,8 @@ async fn controller_expansion_finishes_the_claim() {
         }
         other => panic!("expected a mount capability, got {other:?}"),
     }
-    world
-        .event(
-            "data",
-            "Resizing",
-            "External resizer is resizing volume",
-            LIMIT,
-        )
-        .await;
-    world
-        .event(
-            "data",
-            "VolumeResizeSuccessful",
-            "Resize volume succeeded",
-            LIMIT,
-        )
-        .await;
+    world.event("data", "Resizing", "External resizer is resizing volume", LIMIT).await;
+    world.event("data", "VolumeResizeSuccessful", "Resize volume succeeded", LIMIT).await;
     assert!(
         !world.sidecar.log_text().contains("s3cr3t-expand"),
         "the expansion secret reached the log"
@@ -241,17 +202,9 @@ fn annotations_of(pv: &PersistentVolume) -> BTreeMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_expansion_leaves_the_filesystem_to_kubelet() {
-    let config = DriverConfig {
-        node_expansion_required: true,
-        ..DriverConfig::default()
-    };
+    let config = DriverConfig { node_expansion_required: true, ..DriverConfig::default() };
     // The pre-resize annotation is csi-resizer's alpha gate, off unless asked for.
-    let world = World::start(
-        "grow-node",
-        config,
-        &["--feature-gates=AnnotateFsResize=true"],
-    )
-    .await;
+    let world = World::start("grow-node", config, &["--feature-gates=AnnotateFsResize=true"]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     let pv_name = pv.metadata.name.clone().unwrap();
 
@@ -261,21 +214,11 @@ async fn node_expansion_leaves_the_filesystem_to_kubelet() {
             resize_status(c).as_deref() == Some("NodeResizePending")
         })
         .await;
-    assert_eq!(
-        capacity(&claim).as_deref(),
-        Some("1Gi"),
-        "kubelet sets the capacity"
-    );
+    assert_eq!(capacity(&claim).as_deref(), Some("1Gi"), "kubelet sets the capacity");
     assert_eq!(allocated(&claim).as_deref(), Some("3Gi"));
     let types = condition_types(&claim);
-    assert!(
-        types.contains(&"FileSystemResizePending".to_string()),
-        "{types:?}"
-    );
-    assert!(
-        types.contains(&"Resizing".to_string()),
-        "Resizing is kept: {types:?}"
-    );
+    assert!(types.contains(&"FileSystemResizePending".to_string()), "{types:?}");
+    assert!(types.contains(&"Resizing".to_string()), "Resizing is kept: {types:?}");
     let pv = volume(&world, &pv_name).await;
     assert_eq!(pv_capacity(&pv).as_deref(), Some("3Gi"));
     assert_eq!(
@@ -314,11 +257,7 @@ async fn node_expansion_leaves_the_filesystem_to_kubelet() {
             .then_some(())
     })
     .await;
-    assert!(
-        dropped.is_some(),
-        "pre-resize capacity not dropped:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(dropped.is_some(), "pre-resize capacity not dropped:\n{}", world.sidecar.log_text());
     assert_eq!(expand_calls(&world).len(), 1, "nothing more to expand");
 }
 
@@ -339,15 +278,8 @@ async fn node_only_driver_hands_over_without_a_call() {
         .await;
     assert_eq!(allocated(&claim).as_deref(), Some("2Gi"));
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
-    assert_eq!(
-        pv_capacity(&pv).as_deref(),
-        Some("2Gi"),
-        "the PV takes the new size"
-    );
-    assert!(
-        expand_calls(&world).is_empty(),
-        "no ControllerExpandVolume for a node-only driver"
-    );
+    assert_eq!(pv_capacity(&pv).as_deref(), Some("2Gi"), "the PV takes the new size");
+    assert!(expand_calls(&world).is_empty(), "no ControllerExpandVolume for a node-only driver");
     assert!(
         world.driver.calls_of("NodeGetCapabilities").len() == 1,
         "the node capability is read once, at start"
@@ -356,10 +288,7 @@ async fn node_only_driver_hands_over_without_a_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn infeasible_size_waits_for_the_user_and_lowering_recovers() {
-    let config = DriverConfig {
-        max_volume_size: 8 * GI,
-        ..DriverConfig::default()
-    };
+    let config = DriverConfig { max_volume_size: 8 * GI, ..DriverConfig::default() };
     // A long slow-retry period: the infeasible size must not be retried within the test.
     let world = World::start("grow-infeasible", config, &["--retry-interval-max=10m"]).await;
     bound_claim(&world, "data", "1Gi").await;
@@ -378,34 +307,18 @@ async fn infeasible_size_waits_for_the_user_and_lowering_recovers() {
         .unwrap_or_else(|| panic!("no ControllerResizeError: {:?}", conditions(&claim)));
     assert!(error.starts_with("failed to expand pvc with"), "{error}");
     assert!(error.contains("OutOfRange"), "{error}");
-    world
-        .event("data", "VolumeResizeFailed", "OutOfRange", LIMIT)
-        .await;
+    world.event("data", "VolumeResizeFailed", "OutOfRange", LIMIT).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        expand_calls(&world).len(),
-        1,
-        "an infeasible size is not retried in a loop"
-    );
+    assert_eq!(expand_calls(&world).len(), 1, "an infeasible size is not retried in a loop");
 
     // The user lowers the request (still above the capacity): the new size is sent at once.
     request_size(&world, "data", "4Gi").await.unwrap();
     let claim = world
-        .claim_until("data", "capacity 4Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("4Gi")
-        })
+        .claim_until("data", "capacity 4Gi", LIMIT, |c| capacity(c).as_deref() == Some("4Gi"))
         .await;
-    assert_eq!(
-        allocated(&claim).as_deref(),
-        Some("4Gi"),
-        "allocatedResources comes down"
-    );
+    assert_eq!(allocated(&claim).as_deref(), Some("4Gi"), "allocatedResources comes down");
     assert_eq!(resize_status(&claim), None);
-    assert!(
-        condition_types(&claim).is_empty(),
-        "{:?}",
-        conditions(&claim)
-    );
+    assert!(condition_types(&claim).is_empty(), "{:?}", conditions(&claim));
     let sizes: Vec<i64> = expand_calls(&world).iter().map(asked).collect();
     assert_eq!(sizes, [100 * GI, 4 * GI]);
 }
@@ -414,40 +327,25 @@ async fn infeasible_size_waits_for_the_user_and_lowering_recovers() {
 async fn non_final_errors_record_nothing_and_are_retried() {
     let world = World::start("grow-retry", DriverConfig::default(), &[]).await;
     bound_claim(&world, "data", "1Gi").await;
-    world
-        .driver
-        .fail("ControllerExpandVolume", Code::Unavailable, 1000);
+    world.driver.fail("ControllerExpandVolume", Code::Unavailable, 1000);
 
     request_size(&world, "data", "2Gi").await.unwrap();
-    let retried = eventually(LIMIT, || async {
-        (expand_calls(&world).len() >= 3).then_some(())
-    })
-    .await;
-    assert!(
-        retried.is_some(),
-        "not retried:\n{}",
-        world.sidecar.log_text()
-    );
+    let retried =
+        eventually(LIMIT, || async { (expand_calls(&world).len() >= 3).then_some(()) }).await;
+    assert!(retried.is_some(), "not retried:\n{}", world.sidecar.log_text());
     let claim = world.claim("data").await.unwrap();
-    assert_eq!(
-        resize_status(&claim).as_deref(),
-        Some("ControllerResizeInProgress")
-    );
+    assert_eq!(resize_status(&claim).as_deref(), Some("ControllerResizeInProgress"));
     assert_eq!(allocated(&claim).as_deref(), Some("2Gi"));
     assert!(
         !condition_types(&claim).contains(&"ControllerResizeError".to_string()),
         "an uncertain failure is not recorded: {:?}",
         conditions(&claim)
     );
-    world
-        .event("data", "VolumeResizeFailed", "Unavailable", LIMIT)
-        .await;
+    world.event("data", "VolumeResizeFailed", "Unavailable", LIMIT).await;
 
     world.driver.clear_faults("ControllerExpandVolume");
     world
-        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("2Gi")
-        })
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| capacity(c).as_deref() == Some("2Gi"))
         .await;
     assert!(expand_calls(&world).iter().all(|c| asked(c) == 2 * GI));
 }
@@ -460,19 +358,9 @@ async fn hung_call_times_out_and_the_same_size_is_pursued() {
         world.driver.inject("ControllerExpandVolume", Fault::Hang);
     }
     request_size(&world, "data", "4Gi").await.unwrap();
-    world
-        .event(
-            "data",
-            "VolumeResizeFailed",
-            "ControllerExpandVolume",
-            LIMIT,
-        )
-        .await;
+    world.event("data", "VolumeResizeFailed", "ControllerExpandVolume", LIMIT).await;
     let claim = world.claim("data").await.unwrap();
-    assert_eq!(
-        resize_status(&claim).as_deref(),
-        Some("ControllerResizeInProgress")
-    );
+    assert_eq!(resize_status(&claim).as_deref(), Some("ControllerResizeInProgress"));
     assert!(!condition_types(&claim).contains(&"ControllerResizeError".to_string()));
 
     // The attempt's outcome is unknown, so a lower request must not replace it (KEP-1790).
@@ -480,43 +368,30 @@ async fn hung_call_times_out_and_the_same_size_is_pursued() {
     world.driver.clear_faults("ControllerExpandVolume");
     world.driver.release();
     let claim = world
-        .claim_until("data", "capacity 4Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("4Gi")
-        })
+        .claim_until("data", "capacity 4Gi", LIMIT, |c| capacity(c).as_deref() == Some("4Gi"))
         .await;
     assert_eq!(allocated(&claim).as_deref(), Some("4Gi"));
     let sizes: Vec<i64> = expand_calls(&world).iter().map(asked).collect();
     assert!(sizes.len() >= 2, "{sizes:?}");
-    assert!(
-        sizes.iter().all(|s| *s == 4 * GI),
-        "only the uncertain size is sent: {sizes:?}"
-    );
+    assert!(sizes.iter().all(|s| *s == 4 * GI), "only the uncertain size is sent: {sizes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_capacity_answer_records_the_requested_size() {
     let world = World::start("grow-zero", DriverConfig::default(), &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
-    world
-        .driver
-        .inject("ControllerExpandVolume", Fault::CapacityBytes(0));
+    world.driver.inject("ControllerExpandVolume", Fault::CapacityBytes(0));
     request_size(&world, "data", "3Gi").await.unwrap();
     world
-        .claim_until("data", "capacity 3Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("3Gi")
-        })
+        .claim_until("data", "capacity 3Gi", LIMIT, |c| capacity(c).as_deref() == Some("3Gi"))
         .await;
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
     assert_eq!(pv_capacity(&pv).as_deref(), Some("3Gi"));
     assert_eq!(expand_calls(&world).len(), 1, "no retry loop on a 0 answer");
 
     // Smaller than asked is a final error, shown on the claim.
-    world
-        .driver
-        .inject("ControllerExpandVolume", Fault::CapacityBytes(GI));
-    world
-        .driver
-        .inject("ControllerExpandVolume", Fault::CapacityBytes(GI));
+    world.driver.inject("ControllerExpandVolume", Fault::CapacityBytes(GI));
+    world.driver.inject("ControllerExpandVolume", Fault::CapacityBytes(GI));
     request_size(&world, "data", "5Gi").await.unwrap();
     let claim = world
         .claim_until("data", "ControllerResizeError", LIMIT, |c| {
@@ -524,25 +399,18 @@ async fn zero_capacity_answer_records_the_requested_size() {
         })
         .await;
     assert!(
-        conditions(&claim)
-            .iter()
-            .any(|(_, m)| m.contains("smaller than requested")),
+        conditions(&claim).iter().any(|(_, m)| m.contains("smaller than requested")),
         "{:?}",
         conditions(&claim)
     );
     world
-        .claim_until("data", "capacity 5Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("5Gi")
-        })
+        .claim_until("data", "capacity 5Gi", LIMIT, |c| capacity(c).as_deref() == Some("5Gi"))
         .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offline_driver_waits_while_the_claim_is_in_use() {
-    let config = DriverConfig {
-        online_expansion: Some(false),
-        ..DriverConfig::default()
-    };
+    let config = DriverConfig { online_expansion: Some(false), ..DriverConfig::default() };
     let world = World::start("grow-offline", config, &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     let handle = pv.csi_handle().expect("a CSI PV").to_string();
@@ -569,32 +437,17 @@ async fn offline_driver_waits_while_the_claim_is_in_use() {
         .await;
     let claim = world.claim("data").await.unwrap();
     assert!(condition_types(&claim).contains(&"ControllerResizeError".to_string()));
-    assert_eq!(
-        resize_status(&claim).as_deref(),
-        Some("ControllerResizeInProgress")
-    );
+    assert_eq!(resize_status(&claim).as_deref(), Some("ControllerResizeInProgress"));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        expand_calls(&world).len(),
-        1,
-        "the driver is not asked while a pod uses the claim"
-    );
+    assert_eq!(expand_calls(&world).len(), 1, "the driver is not asked while a pod uses the claim");
 
     // The pod goes, the volume is unpublished: the next retry expands.
-    pods.delete("user", &DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
+    pods.delete("user", &DeleteParams::default().grace_period(0)).await.unwrap();
     world.driver.set_published(&handle, false);
     let claim = world
-        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("2Gi")
-        })
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| capacity(c).as_deref() == Some("2Gi"))
         .await;
-    assert!(
-        condition_types(&claim).is_empty(),
-        "{:?}",
-        conditions(&claim)
-    );
+    assert!(condition_types(&claim).is_empty(), "{:?}", conditions(&claim));
     assert_eq!(expand_calls(&world).len(), 2);
 }
 
@@ -604,29 +457,20 @@ async fn shrink_below_capacity_is_refused_by_the_api_and_changes_nothing() {
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     request_size(&world, "data", "2Gi").await.unwrap();
     let grown = world
-        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("2Gi")
-        })
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| capacity(c).as_deref() == Some("2Gi"))
         .await;
 
     let refused = request_size(&world, "data", "1Gi").await;
     match refused {
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 422, "{status:?}");
-            assert!(
-                status.message.contains("status.capacity"),
-                "{}",
-                status.message
-            );
+            assert!(status.message.contains("status.capacity"), "{}", status.message);
         }
         other => panic!("a shrink below capacity was accepted: {other:?}"),
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = world.claim("data").await.unwrap();
-    assert_eq!(
-        after.metadata.resource_version, grown.metadata.resource_version,
-        "claim untouched"
-    );
+    assert_eq!(after.metadata.resource_version, grown.metadata.resource_version, "claim untouched");
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
     assert_eq!(pv_capacity(&pv).as_deref(), Some("2Gi"));
     assert_eq!(expand_calls(&world).len(), 1);
@@ -646,27 +490,18 @@ async fn killed_mid_expansion_finishes_after_restart() {
         .then_some(())
     })
     .await;
-    assert!(
-        started.is_some(),
-        "expansion never started:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(started.is_some(), "expansion never started:\n{}", world.sidecar.log_text());
 
     world.kill_and_restart();
     world.driver.release();
     let claim = world
-        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("2Gi")
-        })
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| capacity(c).as_deref() == Some("2Gi"))
         .await;
     assert_eq!(resize_status(&claim), None);
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;
     assert_eq!(pv_capacity(&pv).as_deref(), Some("2Gi"));
     let sizes: Vec<i64> = expand_calls(&world).iter().map(asked).collect();
-    assert!(
-        sizes.len() >= 2 && sizes.iter().all(|s| *s == 2 * GI),
-        "{sizes:?}"
-    );
+    assert!(sizes.len() >= 2 && sizes.iter().all(|s| *s == 2 * GI), "{sizes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -679,9 +514,7 @@ async fn driver_that_cannot_expand_says_so_and_touches_nothing() {
     let world = World::start("grow-never", config, &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     request_size(&world, "data", "2Gi").await.unwrap();
-    world
-        .event("data", "VolumeResizeFailed", "cannot expand volumes", LIMIT)
-        .await;
+    world.event("data", "VolumeResizeFailed", "cannot expand volumes", LIMIT).await;
     let claim = world.claim("data").await.unwrap();
     assert_eq!(allocated(&claim), None);
     assert_eq!(resize_status(&claim), None);
@@ -697,9 +530,7 @@ async fn metrics_after_provisioning_and_a_resize() {
     bound_claim(&world, "data", "1Gi").await;
     request_size(&world, "data", "2Gi").await.unwrap();
     world
-        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
-            capacity(c).as_deref() == Some("2Gi")
-        })
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| capacity(c).as_deref() == Some("2Gi"))
         .await;
 
     let text = world.sidecar.metrics().await;
@@ -718,25 +549,11 @@ async fn metrics_after_provisioning_and_a_resize() {
         sample(&text, "workqueue_adds_total{name=\"claims\"}").is_some_and(|n| n >= 1.0),
         "{text}"
     );
-    assert!(
-        sample(&text, "workqueue_depth{name=\"claims\"}").is_some(),
-        "{text}"
-    );
-    assert_eq!(
-        sample(&text, "csi_pv_controller_claim_bound_seconds_count"),
-        Some(1.0),
-        "{text}"
-    );
+    assert!(sample(&text, "workqueue_depth{name=\"claims\"}").is_some(), "{text}");
+    assert_eq!(sample(&text, "csi_pv_controller_claim_bound_seconds_count"), Some(1.0), "{text}");
     let bound = sample(&text, "csi_pv_controller_claim_bound_seconds_sum").unwrap_or(-1.0);
-    assert!(
-        (0.0..30.0).contains(&bound),
-        "claim to Bound took {bound}s?\n{text}"
-    );
-    assert_eq!(
-        sample(&text, "csi_pv_controller_resize_seconds_count"),
-        Some(1.0),
-        "{text}"
-    );
+    assert!((0.0..30.0).contains(&bound), "claim to Bound took {bound}s?\n{text}");
+    assert_eq!(sample(&text, "csi_pv_controller_resize_seconds_count"), Some(1.0), "{text}");
     assert_eq!(
         sample(
             &text,

@@ -35,11 +35,7 @@ fn pv_field<'a>(pv: &'a Value, path: &[&str]) -> &'a Value {
 }
 
 async fn delete_claim(world: &World<Hostpath>, name: &str) {
-    world
-        .claims()
-        .delete(name, &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete(name, &DeleteParams::default()).await.unwrap();
 }
 
 /// Filesystem and block claims, Delete and Retain: the PV carries what csi-provisioner writes
@@ -48,40 +44,25 @@ async fn delete_claim(world: &World<Hostpath>, name: &str) {
 async fn filesystem_and_block_delete_and_retain() {
     let (world, _kcm) = cluster("e2e-modes", &[], &[]).await;
     world.create_class("del", json!({})).await;
-    world
-        .create_class("keep", json!({"reclaimPolicy": "Retain"}))
-        .await;
+    world.create_class("keep", json!({"reclaimPolicy": "Retain"})).await;
     world.create_claim("fs", "del", "1Gi", json!({})).await;
-    world
-        .create_claim(
-            "block",
-            "keep",
-            "2Gi",
-            json!({"spec": {"volumeMode": "Block"}}),
-        )
-        .await;
+    world.create_claim("block", "keep", "2Gi", json!({"spec": {"volumeMode": "Block"}})).await;
     let (_, fs_pv) = world.bound("fs", LIMIT).await;
     let (block_claim, block_pv) = world.bound("block", LIMIT).await;
 
     let state = world.driver.state_volumes();
     assert_eq!(state.len(), 2, "{state:?}");
-    for (pv, size, mode, policy) in [
-        (&fs_pv, "1Gi", "Filesystem", "Delete"),
-        (&block_pv, "2Gi", "Block", "Retain"),
-    ] {
+    for (pv, size, mode, policy) in
+        [(&fs_pv, "1Gi", "Filesystem", "Delete"), (&block_pv, "2Gi", "Block", "Retain")]
+    {
         let name = pv.metadata.name.clone().unwrap();
         let v = serde_json::to_value(pv).unwrap();
-        let handle = pv_field(&v, &["spec", "csi", "volumeHandle"])
-            .as_str()
-            .unwrap();
+        let handle = pv_field(&v, &["spec", "csi", "volumeHandle"]).as_str().unwrap();
         let in_driver = state.iter().find(|s| s.id == handle).unwrap_or_else(|| {
             panic!("{name}: handle {handle} not in the driver's state {state:?}")
         });
         assert_eq!(in_driver.name, name, "CreateVolume's name is the PV's");
-        assert_eq!(
-            pv_field(&v, &["spec", "csi", "driver"]),
-            &json!(world.driver_name)
-        );
+        assert_eq!(pv_field(&v, &["spec", "csi", "driver"]), &json!(world.driver_name));
         assert!(
             pv_field(
                 &v,
@@ -96,28 +77,16 @@ async fn filesystem_and_block_delete_and_retain() {
             .is_some_and(|id| id.ends_with(&world.driver_name))
         );
         assert_eq!(pv_field(&v, &["spec", "capacity", "storage"]), &json!(size));
-        assert_eq!(
-            pv_field(&v, &["spec", "accessModes"]),
-            &json!(["ReadWriteOnce"])
-        );
+        assert_eq!(pv_field(&v, &["spec", "accessModes"]), &json!(["ReadWriteOnce"]));
         assert_eq!(pv_field(&v, &["spec", "volumeMode"]), &json!(mode));
+        assert_eq!(pv_field(&v, &["spec", "persistentVolumeReclaimPolicy"]), &json!(policy));
         assert_eq!(
-            pv_field(&v, &["spec", "persistentVolumeReclaimPolicy"]),
-            &json!(policy)
-        );
-        assert_eq!(
-            pv_field(
-                &v,
-                &["spec", "nodeAffinity", "required", "nodeSelectorTerms"]
-            ),
+            pv_field(&v, &["spec", "nodeAffinity", "required", "nodeSelectorTerms"]),
             &json!([{"matchExpressions": [{"key": TOPOLOGY_KEY, "operator": "In", "values": ["node-1"]}]}]),
             "nodeAffinity from the driver's accessible topology"
         );
         assert_eq!(
-            pv_field(
-                &v,
-                &["metadata", "annotations", "pv.kubernetes.io/provisioned-by"]
-            ),
+            pv_field(&v, &["metadata", "annotations", "pv.kubernetes.io/provisioned-by"]),
             &json!(world.driver_name)
         );
         let finalizers = pv.metadata.finalizers.clone().unwrap_or_default();
@@ -127,18 +96,11 @@ async fn filesystem_and_block_delete_and_retain() {
             "{name}: {finalizers:?}"
         );
     }
-    assert_eq!(
-        block_claim.status.unwrap().capacity.unwrap()["storage"].0,
-        "2Gi"
-    );
+    assert_eq!(block_claim.status.unwrap().capacity.unwrap()["storage"].0, "2Gi");
 
     delete_claim(&world, "fs").await;
     delete_claim(&world, "block").await;
-    assert!(
-        world
-            .volume_gone(fs_pv.metadata.name.as_deref().unwrap(), LIMIT)
-            .await
-    );
+    assert!(world.volume_gone(fs_pv.metadata.name.as_deref().unwrap(), LIMIT).await);
     let kept = block_pv.metadata.name.clone().unwrap();
     let released = eventually(LIMIT, || async {
         let pv = world.volumes().get(&kept).await.ok()?;
@@ -148,11 +110,7 @@ async fn filesystem_and_block_delete_and_retain() {
     assert!(released.is_some(), "Retain: the PV stays, Released");
     let ids = world.driver.volume_ids().await;
     let block_handle = block_pv.csi_handle().expect("a CSI PV").to_string();
-    assert_eq!(
-        ids,
-        vec![block_handle],
-        "only the retained volume is left in the driver"
-    );
+    assert_eq!(ids, vec![block_handle], "only the retained volume is left in the driver");
 }
 
 /// A driver started with --disable-controller-expansion: no ControllerExpandVolume, the PV takes
@@ -160,9 +118,7 @@ async fn filesystem_and_block_delete_and_retain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn node_only_expansion() {
     let (world, _kcm) = cluster("e2e-nodeonly", &["--disable-controller-expansion"], &[]).await;
-    world
-        .create_class("grow", json!({"allowVolumeExpansion": true}))
-        .await;
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
     world.create_claim("data", "grow", "1Gi", json!({})).await;
     let (_, pv) = world.bound("data", LIMIT).await;
     let pv_name = pv.metadata.name.clone().unwrap();
@@ -179,13 +135,8 @@ async fn node_only_expansion() {
         let pv = world.volumes().get(&pv_name).await.ok()?;
         let claim = world.claim("data").await?;
         let size = pv.spec?.capacity?.get("storage")?.0.clone();
-        let conditions: Vec<String> = claim
-            .status?
-            .conditions
-            .into_iter()
-            .flatten()
-            .map(|c| c.type_)
-            .collect();
+        let conditions: Vec<String> =
+            claim.status?.conditions.into_iter().flatten().map(|c| c.type_).collect();
         (size == "3Gi" && conditions.contains(&"FileSystemResizePending".to_string())).then_some(())
     })
     .await;
@@ -193,30 +144,16 @@ async fn node_only_expansion() {
     // The driver was not asked: its volume keeps the old size until the node grows it.
     let state = world.driver.state_volumes();
     assert_eq!(state[0].size, 1 << 30, "{state:?}");
-    assert!(
-        !world
-            .sidecar
-            .log_text()
-            .contains("method=\"ControllerExpandVolume\"")
-    );
+    assert!(!world.sidecar.log_text().contains("method=\"ControllerExpandVolume\""));
 }
 
 /// WaitForFirstConsumer: nothing until the scheduler's choice, then the volume on that node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn wait_for_first_consumer_follows_the_selected_node() {
     let (world, _kcm) = cluster("e2e-wffc", &[], &[]).await;
-    world
-        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
-        .await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
     world.create_claim("data", "late", "1Gi", json!({})).await;
-    world
-        .event(
-            "data",
-            "WaitForFirstConsumer",
-            "waiting for first consumer",
-            LIMIT,
-        )
-        .await;
+    world.event("data", "WaitForFirstConsumer", "waiting for first consumer", LIMIT).await;
     assert!(world.driver.volume_ids().await.is_empty());
     // What the scheduler writes once it placed the pod.
     world
@@ -236,10 +173,7 @@ async fn wait_for_first_consumer_follows_the_selected_node() {
         &v["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0];
     assert_eq!(terms["key"], json!(TOPOLOGY_KEY));
     assert_eq!(terms["values"], json!(["node-1"]));
-    assert_eq!(
-        world.driver.state_volumes()[0].name,
-        pv.metadata.name.unwrap()
-    );
+    assert_eq!(world.driver.state_volumes()[0].name, pv.metadata.name.unwrap());
 }
 
 /// A clone of a bound claim: the driver makes the new volume from the source's data.
@@ -254,14 +188,7 @@ async fn immediate_binding_waits_for_a_registered_node() {
     let world = World::start_hostpath(plane, "e2e-immediate", &[], &[]).await;
     world.create_class("now", json!({})).await;
     world.create_claim("data", "now", "1Gi", json!({})).await;
-    world
-        .event(
-            "data",
-            "ProvisioningFailed",
-            "no available topology found",
-            LIMIT,
-        )
-        .await;
+    world.event("data", "ProvisioningFailed", "no available topology found", LIMIT).await;
     assert!(world.driver.volume_ids().await.is_empty());
     world.register_node().await;
     let (_, pv) = world.bound("data", LIMIT).await;
@@ -293,11 +220,7 @@ async fn clone_from_a_claim() {
         .unwrap_or_else(|| panic!("{copy_name} not in {state:?}"));
     assert_ne!(copy.id, source.id);
     let data = std::fs::read_to_string(std::path::Path::new(&copy.path).join("marker"));
-    assert_eq!(
-        data.ok().as_deref(),
-        Some("cloned"),
-        "the clone has the source's data"
-    );
+    assert_eq!(data.ok().as_deref(), Some("cloned"), "the clone has the source's data");
 }
 
 /// Limits a real driver enforces: a claim above --max-volume-size (OutOfRange) and one beyond
@@ -308,29 +231,19 @@ async fn size_and_capacity_limits_come_back_as_events() {
     let max = format!("--max-volume-size={}", 5u64 << 30);
     let (world, _kcm) = cluster("e2e-limits", &[&max, "--capacity=slow=3Gi"], &[]).await;
     world.create_class("std", json!({})).await;
-    world
-        .create_class("slow", json!({"parameters": {"kind": "slow"}}))
-        .await;
+    world.create_class("slow", json!({"parameters": {"kind": "slow"}})).await;
     world.create_claim("huge", "std", "10Gi", json!({})).await;
     world.create_claim("fits", "slow", "2Gi", json!({})).await;
     world.bound("fits", LIMIT).await;
     world.create_claim("full", "slow", "2Gi", json!({})).await;
-    let huge = world
-        .event("huge", "ProvisioningFailed", "OutOfRange", LIMIT)
-        .await;
+    let huge = world.event("huge", "ProvisioningFailed", "OutOfRange", LIMIT).await;
     println!("huge: {huge}");
     assert!(huge.contains("exceeds maximum"), "{huge}");
-    let full = world
-        .event("full", "ProvisioningFailed", "ResourceExhausted", LIMIT)
-        .await;
+    let full = world.event("full", "ProvisioningFailed", "ResourceExhausted", LIMIT).await;
     println!("full: {full}");
     assert_eq!(world.phase("huge").await.as_deref(), Some("Pending"));
     assert_eq!(world.phase("full").await.as_deref(), Some("Pending"));
-    assert_eq!(
-        world.driver.volume_ids().await.len(),
-        1,
-        "only the claim that fits"
-    );
+    assert_eq!(world.driver.volume_ids().await.len(), 1, "only the claim that fits");
 }
 
 /// A burst of 200 claims with kill -9 of the sidecar at four instants and of the driver once,
@@ -408,20 +321,13 @@ async fn kill_nine_during_a_burst_and_its_deletion() {
 /// does not have.
 async fn audit(world: &World<Hostpath>, claims: &[PersistentVolumeClaim]) -> (usize, usize, usize) {
     let pvs: Vec<PersistentVolume> = world.driver_volumes_in_api().await;
-    let handles: Vec<String> = pvs
-        .iter()
-        .filter_map(|pv| pv.csi_handle().map(str::to_string))
-        .collect();
+    let handles: Vec<String> =
+        pvs.iter().filter_map(|pv| pv.csi_handle().map(str::to_string)).collect();
     let unique: BTreeSet<&String> = handles.iter().collect();
     let ids: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();
     let orphans = ids.iter().filter(|id| !unique.contains(id)).count();
     // One volume per name in the driver: a second volume for a claim would carry the same name.
-    let names: Vec<String> = world
-        .driver
-        .state_volumes()
-        .into_iter()
-        .map(|v| v.name)
-        .collect();
+    let names: Vec<String> = world.driver.state_volumes().into_iter().map(|v| v.name).collect();
     let distinct_names: BTreeSet<&String> = names.iter().collect();
     let duplicates = (handles.len() - unique.len()) + (names.len() - distinct_names.len());
     let lost = claims

@@ -63,11 +63,7 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
         (world.driver.calls_of("CreateVolume").len() == 2).then_some(())
     })
     .await;
-    assert!(
-        asked.is_some(),
-        "second CreateVolume never came:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(asked.is_some(), "second CreateVolume never came:\n{}", world.sidecar.log_text());
     let _ = world.sidecar.child.start_kill();
     let _ = world.sidecar.child.wait().await;
     world.driver.release();
@@ -77,11 +73,7 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
         (claim.status?.phase.as_deref() == Some("Bound")).then_some(())
     })
     .await;
-    assert!(
-        found.is_some(),
-        "the standby did not finish the claim:\n{}",
-        standby.log_text()
-    );
+    assert!(found.is_some(), "the standby did not finish the claim:\n{}", standby.log_text());
     assert_eq!(world.lease_holder().await.as_deref(), Some("replica-b"));
     assert_eq!(
         world.driver.volumes().len(),
@@ -92,24 +84,12 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
 
     // The standby did nothing before it led.
     let log = standby.log_text();
-    let became = log
-        .find("became leader")
-        .unwrap_or_else(|| panic!("standby never led:\n{log}"));
+    let became = log.find("became leader").unwrap_or_else(|| panic!("standby never led:\n{log}"));
     let before = actions(&log[..became]);
-    assert!(
-        before.is_empty(),
-        "the standby acted before leading: {before:?}"
-    );
-    assert!(
-        !actions(&log[became..]).is_empty(),
-        "the new leader did the work"
-    );
+    assert!(before.is_empty(), "the standby acted before leading: {before:?}");
+    assert!(!actions(&log[became..]).is_empty(), "the new leader did the work");
 
     // SIGTERM: exit 0 and the Lease is given up at once, not left to expire.
     assert_eq!(standby.terminate(Duration::from_secs(20)).await, Some(0));
-    assert_eq!(
-        world.lease_holder().await,
-        None,
-        "lease still held after a clean exit"
-    );
+    assert_eq!(world.lease_holder().await, None, "lease still held after a clean exit");
 }

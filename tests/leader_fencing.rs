@@ -51,18 +51,9 @@ async fn two_replicas(namespace: &str) -> Replicas {
     let args = with_kubeconfig(&world.args, &kubeconfig);
     let mut standby =
         Sidecar::start_with_env(world.dir.path(), &args, &[("HOSTNAME", "replica-b")]);
-    assert!(
-        standby.wait_ready(LIMIT).await,
-        "standby not ready:\n{}",
-        standby.log_text()
-    );
+    assert!(standby.wait_ready(LIMIT).await, "standby not ready:\n{}", standby.log_text());
     let class = world.create_class("churn", json!({})).await.metadata.name;
-    Replicas {
-        world,
-        standby,
-        leader,
-        class: class.unwrap_or_default(),
-    }
+    Replicas { world, standby, leader, class: class.unwrap_or_default() }
 }
 
 fn with_kubeconfig(args: &[String], kubeconfig: &std::path::Path) -> Vec<String> {
@@ -115,17 +106,9 @@ async fn settled(world: &World) -> bool {
 /// The writes of the world's sidecar, and those the apiserver received at or after `since`.
 fn writes_of_leader(world: &World, since: SystemTime) -> (Vec<AuditedWrite>, Vec<AuditedWrite>) {
     let since = Timestamp::try_from(since).expect("time");
-    let all: Vec<_> = world
-        .plane
-        .audited_writes()
-        .into_iter()
-        .filter(|w| w.user == world.user)
-        .collect();
-    let late = all
-        .iter()
-        .filter(|w| w.received.is_some_and(|t| t >= since))
-        .cloned()
-        .collect();
+    let all: Vec<_> =
+        world.plane.audited_writes().into_iter().filter(|w| w.user == world.user).collect();
+    let late = all.iter().filter(|w| w.received.is_some_and(|t| t >= since)).cloned().collect();
     (all, late)
 }
 
@@ -133,12 +116,7 @@ fn writes_of_leader(world: &World, since: SystemTime) -> (Vec<AuditedWrite>, Vec
 /// about a lease duration later. When the old leader runs again it sends nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
-    let Replicas {
-        mut world,
-        standby,
-        leader,
-        class,
-    } = two_replicas("paused-leader").await;
+    let Replicas { mut world, standby, leader, class } = two_replicas("paused-leader").await;
     let old_pid = world.sidecar.child.id().expect("the leader runs");
     let stop = Arc::new(AtomicBool::new(false));
     let claims = churn(&world, &class, stop.clone());
@@ -165,10 +143,7 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     let old_log = world.sidecar.log_text();
     let (all, late) = writes_of_leader(&world, resumed);
     let calls = world.driver.callers();
-    let old_calls = calls
-        .iter()
-        .filter(|(_, pid, _)| *pid == Some(old_pid as i32))
-        .count();
+    let old_calls = calls.iter().filter(|(_, pid, _)| *pid == Some(old_pid as i32)).count();
     let late_calls: Vec<_> = calls
         .iter()
         .filter(|(at, pid, _)| *pid == Some(old_pid as i32) && *at >= resumed)
@@ -181,14 +156,8 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
         late.len(),
         late_calls.len()
     );
-    assert!(
-        !all.is_empty() && old_calls > 0,
-        "the old leader acted before the pause:\n{old_log}"
-    );
-    assert!(
-        late.is_empty(),
-        "the old leader wrote after it resumed: {late:#?}\n{old_log}"
-    );
+    assert!(!all.is_empty() && old_calls > 0, "the old leader acted before the pause:\n{old_log}");
+    assert!(late.is_empty(), "the old leader wrote after it resumed: {late:#?}\n{old_log}");
     assert!(
         late_calls.is_empty(),
         "the old leader called the driver after it resumed: {late_calls:?}\n{old_log}"
@@ -201,16 +170,8 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
         .unwrap_or_else(|_| panic!("the old leader did not exit after resuming:\n{old_log}"))
         .expect("wait")
         .code();
-    assert_eq!(
-        code,
-        Some(1),
-        "the old leader exits with an error:\n{old_log}"
-    );
-    assert!(
-        settled,
-        "the new leader did not settle the claims:\n{}",
-        standby.log_text()
-    );
+    assert_eq!(code, Some(1), "the old leader exits with an error:\n{old_log}");
+    assert!(settled, "the new leader did not settle the claims:\n{}", standby.log_text());
 }
 
 /// The leader loses the apiserver (its connections go through a relay that is cut) while claims
@@ -220,39 +181,23 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
 /// standby takes over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() {
-    let Replicas {
-        mut world,
-        standby,
-        leader,
-        class,
-    } = two_replicas("cut-leader").await;
+    let Replicas { mut world, standby, leader, class } = two_replicas("cut-leader").await;
     // The leader again, with the same identity, through the relay.
-    let address = world
-        .plane
-        .server
-        .trim_start_matches("https://")
-        .parse()
-        .expect("apiserver address");
+    let address =
+        world.plane.server.trim_start_matches("https://").parse().expect("apiserver address");
     let relay = Proxy::start(address).await;
     let direct = std::fs::read_to_string(&world.kubeconfig).expect("kubeconfig");
     let relayed = world.dir.path().join("relayed.kubeconfig");
     std::fs::write(
         &relayed,
-        direct.replace(
-            &world.plane.server,
-            &format!("https://127.0.0.1:{}", relay.port),
-        ),
+        direct.replace(&world.plane.server, &format!("https://127.0.0.1:{}", relay.port)),
     )
     .expect("kubeconfig");
     let _ = world.sidecar.child.start_kill();
     let _ = world.sidecar.child.wait().await;
     world.sidecar = Sidecar::start(world.dir.path(), &with_kubeconfig(&world.args, &relayed));
     let leads = eventually(LIMIT, || async {
-        world
-            .sidecar
-            .log_text()
-            .contains("became leader")
-            .then_some(())
+        world.sidecar.log_text().contains("became leader").then_some(())
     })
     .await;
     assert!(
@@ -300,19 +245,12 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
         "it stepped down {stepped_down:?} after the cut"
     );
     assert!(!all.is_empty(), "the leader wrote before the cut");
-    assert!(
-        late.is_empty(),
-        "the old leader wrote after its deadline: {late:#?}\n{old_log}"
-    );
+    assert!(late.is_empty(), "the old leader wrote after its deadline: {late:#?}\n{old_log}");
     let taken =
         taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
     assert!(
         taken <= LEASE + RETRY.mul_f64(1.2) + Duration::from_secs(1),
         "the standby took {taken:?} to take over"
     );
-    assert!(
-        settled,
-        "the new leader did not settle the claims:\n{}",
-        standby.log_text()
-    );
+    assert!(settled, "the new leader did not settle the claims:\n{}", standby.log_text());
 }

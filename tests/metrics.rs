@@ -22,11 +22,7 @@ async fn upstream_series_after_a_provision_a_failure_and_a_deletion() {
     world.driver.fail("CreateVolume", Code::Internal, 1);
     world.create_claim("data", "fast", "1Gi", json!({})).await;
     let (_, pv) = world.bound("data", LIMIT).await;
-    world
-        .claims()
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     let name = pv.metadata.name.unwrap();
     let gone = world.volume_gone(&name, LIMIT).await;
     assert!(gone, "the PV was not deleted");
@@ -51,10 +47,7 @@ async fn upstream_series_after_a_provision_a_failure_and_a_deletion() {
             ),
             Some(1.0),
         ),
-        (
-            format!("controller_persistentvolume_delete_total{{{class}}}"),
-            Some(1.0),
-        ),
+        (format!("controller_persistentvolume_delete_total{{{class}}}"), Some(1.0)),
         (
             format!("controller_persistentvolume_delete_duration_seconds_count{{{class}}}"),
             Some(1.0),
@@ -72,18 +65,12 @@ async fn upstream_series_after_a_provision_a_failure_and_a_deletion() {
         "process_start_time_seconds",
         "process_open_fds",
     ] {
-        assert!(
-            value(series).is_some_and(|v| v > 0.0),
-            "{series} in\n{text}"
-        );
+        assert!(value(series).is_some_and(|v| v > 0.0), "{series} in\n{text}");
     }
     let failed = format!(
         "csi_sidecar_operations_seconds_count{{driver_name=\"{}\",method_name=\"/csi.v1.Controller/CreateVolume\",grpc_status_code=\"Internal\"}}",
         world.driver_name
     );
     assert_eq!(value(&failed), Some(1.0), "{failed} in\n{text}");
-    assert!(
-        !text.contains("\"Cancelled\""),
-        "grpc-go spells it Canceled"
-    );
+    assert!(!text.contains("\"Cancelled\""), "grpc-go spells it Canceled");
 }

@@ -83,10 +83,7 @@ async fn provisions_binds_in_one_pass_and_deletes() {
         "reserved keys never reach the driver"
     );
     let range = request.capacity_range.unwrap();
-    assert_eq!(
-        (range.required_bytes, range.limit_bytes),
-        (1536 << 20, 4 << 30)
-    );
+    assert_eq!((range.required_bytes, range.limit_bytes), (1536 << 20, 4 << 30));
     let capability = &request.volume_capabilities[0];
     match &capability.access_type {
         Some(csi::volume_capability::AccessType::Mount(m)) => {
@@ -115,10 +112,7 @@ async fn provisions_binds_in_one_pass_and_deletes() {
     assert_eq!(spec.capacity.unwrap()["storage"].0, "1536Mi");
     assert_eq!(spec.access_modes.unwrap(), ["ReadWriteOnce"]);
     assert_eq!(spec.mount_options.unwrap(), ["noatime"]);
-    assert_eq!(
-        spec.persistent_volume_reclaim_policy.as_deref(),
-        Some("Delete")
-    );
+    assert_eq!(spec.persistent_volume_reclaim_policy.as_deref(), Some("Delete"));
     assert_eq!(spec.storage_class_name.as_deref(), Some("prov-basic-fast"));
     let claim_ref = spec.claim_ref.unwrap();
     assert_eq!(claim_ref.uid.as_deref(), Some(uid.as_str()));
@@ -127,28 +121,16 @@ async fn provisions_binds_in_one_pass_and_deletes() {
         pv.metadata.annotations.as_ref().unwrap()["pv.kubernetes.io/provisioned-by"],
         world.driver_name
     );
-    assert_eq!(
-        finalizers(&pv),
-        ["external-provisioner.volume.kubernetes.io/finalizer"]
-    );
+    assert_eq!(finalizers(&pv), ["external-provisioner.volume.kubernetes.io/finalizer"]);
     assert_eq!(pv.status.unwrap().phase.as_deref(), Some("Bound"));
 
     // The claim.
     let a = annotations(&claim);
     assert_eq!(a["pv.kubernetes.io/bind-completed"], "yes");
     assert_eq!(a["pv.kubernetes.io/bound-by-controller"], "yes");
-    assert_eq!(
-        a["volume.kubernetes.io/storage-provisioner"],
-        world.driver_name
-    );
-    assert_eq!(
-        a["volume.beta.kubernetes.io/storage-provisioner"],
-        world.driver_name
-    );
-    assert!(
-        finalizers(&claim).is_empty(),
-        "the provisioning intent is gone once bound"
-    );
+    assert_eq!(a["volume.kubernetes.io/storage-provisioner"], world.driver_name);
+    assert_eq!(a["volume.beta.kubernetes.io/storage-provisioner"], world.driver_name);
+    assert!(finalizers(&claim).is_empty(), "the provisioning intent is gone once bound");
     let status = claim.status.unwrap();
     assert_eq!(status.capacity.unwrap()["storage"].0, "1536Mi");
     assert_eq!(status.access_modes.unwrap(), ["ReadWriteOnce"]);
@@ -173,18 +155,11 @@ async fn provisions_binds_in_one_pass_and_deletes() {
     // Writes: intent, event, PV create, PV status, claim, claim status, event. Upstream with
     // kube-controller-manager pays about 8.
     let writes = world.writes_for("data", &name);
-    println!(
-        "API writes for one provisioned claim ({}): {writes:#?}",
-        writes.len()
-    );
+    println!("API writes for one provisioned claim ({}): {writes:#?}", writes.len());
     assert!(writes.len() <= 7, "{} writes: {writes:#?}", writes.len());
 
     // Deletion: claim gone → PV Released → DeleteVolume → PV gone.
-    world
-        .claims()
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     wait_gone(&world, "data", &name).await;
     assert_eq!(delete_calls(&world), vec![driver_volume.id.clone()]);
 }
@@ -192,21 +167,12 @@ async fn provisions_binds_in_one_pass_and_deletes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retain_keeps_the_volume_after_the_claim_is_gone() {
     let world = World::start("prov-retain", DriverConfig::default(), &[]).await;
-    world
-        .create_class("keep", json!({"reclaimPolicy": "Retain"}))
-        .await;
+    world.create_class("keep", json!({"reclaimPolicy": "Retain"})).await;
     world.create_claim("kept", "keep", "1Gi", json!({})).await;
     let (_, pv) = world.bound("kept", BIND_LIMIT).await;
     let name = pv.metadata.name.clone().unwrap();
-    assert!(
-        finalizers(&pv).is_empty(),
-        "no deletion finalizer on a retained volume"
-    );
-    world
-        .claims()
-        .delete("kept", &DeleteParams::default())
-        .await
-        .unwrap();
+    assert!(finalizers(&pv).is_empty(), "no deletion finalizer on a retained volume");
+    world.claims().delete("kept", &DeleteParams::default()).await.unwrap();
     let released = eventually(BIND_LIMIT, || async {
         let pv = world.volumes().get_opt(&name).await.unwrap()?;
         (pv.status?.phase.as_deref() == Some("Released")).then_some(())
@@ -221,20 +187,11 @@ async fn retain_keeps_the_volume_after_the_claim_is_gone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
-    let world = World::start(
-        "prov-bad",
-        DriverConfig {
-            clone: false,
-            ..DriverConfig::default()
-        },
-        &[],
-    )
-    .await;
+    let world =
+        World::start("prov-bad", DriverConfig { clone: false, ..DriverConfig::default() }, &[])
+            .await;
     world
-        .create_class(
-            "unknown-key",
-            json!({"parameters": {"csi.storage.k8s.io/bogus": "1"}}),
-        )
+        .create_class("unknown-key", json!({"parameters": {"csi.storage.k8s.io/bogus": "1"}}))
         .await;
     world
         .create_class(
@@ -256,15 +213,9 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
         .await;
     world.create_class("plain", json!({})).await;
 
-    world
-        .create_claim("a-key", "unknown-key", "1Gi", json!({}))
-        .await;
-    world
-        .create_claim("b-template", "bad-template", "1Gi", json!({}))
-        .await;
-    world
-        .create_claim("c-secret", "secret", "1Gi", json!({}))
-        .await;
+    world.create_claim("a-key", "unknown-key", "1Gi", json!({})).await;
+    world.create_claim("b-template", "bad-template", "1Gi", json!({})).await;
+    world.create_claim("c-secret", "secret", "1Gi", json!({})).await;
     world
         .create_claim(
             "d-limit",
@@ -273,9 +224,7 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
             json!({"spec": {"resources": {"limits": {"storage": "1Gi"}}}}),
         )
         .await;
-    world
-        .create_clone("e-clone", "plain", "1Gi", "d-limit")
-        .await;
+    world.create_clone("e-clone", "plain", "1Gi", "d-limit").await;
     world
         .create_claim(
             "f-selector",
@@ -289,26 +238,16 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
     for (claim, text) in [
         ("a-key", "\"csi.storage.k8s.io/bogus\" is not a known key"),
         ("b-template", "${pvc.nonsense}"),
-        (
-            "c-secret",
-            "secret prov-bad/creds-c-secret named by the StorageClass does not exist",
-        ),
+        ("c-secret", "secret prov-bad/creds-c-secret named by the StorageClass does not exist"),
         ("d-limit", "limit 1Gi is below its request 2Gi"),
         ("e-clone", "does not support cloning"),
         ("f-selector", "Selector is not supported"),
     ] {
         let note = world.event(claim, "ProvisioningFailed", text, limit).await;
         println!("{claim}: {note}");
-        assert_eq!(
-            world.phase(claim).await.as_deref(),
-            Some("Pending"),
-            "{claim}"
-        );
+        assert_eq!(world.phase(claim).await.as_deref(), Some("Pending"), "{claim}");
     }
-    assert!(
-        create_calls(&world).is_empty(),
-        "nothing is created from bad input"
-    );
+    assert!(create_calls(&world).is_empty(), "nothing is created from bad input");
     assert!(world.driver.volumes().is_empty());
     // Refused before the intent: nothing holds such a claim back when it is deleted.
     for claim in ["a-key", "b-template", "c-secret", "d-limit"] {
@@ -319,9 +258,7 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
             claim.metadata
         );
     }
-    world
-        .create_claim("g-secret", "secret", "1Gi", json!({}))
-        .await;
+    world.create_claim("g-secret", "secret", "1Gi", json!({})).await;
     world
         .event(
             "g-secret",
@@ -330,15 +267,8 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
             limit,
         )
         .await;
-    world
-        .claims()
-        .delete("g-secret", &DeleteParams::default())
-        .await
-        .unwrap();
-    assert!(
-        world.claim("g-secret").await.is_none(),
-        "deleted at once, as upstream"
-    );
+    world.claims().delete("g-secret", &DeleteParams::default()).await.unwrap();
+    assert!(world.claim("g-secret").await.is_none(), "deleted at once, as upstream");
 
     // The missing secret appears: the claim is provisioned with it, and its value never
     // reaches the log.
@@ -367,20 +297,12 @@ async fn bad_input_warns_keeps_the_claim_pending_and_creates_nothing() {
     assert!(!world.sidecar.log_text().contains("s3cr3t-value"));
 
     // Deletion reads the recorded secret too.
-    world
-        .claims()
-        .delete("c-secret", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("c-secret", &DeleteParams::default()).await.unwrap();
     let deleted = eventually(BIND_LIMIT, || async {
-        world
-            .driver
-            .calls_of("DeleteVolume")
-            .into_iter()
-            .find_map(|c| match c {
-                Call::DeleteVolume(r) => Some(r),
-                _ => None,
-            })
+        world.driver.calls_of("DeleteVolume").into_iter().find_map(|c| match c {
+            Call::DeleteVolume(r) => Some(r),
+            _ => None,
+        })
     })
     .await
     .expect("DeleteVolume");
@@ -393,10 +315,8 @@ async fn claim_deleted_while_create_volume_hangs_leaves_nothing() {
     world.create_class("slow", json!({})).await;
     world.driver.inject("CreateVolume", Fault::Hang);
     world.create_claim("doomed", "slow", "1Gi", json!({})).await;
-    let claim = eventually(BIND_LIMIT, || async {
-        (!create_calls(&world).is_empty()).then_some(())
-    })
-    .await;
+    let claim =
+        eventually(BIND_LIMIT, || async { (!create_calls(&world).is_empty()).then_some(()) }).await;
     assert!(claim.is_some(), "CreateVolume never came");
     let pending = world.claim("doomed").await.unwrap();
     assert!(
@@ -406,37 +326,24 @@ async fn claim_deleted_while_create_volume_hangs_leaves_nothing() {
     let name = format!("pvc-{}", pending.metadata.uid.unwrap());
 
     // The user gives up while the driver is still working; then the driver finishes.
-    world
-        .claims()
-        .delete("doomed", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("doomed", &DeleteParams::default()).await.unwrap();
     world.driver.release();
     wait_gone(&world, "doomed", &name).await;
-    assert!(
-        !delete_calls(&world).is_empty(),
-        "the volume the driver made was deleted"
-    );
+    assert!(!delete_calls(&world).is_empty(), "the volume the driver made was deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn driver_errors_are_retried_with_events_and_the_same_name() {
     let world = World::start("prov-errors", DriverConfig::default(), &[]).await;
     world.create_class("flaky", json!({})).await;
-    world.driver.inject(
-        "CreateVolume",
-        Fault::Error(Code::Internal, "backend hiccup".into()),
-    );
-    world.driver.inject(
-        "CreateVolume",
-        Fault::Error(Code::InvalidArgument, "pool is read-only".into()),
-    );
+    world.driver.inject("CreateVolume", Fault::Error(Code::Internal, "backend hiccup".into()));
+    world
+        .driver
+        .inject("CreateVolume", Fault::Error(Code::InvalidArgument, "pool is read-only".into()));
     world.driver.inject("CreateVolume", Fault::CapacityBytes(1));
     world.create_claim("flaky", "flaky", "1Gi", json!({})).await;
     let (_, pv) = world.bound("flaky", BIND_LIMIT).await;
-    world
-        .event("flaky", "ProvisioningFailed", "backend hiccup", BIND_LIMIT)
-        .await;
+    world.event("flaky", "ProvisioningFailed", "backend hiccup", BIND_LIMIT).await;
     world
         .event(
             "flaky",
@@ -446,21 +353,12 @@ async fn driver_errors_are_retried_with_events_and_the_same_name() {
         )
         .await;
     world
-        .event(
-            "flaky",
-            "ProvisioningFailed",
-            "less than the 1073741824 requested",
-            BIND_LIMIT,
-        )
+        .event("flaky", "ProvisioningFailed", "less than the 1073741824 requested", BIND_LIMIT)
         .await;
     let names: Vec<String> = create_calls(&world).into_iter().map(|r| r.name).collect();
     assert_eq!(names.len(), 4, "{names:?}");
     assert!(names.iter().all(|n| Some(n) == pv.metadata.name.as_ref()));
-    assert_eq!(
-        delete_calls(&world).len(),
-        1,
-        "the too-small volume was deleted"
-    );
+    assert_eq!(delete_calls(&world).len(), 1, "the too-small volume was deleted");
     assert_eq!(world.driver.volumes().len(), 1);
     assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "1Gi");
 }
@@ -493,10 +391,7 @@ async fn claims_stranded_by_a_driver_outage_go_on_when_it_returns() {
         "bound {waited:?} after the driver returned; the backoff alone would wait about 11 s"
     );
     assert!(
-        world
-            .sidecar
-            .log_text()
-            .contains("the driver answers again; retrying at once"),
+        world.sidecar.log_text().contains("the driver answers again; retrying at once"),
         "{}",
         world.sidecar.log_text()
     );
@@ -506,9 +401,7 @@ async fn claims_stranded_by_a_driver_outage_go_on_when_it_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_first_consumer_waits_for_the_selected_node() {
     let world = World::start("prov-wffc", DriverConfig::default(), &[]).await;
-    world
-        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
-        .await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
     world.create_claim("late", "late", "1Gi", json!({})).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(create_calls(&world).is_empty(), "no node chosen yet");
@@ -541,18 +434,13 @@ async fn clones_and_populators() {
         .expect("a CreateVolume with a content source");
     match request.volume_content_source.unwrap().r#type {
         Some(csi::volume_content_source::Type::Volume(v)) => {
-            assert_eq!(
-                v.volume_id,
-                origin_pv.spec.unwrap().csi.unwrap().volume_handle
-            );
+            assert_eq!(v.volume_id, origin_pv.spec.unwrap().csi.unwrap().volume_handle);
         }
         other => panic!("expected a volume source, got {other:?}"),
     }
 
     // A smaller clone than its source is refused with a reason.
-    world
-        .create_clone("small-copy", "std", "512Mi", "origin")
-        .await;
+    world.create_clone("small-copy", "std", "512Mi", "origin").await;
     world
         .event(
             "small-copy",
@@ -590,12 +478,8 @@ async fn clones_and_populators() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clone_holds_its_source_until_the_copy_is_made() {
     const PROTECTION: &str = "provisioner.storage.kubernetes.io/cloning-protection";
-    let mut world = World::start(
-        "prov-clone-hold",
-        DriverConfig::default(),
-        &["--timeout=60s"],
-    )
-    .await;
+    let mut world =
+        World::start("prov-clone-hold", DriverConfig::default(), &["--timeout=60s"]).await;
     world.create_class("std", json!({})).await;
     world.create_claim("origin", "std", "1Gi", json!({})).await;
     let (_, origin_pv) = world.bound("origin", BIND_LIMIT).await;
@@ -608,10 +492,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     world.driver.inject("CreateVolume", Fault::Hang);
     world.create_clone("copy", "std", "1Gi", "origin").await;
     let copying = eventually(BIND_LIMIT, || async {
-        create_calls(&world)
-            .iter()
-            .any(|r| r.volume_content_source.is_some())
-            .then_some(())
+        create_calls(&world).iter().any(|r| r.volume_content_source.is_some()).then_some(())
     })
     .await;
     assert!(copying.is_some(), "the clone's CreateVolume never came");
@@ -623,11 +504,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     );
 
     // The user deletes the source while the driver is still copying it: it stays.
-    world
-        .claims()
-        .delete("origin", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("origin", &DeleteParams::default()).await.unwrap();
     // kill -9 meanwhile: the finalizer, not the process's memory, holds the source; the
     // restarted sidecar's retry of the copy hangs in the driver as well.
     world.driver.inject("CreateVolume", Fault::Hang);
@@ -635,8 +512,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     tokio::time::sleep(Duration::from_secs(8)).await;
     let held = world.claim("origin").await;
     assert!(
-        held.as_ref()
-            .is_some_and(|c| c.metadata.deletion_timestamp.is_some()),
+        held.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some()),
         "the source is held while its copy is in flight: {held:?}\n{}",
         world.sidecar.log_text()
     );
@@ -645,10 +521,9 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     world.driver.clear_faults("CreateVolume");
     world.driver.release();
     world.bound("copy", BIND_LIMIT).await;
-    let gone = eventually(BIND_LIMIT, || async {
-        world.claim("origin").await.is_none().then_some(())
-    })
-    .await;
+    let gone =
+        eventually(BIND_LIMIT, || async { world.claim("origin").await.is_none().then_some(()) })
+            .await;
     assert!(
         gone.is_some(),
         "the source went once no clone was in flight; finalizers: {:?}\n{}",
@@ -662,9 +537,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     assert!(
         copied.iter().all(|t| *t
             == csi::volume_content_source::Type::Volume(
-                csi::volume_content_source::VolumeSource {
-                    volume_id: origin_handle.clone()
-                }
+                csi::volume_content_source::VolumeSource { volume_id: origin_handle.clone() }
             )),
         "{copied:?}"
     );
@@ -672,9 +545,7 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
 
 /// One of the topologies is the fake driver's zone-a.
 fn in_zone_a(topologies: &[csi::Topology]) -> bool {
-    topologies
-        .iter()
-        .any(|t| t.segments[support::fake_driver::TOPOLOGY_KEY] == "zone-a")
+    topologies.iter().any(|t| t.segments[support::fake_driver::TOPOLOGY_KEY] == "zone-a")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -683,15 +554,9 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
     use k8s_openapi::api::storage::v1::CSINode;
     use support::fake_driver::TOPOLOGY_KEY;
 
-    let world = World::start(
-        "prov-topo",
-        DriverConfig {
-            topology: true,
-            ..DriverConfig::default()
-        },
-        &[],
-    )
-    .await;
+    let world =
+        World::start("prov-topo", DriverConfig { topology: true, ..DriverConfig::default() }, &[])
+            .await;
     let node: Node = serde_json::from_value(json!({
         "metadata": {"name": "topo-node-a", "labels": {TOPOLOGY_KEY: "zone-a"}}
     }))
@@ -710,9 +575,7 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
         .create(&PostParams::default(), &csi_node)
         .await
         .unwrap();
-    world
-        .create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"}))
-        .await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
     world
         .create_class(
             "zone-b",
@@ -721,15 +584,9 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
         )
         .await;
     let on = |node: &str| json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}});
-    world
-        .create_claim("placed", "late", "1Gi", on("topo-node-a"))
-        .await;
-    world
-        .create_claim("unregistered", "late", "1Gi", on("nowhere"))
-        .await;
-    world
-        .create_claim("excluded", "zone-b", "1Gi", on("topo-node-a"))
-        .await;
+    world.create_claim("placed", "late", "1Gi", on("topo-node-a")).await;
+    world.create_claim("unregistered", "late", "1Gi", on("nowhere")).await;
+    world.create_claim("excluded", "zone-b", "1Gi", on("topo-node-a")).await;
 
     let (_, pv) = world.bound("placed", BIND_LIMIT).await;
     let request = &create_calls(&world)[0];
@@ -738,14 +595,7 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
     // selected node's comes first.
     assert_eq!(requirement.preferred[0].segments[TOPOLOGY_KEY], "zone-a");
     assert!(in_zone_a(&requirement.requisite), "{requirement:?}");
-    let term = &pv
-        .spec
-        .unwrap()
-        .node_affinity
-        .unwrap()
-        .required
-        .unwrap()
-        .node_selector_terms[0];
+    let term = &pv.spec.unwrap().node_affinity.unwrap().required.unwrap().node_selector_terms[0];
     let expression = &term.match_expressions.as_ref().unwrap()[0];
     assert_eq!(
         (expression.key.as_str(), expression.values.clone().unwrap()),
@@ -777,39 +627,21 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
             BIND_LIMIT,
         )
         .await;
-    assert_eq!(
-        create_calls(&world).len(),
-        1,
-        "nothing created for unsatisfiable topology"
-    );
+    assert_eq!(create_calls(&world).len(), 1, "nothing created for unsatisfiable topology");
 
     // Out of space on the selected node: rescheduled, then provisioned on the next choice.
+    world.driver.fail("CreateVolume", tonic::Code::ResourceExhausted, 1);
+    world.create_claim("full", "late", "1Gi", on("topo-node-a")).await;
     world
-        .driver
-        .fail("CreateVolume", tonic::Code::ResourceExhausted, 1);
-    world
-        .create_claim("full", "late", "1Gi", on("topo-node-a"))
+        .event("full", "ProvisioningFailed", "asking the scheduler to choose another", BIND_LIMIT)
         .await;
-    world
-        .event(
-            "full",
-            "ProvisioningFailed",
-            "asking the scheduler to choose another",
-            BIND_LIMIT,
-        )
-        .await;
-    let rescheduled = eventually(BIND_LIMIT, || async {
-        (!selected(world.claim("full").await?)).then_some(())
-    })
-    .await;
+    let rescheduled =
+        eventually(BIND_LIMIT, || async { (!selected(world.claim("full").await?)).then_some(()) })
+            .await;
     assert!(rescheduled.is_some(), "{}", world.sidecar.log_text());
     world
         .claims()
-        .patch(
-            "full",
-            &PatchParams::default(),
-            &Patch::Merge(on("topo-node-a")),
-        )
+        .patch("full", &PatchParams::default(), &Patch::Merge(on("topo-node-a")))
         .await
         .unwrap();
     world.bound("full", BIND_LIMIT).await;
@@ -817,15 +649,10 @@ async fn topology_comes_from_the_selected_node_and_the_class() {
     // Immediate binding with no allowedTopologies (--immediate-topology, on by default): the
     // segments of every node the driver is on.
     world.create_class("now", json!({})).await;
-    world
-        .create_claim("anywhere", "now", "1Gi", json!({}))
-        .await;
+    world.create_claim("anywhere", "now", "1Gi", json!({})).await;
     let (claim, _) = world.bound("anywhere", BIND_LIMIT).await;
     let uid = claim.metadata.uid.unwrap();
-    let request = create_calls(&world)
-        .into_iter()
-        .rfind(|r| r.name.ends_with(&uid))
-        .unwrap();
+    let request = create_calls(&world).into_iter().rfind(|r| r.name.ends_with(&uid)).unwrap();
     let requirement = request.accessibility_requirements.unwrap();
     assert!(in_zone_a(&requirement.requisite), "{requirement:?}");
     let mut preferred = requirement.preferred.clone();
@@ -848,13 +675,8 @@ async fn without_the_cluster_binder_the_default_mode_says_what_to_change() {
     .await;
     world.create_class("std", json!({})).await;
     world.create_claim("data", "std", "1Gi", json!({})).await;
-    let note = world
-        .event("data", "WaitingForBinder", "--binder=driver", BIND_LIMIT)
-        .await;
-    assert!(
-        note.contains("persistentvolume-binder-controller"),
-        "{note}"
-    );
+    let note = world.event("data", "WaitingForBinder", "--binder=driver", BIND_LIMIT).await;
+    assert!(note.contains("persistentvolume-binder-controller"), "{note}");
     assert!(create_calls(&world).is_empty());
     assert_eq!(world.phase("data").await.as_deref(), Some("Pending"));
 }

@@ -18,10 +18,7 @@ const OURS: &str = "csi-pv-controller.storage.k8s.io/provisioning";
 
 fn uninstall(world: &World, extra: &[&str]) -> (Option<i32>, String) {
     let output = std::process::Command::new(support::sidecar::binary())
-        .arg(format!(
-            "--kubeconfig={}",
-            world.plane.admin_kubeconfig.display()
-        ))
+        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
         .arg(format!("--leader-election-namespace={}", world.namespace))
         .arg("uninstall")
         .arg(&world.driver_name)
@@ -51,32 +48,18 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     // Two claims whose CreateVolume is under way when the sidecar dies.
     world.driver.inject("CreateVolume", Fault::Hang);
     world.driver.inject("CreateVolume", Fault::Hang);
-    world
-        .create_claim("inflight", "fast", "1Gi", json!({}))
-        .await;
+    world.create_claim("inflight", "fast", "1Gi", json!({})).await;
     world.create_claim("doomed", "fast", "1Gi", json!({})).await;
     let asked = eventually(LIMIT, || async {
         (world.driver.calls_of("CreateVolume").len() == 3).then_some(())
     })
     .await;
-    assert!(
-        asked.is_some(),
-        "CreateVolume never came:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(asked.is_some(), "CreateVolume never came:\n{}", world.sidecar.log_text());
     let _ = world.sidecar.child.start_kill();
     let _ = world.sidecar.child.wait().await;
-    world
-        .claims()
-        .delete("doomed", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("doomed", &DeleteParams::default()).await.unwrap();
     assert_eq!(ours(&world, "inflight").await, Some(true));
-    assert_eq!(
-        ours(&world, "doomed").await,
-        Some(true),
-        "the finalizer holds it"
-    );
+    assert_eq!(ours(&world, "doomed").await, Some(true), "the finalizer holds it");
 
     // A replica that still holds the Lease refuses the run.
     let leases: Api<Lease> = Api::namespaced(world.client.clone(), &world.namespace);
@@ -91,19 +74,12 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     let (code, text) = uninstall(&world, &[]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("still-running holds the Lease"), "{text}");
-    leases
-        .delete(&lease_name, &DeleteParams::default())
-        .await
-        .unwrap();
+    leases.delete(&lease_name, &DeleteParams::default()).await.unwrap();
 
     // A dry run changes nothing.
     let (_, text) = uninstall(&world, &["--dry-run"]);
     assert!(text.contains("would remove  rollback/inflight"), "{text}");
-    assert_eq!(
-        ours(&world, "inflight").await,
-        Some(true),
-        "dry run:\n{text}"
-    );
+    assert_eq!(ours(&world, "inflight").await, Some(true), "dry run:\n{text}");
 
     // The live claim loses it (csi-provisioner goes on under the same volume name); the deleted
     // one with no PV keeps it, named in the report, and the run fails.
@@ -111,14 +87,8 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     println!("{text}");
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("removed  rollback/inflight"), "{text}");
-    assert!(
-        text.contains("kept     rollback/doomed") && text.contains("--force"),
-        "{text}"
-    );
-    assert!(
-        !text.contains("rollback/done"),
-        "a claim without the finalizer is not named: {text}"
-    );
+    assert!(text.contains("kept     rollback/doomed") && text.contains("--force"), "{text}");
+    assert!(!text.contains("rollback/done"), "a claim without the finalizer is not named: {text}");
     assert_eq!(ours(&world, "inflight").await, Some(false));
     assert_eq!(ours(&world, "doomed").await, Some(true));
     assert!(world.claim("done").await.is_some());
@@ -126,13 +96,8 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     // Having checked the driver, the operator forces it: the claim goes.
     let (code, text) = uninstall(&world, &["--force"]);
     assert_eq!(code, Some(0), "{text}");
-    let gone = eventually(LIMIT, || async {
-        world.claim("doomed").await.is_none().then_some(())
-    })
-    .await;
-    assert!(
-        gone.is_some(),
-        "the deleted claim is gone once the finalizer is"
-    );
+    let gone =
+        eventually(LIMIT, || async { world.claim("doomed").await.is_none().then_some(()) }).await;
+    assert!(gone.is_some(), "the deleted claim is gone once the finalizer is");
     world.driver.release();
 }

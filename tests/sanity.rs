@@ -10,9 +10,7 @@ use support::fake_driver::{DriverConfig, FakeDriver};
 /// least `min_passed` passing specs and no failure.
 async fn assert_sanity(label: &str, config: DriverConfig, min_passed: u32) {
     let dir = tempfile::tempdir().unwrap();
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config)
-        .await
-        .unwrap();
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config).await.unwrap();
     let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
     println!(
         "csi-sanity against the fake driver ({label}): {} passed, {} failed, {} skipped",
@@ -59,10 +57,7 @@ async fn hostpathplugin_passes_csi_sanity_node_specs_included() {
         let dir = tempfile::tempdir().unwrap();
         let driver = Hostpath::start(
             dir.path(),
-            HostpathConfig {
-                flags,
-                ..HostpathConfig::named("hostpath.csi.k8s.io")
-            },
+            HostpathConfig { flags, ..HostpathConfig::named("hostpath.csi.k8s.io") },
         )
         .await;
         let report = support::sanity::run_specs(&driver.endpoint(), dir.path(), &[]).await;
@@ -81,10 +76,7 @@ fn summary_line_parses() {
         "Ran 30 of 95 Specs\nSUCCESS! -- 30 Passed | 0 Failed | 0 Pending | 65 Skipped\n",
     )
     .unwrap();
-    assert_eq!(
-        (r.passed, r.failed, r.pending, r.skipped, r.success),
-        (30, 0, 0, 65, true)
-    );
+    assert_eq!((r.passed, r.failed, r.pending, r.skipped, r.success), (30, 0, 0, 65, true));
     let r = parse_summary("FAIL! -- 28 Passed | 2 Failed | 0 Pending | 65 Skipped").unwrap();
     assert_eq!((r.passed, r.failed, r.success), (28, 2, false));
     assert_eq!(parse_summary("no summary"), None);

@@ -26,11 +26,7 @@ async fn no_secret_in_any_log_line_or_event_even_on_failures() {
     let mut args = world.args.clone();
     args.push("-v=10".into());
     world.sidecar = Sidecar::start_with_env(world.dir.path(), &args, &[("RUST_LOG", "trace")]);
-    assert!(
-        world.sidecar.wait_ready(LIMIT).await,
-        "{}",
-        world.sidecar.log_text()
-    );
+    assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
 
     let secrets: Api<Secret> = Api::namespaced(world.client.clone(), &world.namespace);
     for (name, value) in ["provision", "delete", "expand"].into_iter().zip(VALUES) {
@@ -39,10 +35,7 @@ async fn no_secret_in_any_log_line_or_event_even_on_failures() {
             "stringData": {"password": value},
         }))
         .unwrap();
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
+        secrets.create(&PostParams::default(), &secret).await.unwrap();
     }
     let ns = "${pvc.namespace}";
     world
@@ -61,9 +54,7 @@ async fn no_secret_in_any_log_line_or_event_even_on_failures() {
         .await;
     // Every secret-carrying call fails once first.
     world.driver.fail("CreateVolume", Code::Internal, 1);
-    world
-        .driver
-        .fail("ControllerExpandVolume", Code::Internal, 1);
+    world.driver.fail("ControllerExpandVolume", Code::Internal, 1);
     world.driver.fail("DeleteVolume", Code::Internal, 1);
     world.create_claim("data", "secret", "1Gi", json!({})).await;
     let (_, pv) = world.bound("data", LIMIT).await;
@@ -76,9 +67,7 @@ async fn no_secret_in_any_log_line_or_event_even_on_failures() {
         )
         .await
         .unwrap();
-    world
-        .event("data", "VolumeResizeSuccessful", "", LIMIT)
-        .await;
+    world.event("data", "VolumeResizeSuccessful", "", LIMIT).await;
     // The deletion secret is named on the PV (as upstream records it); point it at its own
     // Secret so that its value is told apart.
     let pv_name = pv.metadata.name.clone().unwrap();
@@ -94,26 +83,15 @@ async fn no_secret_in_any_log_line_or_event_even_on_failures() {
         )
         .await
         .unwrap();
-    world
-        .claims()
-        .delete("data", &DeleteParams::default())
-        .await
-        .unwrap();
+    world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     let gone = world.volume_gone(&pv_name, LIMIT).await;
-    assert!(
-        gone,
-        "the PV was not deleted:\n{}",
-        world.sidecar.log_text()
-    );
+    assert!(gone, "the PV was not deleted:\n{}", world.sidecar.log_text());
 
     // The driver got each secret, and failed each call once: every path ran.
     let calls = world.driver.calls();
     let failed = ["CreateVolume", "ControllerExpandVolume", "DeleteVolume"]
         .map(|m| calls.iter().filter(|c| c.method() == m).count());
-    assert!(
-        failed.iter().all(|n| *n >= 2),
-        "each call retried after its failure: {failed:?}"
-    );
+    assert!(failed.iter().all(|n| *n >= 2), "each call retried after its failure: {failed:?}");
     let deleted = world.driver.calls_of("DeleteVolume");
     assert!(
         deleted.iter().any(|c| matches!(c, support::fake_driver::Call::DeleteVolume(r) if r.secrets.get("password").map(String::as_str) == Some(VALUES[1]))),

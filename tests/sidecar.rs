@@ -21,34 +21,20 @@ async fn becomes_ready_and_stops_on_sigterm() {
     );
     assert!(sidecar.healthy().await);
     let log = sidecar.log_text();
-    assert!(
-        log.contains("fake.csi.test") && log.contains("CREATE_DELETE_VOLUME"),
-        "{log}"
-    );
+    assert!(log.contains("fake.csi.test") && log.contains("CREATE_DELETE_VOLUME"), "{log}");
 
     // A driver outage shows in /readyz; /healthz (liveness) stays 200: a restart would not
     // bring the driver back.
     driver.stop();
-    assert!(
-        !sidecar.answers("/readyz").await,
-        "readyz must fail without a driver"
-    );
-    assert!(
-        sidecar.healthy().await,
-        "healthz must not follow the driver"
-    );
+    assert!(!sidecar.answers("/readyz").await, "readyz must fail without a driver");
+    assert!(sidecar.healthy().await, "healthz must not follow the driver");
     driver.restart().await.unwrap();
     assert!(
         sidecar.wait_for("/readyz", Duration::from_secs(5)).await,
         "readyz must recover when the driver is back"
     );
 
-    assert_eq!(
-        sidecar.terminate(Duration::from_secs(15)).await,
-        Some(0),
-        "{}",
-        sidecar.log_text()
-    );
+    assert_eq!(sidecar.terminate(Duration::from_secs(15)).await, Some(0), "{}", sidecar.log_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,19 +50,14 @@ async fn runs_with_only_the_deploy_rbac() {
         sidecar.log_text()
     );
     let log = sidecar.log_text();
-    assert!(
-        !log.contains("forbidden") && !log.contains("Forbidden"),
-        "RBAC denied a call:\n{log}"
-    );
+    assert!(!log.contains("forbidden") && !log.contains("Forbidden"), "RBAC denied a call:\n{log}");
     assert_eq!(sidecar.terminate(Duration::from_secs(15)).await, Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_without_the_rules_never_gets_ready() {
     let plane = control_plane();
-    let token = plane
-        .service_account_token("sidecar-norbac", "no-rules")
-        .await;
+    let token = plane.service_account_token("sidecar-norbac", "no-rules").await;
     let kubeconfig = plane.token_kubeconfig("no-rules", &token);
     let (_dir, _driver, mut sidecar) = start_beside_fake(&kubeconfig, &[]).await;
     assert!(
@@ -95,10 +76,7 @@ async fn a_token_without_the_rules_never_gets_ready() {
 async fn an_unreachable_socket_is_one_error_line_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-pv-controller"))
-        .arg(format!(
-            "--csi-address={}",
-            dir.path().join("nothing.sock").display()
-        ))
+        .arg(format!("--csi-address={}", dir.path().join("nothing.sock").display()))
         .arg("--csi-connect-timeout=1s")
         .env("RUST_LOG", "error")
         .output()
@@ -112,10 +90,7 @@ async fn an_unreachable_socket_is_one_error_line_and_exit_1() {
         lines[0].contains("not ready") && lines[0].contains("socket does not exist"),
         "{stderr}"
     );
-    assert!(
-        !stderr.contains("panicked") && !stderr.contains("backtrace"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
 }
 
 #[tokio::test]
@@ -164,14 +139,8 @@ fn an_api_outage_shows_in_readyz_not_healthz() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         assert!(unready, "readyz still 200 30 s into the outage");
-        println!(
-            "readyz 503 {:.1} s after the apiserver died",
-            started.elapsed().as_secs_f64()
-        );
-        assert!(
-            sidecar.healthy().await,
-            "healthz must not follow the API server"
-        );
+        println!("readyz 503 {:.1} s after the apiserver died", started.elapsed().as_secs_f64());
+        assert!(sidecar.healthy().await, "healthz must not follow the API server");
     });
 }
 
@@ -193,11 +162,7 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
         )
         .output()
         .unwrap_or_else(|e| panic!("cannot run tar on {}: {e}", archive.display()));
-    assert!(
-        manifest.status.success(),
-        "cannot read the manifest from {}",
-        archive.display()
-    );
+    assert!(manifest.status.success(), "cannot read the manifest from {}", archive.display());
     let text = String::from_utf8(manifest.stdout).expect("UTF-8 manifest");
     let mut upstream: Vec<String> = Vec::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
@@ -222,19 +187,13 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
 
     let plane = control_plane();
     let dir = tempfile::tempdir().unwrap();
-    let driver = FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default())
-        .await
-        .unwrap();
+    let driver =
+        FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default()).await.unwrap();
     let socket = driver.socket().display().to_string();
-    let mut args: Vec<String> = upstream
-        .iter()
-        .map(|a| a.replace("/csi/csi.sock", &socket))
-        .collect();
+    let mut args: Vec<String> =
+        upstream.iter().map(|a| a.replace("/csi/csi.sock", &socket)).collect();
     args.push(format!("--kubeconfig={}", plane.admin_kubeconfig.display()));
-    args.extend([
-        "--workers=3".into(),
-        "--metrics-path=/custom-metrics".into(),
-    ]);
+    args.extend(["--workers=3".into(), "--metrics-path=/custom-metrics".into()]);
     let mut sidecar = Sidecar::start(dir.path(), &args);
     assert!(
         sidecar.wait_ready(Duration::from_secs(60)).await,

@@ -43,11 +43,7 @@ struct Args {
     runs: usize,
     /// Which scenarios: burst (100 claims), lifecycle (burst of --claims, expand, delete),
     /// static (--static-volumes PVs, --claims claims), rest (--rest-pairs bound pairs).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "burst,lifecycle,static,rest"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "burst,lifecycle,static,rest")]
     scenarios: Vec<String>,
     /// Which throttles: defaults (each component's own), equal (all at --equal-qps/burst), off
     /// (no client-side limit in any component).
@@ -131,14 +127,7 @@ impl Bench {
 
     fn burst_figures(&mut self, id: RunId, scenario: &str, burst: &scenario::Burst) {
         let n = burst.names.len() as f64;
-        self.figure(
-            id,
-            scenario,
-            "time to all Bound",
-            "s",
-            Better::Lower,
-            burst.seconds,
-        );
+        self.figure(id, scenario, "time to all Bound", "s", Better::Lower, burst.seconds);
         self.figure(
             id,
             scenario,
@@ -147,11 +136,7 @@ impl Bench {
             Better::Higher,
             n / burst.seconds.max(1e-9),
         );
-        for (p, metric) in [
-            (50.0, "latency p50"),
-            (90.0, "latency p90"),
-            (99.0, "latency p99"),
-        ] {
+        for (p, metric) in [(50.0, "latency p50"), (90.0, "latency p90"), (99.0, "latency p99")] {
             if let Some(v) = stats::percentile(&burst.latencies, p) {
                 self.figure(id, scenario, metric, "s", Better::Lower, v);
             }
@@ -178,10 +163,7 @@ impl Bench {
             throttle_label(id.throttle),
             id.run + 1
         );
-        let plane = OwnedPlane::start(PlaneOptions {
-            audit: false,
-            protection_finalizers: true,
-        })?;
+        let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
         let dir = plane.plane.dir.join("run");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let args = &self.args;
@@ -215,14 +197,8 @@ impl Bench {
         })?;
         // Processes are started from this (the main) thread: they die with it, not with a
         // runtime worker.
-        let mut stack = Stack::start(
-            id.kind,
-            id.throttle,
-            &plane.plane,
-            driver.socket(),
-            &args.sidecar,
-            &dir,
-        )?;
+        let mut stack =
+            Stack::start(id.kind, id.throttle, &plane.plane, driver.socket(), &args.sidecar, &dir)?;
         let outcome = runtime.block_on(self.scenario(id, scenario, &client, &driver, &stack));
         let alive = stack.check_alive();
         drop(stack);
@@ -259,10 +235,7 @@ impl Bench {
         let limit = self.args.limit;
         let ready = Instant::now();
         scenario::warm_up(client, NAMESPACE, scenario == "lifecycle", limit).await?;
-        println!(
-            "    stack up and warm in {:.1}s",
-            ready.elapsed().as_secs_f64()
-        );
+        println!("    stack up and warm in {:.1}s", ready.elapsed().as_secs_f64());
         match scenario {
             "burst" => {
                 let n = self.args.small_claims;
@@ -274,23 +247,13 @@ impl Bench {
                 let before = scenario::write_counts(client).await?;
                 let burst = scenario::burst(client, NAMESPACE, DYNAMIC_CLASS, n, limit).await?;
                 let after = scenario::settled_write_counts(client).await?;
-                println!(
-                    "    requests in the burst, {}",
-                    before.describe_since(&after)
-                );
+                println!("    requests in the burst, {}", before.describe_since(&after));
                 self.burst_figures(id, &format!("burst {n}"), &burst);
                 if let Some(w) = stats::writes_per_claim(&before.writes, &after.writes, n) {
                     let name = "API writes per provisioned claim";
                     self.figure(id, name, "claims + PVs", "writes", Better::Lower, w.objects);
                     self.figure(id, name, "events", "writes", Better::Lower, w.events);
-                    self.figure(
-                        id,
-                        name,
-                        "all",
-                        "writes",
-                        Better::Lower,
-                        w.objects + w.events,
-                    );
+                    self.figure(id, name, "all", "writes", Better::Lower, w.objects + w.events);
                 }
                 let gets = |c: &scenario::Counts| -> f64 { c.gets.values().sum() };
                 let name = "API GETs per provisioned claim";
@@ -317,10 +280,7 @@ impl Bench {
                 let seconds =
                     scenario::delete(client, NAMESPACE, &burst.names, driver, 1, limit).await?;
                 let after = scenario::settled_write_counts(client).await?;
-                println!(
-                    "    requests in the deletion, {}",
-                    before.describe_since(&after)
-                );
+                println!("    requests in the deletion, {}", before.describe_since(&after));
                 let scenario = format!("delete {n}");
                 self.figure(
                     id,
@@ -370,14 +330,7 @@ impl Bench {
                     ));
                 }
                 let name = format!("static {} PVs, {n} claims", self.args.static_volumes);
-                self.figure(
-                    id,
-                    &name,
-                    "time to all Bound",
-                    "s",
-                    Better::Lower,
-                    burst.seconds,
-                );
+                self.figure(id, &name, "time to all Bound", "s", Better::Lower, burst.seconds);
             }
             "rest" => {
                 // Let start-up work (lists, the first resync) finish, then watch a quiet window.
@@ -408,14 +361,7 @@ impl Bench {
                 let cpu = (end.cpu_seconds - start.cpu_seconds)
                     / self.args.rest_window.as_secs_f64()
                     * 100.0;
-                self.figure(
-                    id,
-                    &name,
-                    "CPU of the sidecars",
-                    "% of a core",
-                    Better::Lower,
-                    cpu,
-                );
+                self.figure(id, &name, "CPU of the sidecars", "% of a core", Better::Lower, cpu);
             }
             other => return Err(format!("unknown scenario {other:?}")),
         }
@@ -478,13 +424,9 @@ fn machine() -> String {
 /// Versions from the peer cache's folder names (`<name>-<version>`), and ours from git.
 fn versions(sidecar: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for name in [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "csi-provisioner",
-        "csi-resizer",
-    ] {
+    for name in
+        ["etcd", "kube-apiserver", "kube-controller-manager", "csi-provisioner", "csi-resizer"]
+    {
         let link = support::peers::bin_dir().join(name);
         let version = std::fs::canonicalize(&link)
             .ok()
@@ -501,44 +443,30 @@ fn versions(sidecar: &Path) -> Vec<(String, String)> {
         .unwrap_or_default();
     out.push((
         "csi-pv-controller".into(),
-        format!(
-            "{} at {commit} ({})",
-            env!("CARGO_PKG_VERSION"),
-            sidecar.display()
-        ),
+        format!("{} at {commit} ({})", env!("CARGO_PKG_VERSION"), sidecar.display()),
     ));
     out
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    for peer in [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "csi-provisioner",
-        "csi-resizer",
-    ] {
+    for peer in
+        ["etcd", "kube-apiserver", "kube-controller-manager", "csi-provisioner", "csi-resizer"]
+    {
         if !support::peers::bin_dir().join(peer).is_file() {
             eprintln!("peer {peer} missing: run `make peers-bench` first (or set PEERS_BIN)");
             return ExitCode::FAILURE;
         }
     }
     if !args.sidecar.is_file() {
-        eprintln!(
-            "{}: no such file (build with `cargo build --release`)",
-            args.sidecar.display()
-        );
+        eprintln!("{}: no such file (build with `cargo build --release`)", args.sidecar.display());
         return ExitCode::FAILURE;
     }
     if let Err(e) = report::load_font() {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tokio runtime: {e}");
@@ -550,10 +478,9 @@ fn main() -> ExitCode {
         match t.as_str() {
             "defaults" => throttles.push(Throttle::Defaults),
             "off" => throttles.push(Throttle::Off),
-            "equal" => throttles.push(Throttle::Equal {
-                qps: args.equal_qps,
-                burst: args.equal_burst,
-            }),
+            "equal" => {
+                throttles.push(Throttle::Equal { qps: args.equal_qps, burst: args.equal_burst })
+            }
             other => {
                 eprintln!("unknown throttle {other:?}: defaults or equal");
                 return ExitCode::FAILURE;
@@ -594,11 +521,7 @@ fn main() -> ExitCode {
                     if scenario == "rest" && throttle != throttles[0] {
                         continue;
                     }
-                    let id = RunId {
-                        kind,
-                        throttle,
-                        run,
-                    };
+                    let id = RunId { kind, throttle, run };
                     if let Err(e) = bench.run(&runtime, id, scenario) {
                         bench.results.failures.push(format!(
                             "{kind} / {} / run {} / {scenario}: {e}",
@@ -629,10 +552,7 @@ fn main() -> ExitCode {
     if bench.results.failures.is_empty() {
         ExitCode::SUCCESS
     } else {
-        eprintln!(
-            "{} run(s) did not finish; see the report",
-            bench.results.failures.len()
-        );
+        eprintln!("{} run(s) did not finish; see the report", bench.results.failures.len());
         ExitCode::FAILURE
     }
 }
@@ -648,11 +568,7 @@ fn write_report(results: &Results, args: &Args) -> Result<Vec<PathBuf>, String> 
     let text = serde_json::to_string_pretty(results).map_err(|e| e.to_string())?;
     std::fs::write(&json, text).map_err(|e| e.to_string())?;
     written.push(json);
-    let mut bursts: Vec<String> = results
-        .latencies
-        .iter()
-        .map(|l| l.scenario.clone())
-        .collect();
+    let mut bursts: Vec<String> = results.latencies.iter().map(|l| l.scenario.clone()).collect();
     bursts.sort();
     bursts.dedup();
     for scenario in bursts {

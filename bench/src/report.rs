@@ -95,11 +95,7 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "# csi-pv-controller vs upstream, side by side\n");
     let _ = writeln!(out, "- date: {}", results.date);
     let _ = writeln!(out, "- machine: {}", results.machine);
-    let _ = writeln!(
-        out,
-        "- CSI driver (the same process for every stack): {}",
-        results.driver
-    );
+    let _ = writeln!(out, "- CSI driver (the same process for every stack): {}", results.driver);
     for (name, version) in &results.versions {
         let _ = writeln!(out, "- {name}: {version}");
     }
@@ -117,13 +113,7 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut keys: Vec<(&str, &str, &str, &str, Better)> = Vec::new();
     for f in &results.figures {
-        let key = (
-            f.scenario.as_str(),
-            f.metric,
-            f.unit,
-            f.throttle.as_str(),
-            f.better,
-        );
+        let key = (f.scenario.as_str(), f.metric, f.unit, f.throttle.as_str(), f.better);
         if !keys.contains(&key) {
             keys.push(key);
         }
@@ -193,11 +183,7 @@ pub fn latency_cdf(
     if series.is_empty() {
         return Err(format!("no latencies for {scenario}"));
     }
-    let max = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().copied())
-        .fold(0.0_f64, f64::max)
-        .max(0.001);
+    let max = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0_f64, f64::max).max(0.001);
     let path = dir.join(format!("{stem}.png"));
     draw_cdf(&path, scenario, &series, max)?;
     Ok(path)
@@ -213,10 +199,7 @@ fn draw_cdf(
     let draw = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| draw(&e))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{scenario}: claim creation → Bound"),
-            ("sans-serif", 24),
-        )
+        .caption(format!("{scenario}: claim creation → Bound"), ("sans-serif", 24))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
@@ -296,9 +279,7 @@ mod tests {
         for (run, v) in [8.0, 10.0, 12.0].into_iter().enumerate() {
             results.figures.push(figure(StackKind::Beside, run, v));
         }
-        results
-            .failures
-            .push("ours static: timed out\nlog tail".into());
+        results.failures.push("ours static: timed out\nlog tail".into());
         let text = markdown(&results);
         assert!(
             text.contains("| burst 100 | time to all Bound (s) | defaults | 20.0 (10.0–30.0) | 5.00 (4.00–6.00) | 0.25× | 10.0 (8.00–12.0) | 0.50× | lower |"),

@@ -181,17 +181,10 @@ impl Counts {
 }
 
 pub async fn write_counts(client: &kube::Client) -> Result<Counts, String> {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    let text = client
-        .request_text(request)
-        .await
-        .map_err(|e| format!("apiserver /metrics: {e}"))?;
-    Ok(Counts {
-        writes: stats::writes_by_resource(&text),
-        gets: stats::gets_by_resource(&text),
-    })
+    let request = http::Request::get("/metrics").body(Vec::new()).map_err(|e| e.to_string())?;
+    let text =
+        client.request_text(request).await.map_err(|e| format!("apiserver /metrics: {e}"))?;
+    Ok(Counts { writes: stats::writes_by_resource(&text), gets: stats::gets_by_resource(&text) })
 }
 
 /// One claim through the stack before anything is timed: proves it is up and warms its caches.
@@ -204,16 +197,10 @@ pub async fn warm_up(
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let bound = Seen::watch(api.clone(), is_bound);
     let name = "warm-up".to_string();
-    api.create(
-        &PostParams::default(),
-        &claim(&name, DYNAMIC_CLASS, "1Gi", None),
-    )
-    .await
-    .map_err(|e| format!("warm-up claim: {e}"))?;
-    bound
-        .all(std::slice::from_ref(&name), limit)
+    api.create(&PostParams::default(), &claim(&name, DYNAMIC_CLASS, "1Gi", None))
         .await
-        .map_err(|e| format!("warm-up: {e}"))?;
+        .map_err(|e| format!("warm-up claim: {e}"))?;
+    bound.all(std::slice::from_ref(&name), limit).await.map_err(|e| format!("warm-up: {e}"))?;
     if expand {
         // The watch starts with a list, so it sees the claim even if already expanded.
         let expanded = Seen::watch(api.clone(), is_expanded);
@@ -258,9 +245,7 @@ pub async fn burst(
         let (api, sent) = (api.clone(), sent.clone());
         async move {
             let object = claim(&name, class, "1Gi", None);
-            sent.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.clone(), Instant::now());
+            sent.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), Instant::now());
             api.create(&PostParams::default(), &object)
                 .await
                 .map(|_| ())
@@ -275,11 +260,7 @@ pub async fn burst(
         .iter()
         .filter_map(|n| Some(at.get(n)?.duration_since(*sent.get(n)?).as_secs_f64()))
         .collect();
-    Ok(Burst {
-        names,
-        seconds: last.duration_since(start).as_secs_f64(),
-        latencies,
-    })
+    Ok(Burst { names, seconds: last.duration_since(start).as_secs_f64(), latencies })
 }
 
 /// The counter once the events that trail a burst have landed: both stacks send events after
@@ -332,18 +313,12 @@ pub async fn delete(
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let (volumes, writer) = reflector::store::<PersistentVolume>();
     let task = tokio::spawn(
-        reflector(
-            writer,
-            watcher(Api::all(client.clone()), watcher::Config::default()),
-        )
-        .applied_objects()
-        .for_each(|_| async {}),
+        reflector(writer, watcher(Api::all(client.clone()), watcher::Config::default()))
+            .applied_objects()
+            .for_each(|_| async {}),
     );
     let _abort = AbortOnDrop(task);
-    volumes
-        .wait_until_ready()
-        .await
-        .map_err(|e| format!("PV store: {e}"))?;
+    volumes.wait_until_ready().await.map_err(|e| format!("PV store: {e}"))?;
     let start = Instant::now();
     each(names.to_vec(), |name| {
         let api = api.clone();
@@ -421,13 +396,8 @@ pub async fn create_bound_pairs(
         async move {
             let (claim_name, pv_name) = (format!("bound-{i:05}"), format!("bound-pv-{i:05}"));
             let mut object = claim(&claim_name, DYNAMIC_CLASS, "1Gi", Some(&pv_name));
-            object.metadata.annotations = Some(
-                [(
-                    "pv.kubernetes.io/bind-completed".to_string(),
-                    "yes".to_string(),
-                )]
-                .into(),
-            );
+            object.metadata.annotations =
+                Some([("pv.kubernetes.io/bind-completed".to_string(), "yes".to_string())].into());
             let created = claims
                 .create(&PostParams::default(), &object)
                 .await

@@ -57,10 +57,7 @@ impl Throttle {
             Throttle::Defaults => vec![],
             Throttle::Off => vec!["--kube-api-qps=-1".into()],
             Throttle::Equal { qps, burst } => {
-                vec![
-                    format!("--kube-api-qps={qps}"),
-                    format!("--kube-api-burst={burst}"),
-                ]
+                vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={burst}")]
             }
         }
     }
@@ -107,11 +104,9 @@ impl Proc {
     /// An error naming the process and quoting its log's tail if it has exited.
     pub fn check_alive(&mut self) -> Result<(), String> {
         match self.child.try_wait() {
-            Ok(Some(status)) => Err(format!(
-                "{} exited with {status}:\n{}",
-                self.name,
-                tail(&self.log)
-            )),
+            Ok(Some(status)) => {
+                Err(format!("{} exited with {status}:\n{}", self.name, tail(&self.log)))
+            }
             _ => Ok(()),
         }
     }
@@ -167,10 +162,9 @@ impl Stack {
         match kind {
             StackKind::Upstream => {
                 // csi-provisioner and csi-resizer take the same flags but for their worker count.
-                for (name, workers) in [
-                    ("csi-provisioner", "--worker-threads"),
-                    ("csi-resizer", "--workers"),
-                ] {
+                for (name, workers) in
+                    [("csi-provisioner", "--worker-threads"), ("csi-resizer", "--workers")]
+                {
                     let mut args = vec![
                         csi_address.clone(),
                         kubeconfig.clone(),
@@ -192,10 +186,7 @@ impl Stack {
                     args.push("--bind-all".into());
                 } else {
                     // As deploy/ runs it: provisioning intents in files, not claim finalizers.
-                    args.push(format!(
-                        "--intent-journal={}",
-                        dir.join("intents").display()
-                    ));
+                    args.push(format!("--intent-journal={}", dir.join("intents").display()));
                 }
                 args.extend(throttle.flags());
                 procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);
@@ -206,9 +197,7 @@ impl Stack {
 
     /// The processes that replace each other: csi-provisioner + csi-resizer, or ours.
     pub fn sidecars(&self) -> impl Iterator<Item = &Proc> {
-        self.procs
-            .iter()
-            .filter(|p| p.name != "kube-controller-manager")
+        self.procs.iter().filter(|p| p.name != "kube-controller-manager")
     }
 
     pub fn check_alive(&mut self) -> Result<(), String> {
@@ -238,8 +227,5 @@ pub fn usage(pid: u32) -> Option<Usage> {
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
     // SAFETY: sysconf reads a constant of the running system.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(Usage {
-        rss_bytes: rss_kib * 1024,
-        cpu_seconds: ticks / hz.max(1.0),
-    })
+    Some(Usage { rss_bytes: rss_kib * 1024, cpu_seconds: ticks / hz.max(1.0) })
 }

@@ -33,17 +33,9 @@ impl Spread {
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: sorted[0],
-            max: sorted[n - 1],
-            runs: n,
-        })
+        let median =
+            if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        Some(Spread { median, min: sorted[0], max: sorted[n - 1], runs: n })
     }
 }
 
@@ -57,11 +49,7 @@ pub fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len() as f64;
-    sorted
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| (v, (i + 1) as f64 / n))
-        .collect()
+    sorted.into_iter().enumerate().map(|(i, v)| (v, (i + 1) as f64 / n)).collect()
 }
 
 /// Writes the apiserver counted, summed by resource, from its Prometheus text
@@ -70,14 +58,7 @@ pub fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
 pub fn writes_by_resource(metrics_text: &str) -> BTreeMap<String, f64> {
     requests_by_resource(
         metrics_text,
-        &[
-            "POST",
-            "PUT",
-            "PATCH",
-            "DELETE",
-            "APPLY",
-            "DELETECOLLECTION",
-        ],
+        &["POST", "PUT", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"],
     )
 }
 
@@ -139,10 +120,7 @@ pub fn writes_per_claim(
         |r: &str| after.get(r).copied().unwrap_or(0.0) - before.get(r).copied().unwrap_or(0.0);
     let n = claims as f64;
     let objects = delta("persistentvolumeclaims") + delta("persistentvolumes") - n;
-    Some(WritesPerClaim {
-        objects: objects / n,
-        events: delta("events") / n,
-    })
+    Some(WritesPerClaim { objects: objects / n, events: delta("events") / n })
 }
 
 #[cfg(test)]
@@ -152,14 +130,8 @@ mod tests {
     #[test]
     fn percentiles_by_nearest_rank() {
         let sample: Vec<f64> = (1..=100).map(f64::from).collect();
-        let cases = [
-            (50.0, 50.0),
-            (90.0, 90.0),
-            (99.0, 99.0),
-            (100.0, 100.0),
-            (0.0, 1.0),
-            (0.5, 1.0),
-        ];
+        let cases =
+            [(50.0, 50.0), (90.0, 90.0), (99.0, 99.0), (100.0, 100.0), (0.0, 1.0), (0.5, 1.0)];
         for (p, want) in cases {
             assert_eq!(percentile(&sample, p), Some(want), "p{p}");
         }

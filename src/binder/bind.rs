@@ -80,10 +80,8 @@ pub fn claim_spec(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Optio
         patch["metadata"]["annotations"] = Value::Object(annotations);
     }
     if intent {
-        let kept: Vec<&String> = finalizers
-            .iter()
-            .filter(|f| *f != FINALIZER_PROVISIONING)
-            .collect();
+        let kept: Vec<&String> =
+            finalizers.iter().filter(|f| *f != FINALIZER_PROVISIONING).collect();
         patch["metadata"]["finalizers"] = json!(kept);
     }
     if !named {

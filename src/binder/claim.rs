@@ -22,18 +22,10 @@ pub struct Notice {
 
 impl Notice {
     fn normal(reason: &'static str, message: impl Into<String>) -> Self {
-        Notice {
-            warning: false,
-            reason,
-            message: message.into(),
-        }
+        Notice { warning: false, reason, message: message.into() }
     }
     fn warning(reason: &'static str, message: impl Into<String>) -> Self {
-        Notice {
-            warning: true,
-            reason,
-            message: message.into(),
-        }
+        Notice { warning: true, reason, message: message.into() }
     }
 }
 
@@ -147,9 +139,7 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
                 format!("no volume plugin matched name: {}", c.provisioner),
             ))
         }
-        Some(c) => ClaimStep::Provision {
-            provisioner: c.provisioner.clone(),
-        },
+        Some(c) => ClaimStep::Provision { provisioner: c.provisioner.clone() },
         None => ClaimStep::CannotProvision(Notice::warning(
             EVENT_PROVISIONING_FAILED,
             format!("storageclass.storage.k8s.io {class:?} not found"),
@@ -164,10 +154,9 @@ pub fn wait_notice(unscheduled_pods: &[String]) -> Notice {
             "WaitForFirstConsumer",
             "waiting for first consumer to be created before binding",
         ),
-        [one] => Notice::normal(
-            "WaitForPodScheduled",
-            format!("waiting for pod {one} to be scheduled"),
-        ),
+        [one] => {
+            Notice::normal("WaitForPodScheduled", format!("waiting for pod {one} to be scheduled"))
+        }
         many => Notice::normal(
             "WaitForPodScheduled",
             format!("waiting for pods {} to be scheduled", many.join(",")),

@@ -30,10 +30,8 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
         }
     };
     let modes: Vec<String> = facts.modes.iter().cloned().collect();
-    let class_mode = view
-        .class
-        .and_then(|c| c.volume_binding_mode.clone())
-        .unwrap_or_else(|| "-".into());
+    let class_mode =
+        view.class.and_then(|c| c.volume_binding_mode.clone()).unwrap_or_else(|| "-".into());
     let _ = writeln!(
         out,
         "asks for: {} bytes, access modes [{}], volumeMode {}, class {:?} (binding mode {}), volumeAttributesClass {:?}",
@@ -52,11 +50,7 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
         if groups.is_empty() {
             "none (no PV has these modes)".to_string()
         } else {
-            groups
-                .iter()
-                .map(|g| format!("[{g}]"))
-                .collect::<Vec<_>>()
-                .join(" ")
+            groups.iter().map(|g| format!("[{g}]")).collect::<Vec<_>>().join(" ")
         }
     );
     let chosen = view.volumes.best_match(&facts, delay);

@@ -16,10 +16,7 @@ pub fn cluster_binder_wrote(meta: &ObjectMeta, since: &Time) -> bool {
     meta.managed_fields.iter().flatten().any(|entry| {
         entry.manager.as_deref() == Some(CLUSTER_BINDER_MANAGER)
             && entry.subresource.as_deref() == Some("status")
-            && entry
-                .time
-                .as_ref()
-                .is_some_and(|t| t.0.as_second() >= since.0.as_second())
+            && entry.time.as_ref().is_some_and(|t| t.0.as_second() >= since.0.as_second())
     })
 }
 
@@ -56,29 +53,17 @@ mod tests {
         let table = [
             (
                 "binder wrote the phase after start",
-                json!([entry(
-                    CLUSTER_BINDER_MANAGER,
-                    Some("status"),
-                    "2026-11-23T12:00:05Z"
-                )]),
+                json!([entry(CLUSTER_BINDER_MANAGER, Some("status"), "2026-11-23T12:00:05Z")]),
                 true,
             ),
             (
                 "in the second we started (managedFields keep whole seconds)",
-                json!([entry(
-                    CLUSTER_BINDER_MANAGER,
-                    Some("status"),
-                    "2026-11-23T12:00:00Z"
-                )]),
+                json!([entry(CLUSTER_BINDER_MANAGER, Some("status"), "2026-11-23T12:00:00Z")]),
                 true,
             ),
             (
                 "before start (the cluster's binder was on before)",
-                json!([entry(
-                    CLUSTER_BINDER_MANAGER,
-                    Some("status"),
-                    "2026-11-23T11:00:00Z"
-                )]),
+                json!([entry(CLUSTER_BINDER_MANAGER, Some("status"), "2026-11-23T11:00:00Z")]),
                 false,
             ),
             (
@@ -88,11 +73,7 @@ mod tests {
             ),
             (
                 "our own status write",
-                json!([entry(
-                    "csi-pv-controller",
-                    Some("status"),
-                    "2026-11-23T12:00:05Z"
-                )]),
+                json!([entry("csi-pv-controller", Some("status"), "2026-11-23T12:00:05Z")]),
                 false,
             ),
             ("no managed fields", json!([]), false),

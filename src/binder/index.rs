@@ -43,12 +43,7 @@ pub fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
 }
 
 fn pv_modes_key(pv: &PersistentVolume) -> String {
-    modes_key(
-        pv.spec
-            .as_ref()
-            .and_then(|s| s.access_modes.as_deref())
-            .unwrap_or_default(),
-    )
+    modes_key(pv.spec.as_ref().and_then(|s| s.access_modes.as_deref()).unwrap_or_default())
 }
 
 impl VolumeIndex {
@@ -127,10 +122,7 @@ impl VolumeIndex {
         let name = pv.metadata.name.clone().unwrap_or_default();
         *self.keys.entry(pv_modes_key(pv)).or_default() += 1;
         if let Some(key) = Self::available_key(pv) {
-            self.available
-                .entry(key)
-                .or_default()
-                .insert((pv.capacity_bytes(), name.clone()));
+            self.available.entry(key).or_default().insert((pv.capacity_bytes(), name.clone()));
         }
         if let Some(claim) = claim_ref_key(pv) {
             self.claimed.entry(claim).or_default().insert(name);
@@ -185,9 +177,7 @@ impl VolumeIndex {
         claim: &ClaimFacts,
         delay_binding: bool,
     ) -> Option<Arc<PersistentVolume>> {
-        let prebound = self
-            .claimed
-            .get(&(claim.namespace.clone(), claim.name.clone()));
+        let prebound = self.claimed.get(&(claim.namespace.clone(), claim.name.clone()));
         for group in self.groups(claim) {
             for name in prebound.into_iter().flatten() {
                 let Some(pv) = self.volumes.get(name) else {

@@ -47,17 +47,14 @@ impl ClaimFacts {
         let namespace = claim.metadata.namespace.clone().unwrap_or_default();
         let name = claim.metadata.name.clone().unwrap_or_default();
         let spec = claim.spec.clone().unwrap_or_default();
-        let request = match spec
-            .resources
-            .as_ref()
-            .and_then(|r| r.requests.as_ref()?.get("storage"))
-        {
-            Some(q) => parse_bytes(&q.0).map_err(|e| MatchError::Request {
-                claim: format!("{namespace}/{name}"),
-                reason: e.to_string(),
-            })?,
-            None => 0,
-        };
+        let request =
+            match spec.resources.as_ref().and_then(|r| r.requests.as_ref()?.get("storage")) {
+                Some(q) => parse_bytes(&q.0).map_err(|e| MatchError::Request {
+                    claim: format!("{namespace}/{name}"),
+                    reason: e.to_string(),
+                })?,
+                None => 0,
+            };
         let selector = match spec.selector {
             Some(s) => Some(Selector::try_from(s).map_err(|e| MatchError::Selector {
                 claim: format!("{namespace}/{name}"),
@@ -230,10 +227,7 @@ pub fn check_volume_satisfies_claim(
     let spec = pv.spec.clone().unwrap_or_default();
     let claim_spec = claim.spec.clone().unwrap_or_default();
     if spec.volume_attributes_class_name.unwrap_or_default()
-        != claim_spec
-            .volume_attributes_class_name
-            .clone()
-            .unwrap_or_default()
+        != claim_spec.volume_attributes_class_name.clone().unwrap_or_default()
     {
         return Err("volumeAttributesClassName does not match".into());
     }
@@ -241,12 +235,7 @@ pub fn check_volume_satisfies_claim(
         return Err("incompatible volumeMode".into());
     }
     let pv_modes = spec.access_modes.unwrap_or_default();
-    if !claim_spec
-        .access_modes
-        .unwrap_or_default()
-        .iter()
-        .all(|m| pv_modes.contains(m))
-    {
+    if !claim_spec.access_modes.unwrap_or_default().iter().all(|m| pv_modes.contains(m)) {
         return Err("incompatible accessMode".into());
     }
     Ok(())
@@ -265,9 +254,7 @@ pub fn delay_binding(
         return Ok(false);
     };
     match class.volume_binding_mode.as_deref() {
-        None => Err(MatchError::BindingModeUnset(
-            class.metadata.name.clone().unwrap_or_default(),
-        )),
+        None => Err(MatchError::BindingModeUnset(class.metadata.name.clone().unwrap_or_default())),
         Some(mode) => Ok(mode == "WaitForFirstConsumer"),
     }
 }
@@ -277,20 +264,12 @@ pub fn default_class<'a>(
     classes: impl IntoIterator<Item = &'a StorageClass>,
 ) -> Option<&'a StorageClass> {
     let is_default = |c: &StorageClass| {
-        annotation(&c.metadata, "storageclass.kubernetes.io/is-default-class").or_else(|| {
-            annotation(
-                &c.metadata,
-                "storageclass.beta.kubernetes.io/is-default-class",
-            )
-        }) == Some("true")
+        annotation(&c.metadata, "storageclass.kubernetes.io/is-default-class")
+            .or_else(|| annotation(&c.metadata, "storageclass.beta.kubernetes.io/is-default-class"))
+            == Some("true")
     };
-    classes
-        .into_iter()
-        .filter(|c| is_default(c))
-        .min_by(|a, b| {
-            let created = |c: &StorageClass| c.metadata.creation_timestamp.clone().map(|t| t.0);
-            created(b)
-                .cmp(&created(a))
-                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-        })
+    classes.into_iter().filter(|c| is_default(c)).min_by(|a, b| {
+        let created = |c: &StorageClass| c.metadata.creation_timestamp.clone().map(|t| t.0);
+        created(b).cmp(&created(a)).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    })
 }

@@ -117,17 +117,9 @@ mod tests {
         let table = [
             ("made for the claim", pv("pvc-u2", Some("u2")), true),
             ("named by the claim", pv("static-a", Some("u1")), true),
-            (
-                "claimRef by a race, the claim named another PV",
-                pv("static-b", Some("u1")),
-                false,
-            ),
+            ("claimRef by a race, the claim named another PV", pv("static-b", Some("u1")), false),
             ("never seen in use", pv("static-c", Some("u3")), false),
-            (
-                "made for another claim's UID",
-                pv("pvc-u9", Some("u2")),
-                false,
-            ),
+            ("made for another claim's UID", pv("pvc-u9", Some("u2")), false),
             ("no claimRef UID", pv("pvc-u1", None), false),
         ];
         for (case, pv, want) in table {

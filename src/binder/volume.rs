@@ -83,11 +83,7 @@ fn has_finalizer(pv: &PersistentVolume) -> bool {
 }
 
 fn set_phase(pv: &PersistentVolume, wanted: VolumePhase) -> VolumeStep {
-    if pv.phase() == Some(wanted) {
-        VolumeStep::None
-    } else {
-        VolumeStep::Phase(wanted)
-    }
+    if pv.phase() == Some(wanted) { VolumeStep::None } else { VolumeStep::Phase(wanted) }
 }
 
 /// reclaimVolume for a PV whose claim is gone.

@@ -62,11 +62,8 @@ pub fn segments(
         .iter()
         .filter_map(|csi_node| {
             let keys = driver_keys(csi_node, driver)?;
-            let labels = nodes
-                .iter()
-                .find(|n| n.name == csi_node.metadata.name)?
-                .labels
-                .as_ref()?;
+            let labels =
+                nodes.iter().find(|n| n.name == csi_node.metadata.name)?.labels.as_ref()?;
             segment_of(labels, &keys)
         })
         .collect();
@@ -89,10 +86,7 @@ pub fn wanted(
         .filter(|c| immediate || c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
         .filter_map(|c| c.metadata.name.clone())
         .flat_map(|class| {
-            segments.iter().map(move |s| Item {
-                class: class.clone(),
-                segment: s.clone(),
-            })
+            segments.iter().map(move |s| Item { class: class.clone(), segment: s.clone() })
         })
         .collect();
     out.sort();
@@ -118,11 +112,7 @@ pub enum Change {
 /// The item an object speaks for, if its selector is a plain segment.
 fn item_of(object: &CSIStorageCapacity) -> Option<Item> {
     let selector = object.node_topology.clone().unwrap_or_default();
-    if selector
-        .match_expressions
-        .as_ref()
-        .is_some_and(|e| !e.is_empty())
-    {
+    if selector.match_expressions.as_ref().is_some_and(|e| !e.is_empty()) {
         return None;
     }
     Some(Item {
@@ -133,9 +123,7 @@ fn item_of(object: &CSIStorageCapacity) -> Option<Item> {
 
 fn bytes(q: &Option<Quantity>) -> Option<i64> {
     let q = q.as_ref()?;
-    crate::model::quantity::parse_bytes(&q.0)
-        .ok()
-        .and_then(|b| i64::try_from(b).ok())
+    crate::model::quantity::parse_bytes(&q.0).ok().and_then(|b| i64::try_from(b).ok())
 }
 
 fn quantity(value: i64) -> Quantity {
@@ -166,11 +154,8 @@ pub fn reconcile(
     let mut claimed: Vec<&Item> = Vec::new();
     for object in objects {
         let name = object.metadata.name.clone().unwrap_or_default();
-        let wanted = item_of(object).and_then(|item| {
-            answers
-                .iter()
-                .find(|(i, _)| *i == item && !claimed.contains(&i))
-        });
+        let wanted = item_of(object)
+            .and_then(|item| answers.iter().find(|(i, _)| *i == item && !claimed.contains(&i)));
         let Some((item, answer)) = wanted else {
             changes.push(Change::Delete { name });
             continue;
@@ -191,9 +176,7 @@ pub fn reconcile(
     }
     for (item, answer) in answers {
         if let (false, Some(answer)) = (claimed.contains(&item), answer) {
-            changes.push(Change::Create(Box::new(object(
-                item, *answer, driver, owner,
-            ))));
+            changes.push(Change::Create(Box::new(object(item, *answer, driver, owner))));
         }
     }
     changes

@@ -81,9 +81,7 @@ impl Publisher {
             level if level < 0 => None,
             level => {
                 let pod = env("POD_NAME").ok_or(SetupError::NoPod)?;
-                owner(&client, &namespace, &pod, level)
-                    .await
-                    .map_err(SetupError::Owner)?
+                owner(&client, &namespace, &pod, level).await.map_err(SetupError::Owner)?
             }
         };
         if let Some(o) = &owner {
@@ -200,14 +198,8 @@ impl Publisher {
             &self.driver,
             self.options.owner.as_ref(),
         );
-        let created = changes
-            .iter()
-            .filter(|c| matches!(c, Change::Create(_)))
-            .count();
-        let obsolete = changes
-            .iter()
-            .filter(|c| matches!(c, Change::Delete { .. }))
-            .count();
+        let created = changes.iter().filter(|c| matches!(c, Change::Create(_))).count();
+        let obsolete = changes.iter().filter(|c| matches!(c, Change::Delete { .. })).count();
         crate::metrics::metrics().capacity(answers.len(), answers.len() - created, obsolete);
         for change in changes {
             if let Err(e) = self.apply(&api, &existing, change).await {
@@ -218,21 +210,13 @@ impl Publisher {
 
     /// GetCapacity for the item's class parameters in its segment; None when it failed.
     async fn ask(&self, item: &Item) -> Option<Answer> {
-        let class = self
-            .stores
-            .classes
-            .get(&kube::runtime::reflector::ObjectRef::new(&item.class))?;
+        let class =
+            self.stores.classes.get(&kube::runtime::reflector::ObjectRef::new(&item.class))?;
         let request = csi::GetCapacityRequest {
             volume_capabilities: Vec::new(),
-            parameters: class
-                .parameters
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .collect(),
-            accessible_topology: (!item.segment.is_empty()).then(|| csi::Topology {
-                segments: item.segment.clone().into_iter().collect(),
-            }),
+            parameters: class.parameters.clone().unwrap_or_default().into_iter().collect(),
+            accessible_topology: (!item.segment.is_empty())
+                .then(|| csi::Topology { segments: item.segment.clone().into_iter().collect() }),
         };
         match self.csi.get_capacity(request).await {
             Ok(r) => Some(Answer {
@@ -257,12 +241,7 @@ impl Publisher {
                 let made = api.create(&PostParams::default(), &object).await?;
                 debug!(name = %made.name_any(), class = %made.storage_class_name, "storage capacity published");
             }
-            Change::Update {
-                name,
-                version,
-                answer,
-                owner,
-            } => {
+            Change::Update { name, version, answer, owner } => {
                 let owners = owner.map(|o| {
                     let mut all = existing
                         .iter()
@@ -273,8 +252,7 @@ impl Publisher {
                     all
                 });
                 let patch = super::update_patch(version.as_deref(), answer, owners);
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await?;
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
                 debug!(%name, "storage capacity updated");
             }
             Change::Delete { name } => match api.delete(&name, &Default::default()).await {
@@ -303,10 +281,8 @@ pub async fn owner(
         namespace,
         &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")),
     );
-    let mut object = pods
-        .get(pod)
-        .await
-        .map_err(|e| format!("cannot read Pod {namespace}/{pod}: {e}"))?;
+    let mut object =
+        pods.get(pod).await.map_err(|e| format!("cannot read Pod {namespace}/{pod}: {e}"))?;
     if level == 0 {
         return Ok(Some(OwnerReference {
             api_version: "v1".into(),
@@ -347,12 +323,10 @@ pub async fn owner(
         let resource =
             ApiResource::from_gvk(&GroupVersionKind::gvk(&group, &version, &parent.kind));
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-        object = api.get(&parent.name).await.map_err(|e| {
-            format!(
-                "cannot read {} {namespace}/{}: {e}",
-                parent.kind, parent.name
-            )
-        })?;
+        object = api
+            .get(&parent.name)
+            .await
+            .map_err(|e| format!("cannot read {} {namespace}/{}: {e}", parent.kind, parent.name))?;
     }
     Ok(None)
 }

@@ -40,12 +40,7 @@ const GIB: i64 = 1 << 30;
 
 #[test]
 fn segments_come_from_the_nodes_the_driver_is_on() {
-    let nodes = [
-        node("a1", "a"),
-        node("a2", "a"),
-        node("b1", "b"),
-        node("c1", "c"),
-    ];
+    let nodes = [node("a1", "a"), node("a2", "a"), node("b1", "b"), node("c1", "c")];
     let csi_nodes = [
         csi_node("a1", "d.csi", json!(["zone"])),
         csi_node("a2", "d.csi", json!(["zone"])),
@@ -84,16 +79,9 @@ fn only_delayed_classes_of_the_driver_unless_immediate_is_asked_for() {
 
 #[test]
 fn objects_are_created_updated_kept_and_deleted() {
-    let item = |class: &str, zone: &str| Item {
-        class: class.into(),
-        segment: seg(zone),
-    };
-    let answer = |gib: i64| {
-        Some(Answer {
-            available: gib * GIB,
-            maximum_volume_size: Some(gib * GIB),
-        })
-    };
+    let item = |class: &str, zone: &str| Item { class: class.into(), segment: seg(zone) };
+    let answer =
+        |gib: i64| Some(Answer { available: gib * GIB, maximum_volume_size: Some(gib * GIB) });
     let answers = vec![
         (item("late", "a"), answer(10)),  // exists, same: nothing
         (item("late", "b"), answer(9)),   // exists, changed: update
@@ -132,18 +120,9 @@ fn objects_are_created_updated_kept_and_deleted() {
         panic!("no create");
     };
     assert_eq!(made.metadata.generate_name.as_deref(), Some("csisc-"));
-    assert_eq!(
-        made.metadata.labels.as_ref().unwrap()[DRIVER_LABEL],
-        "d.csi"
-    );
-    assert_eq!(
-        made.metadata.labels.as_ref().unwrap()[MANAGED_BY_LABEL],
-        MANAGED_BY
-    );
-    assert_eq!(
-        made.node_topology.as_ref().unwrap().match_labels.as_ref(),
-        Some(&seg("a"))
-    );
+    assert_eq!(made.metadata.labels.as_ref().unwrap()[DRIVER_LABEL], "d.csi");
+    assert_eq!(made.metadata.labels.as_ref().unwrap()[MANAGED_BY_LABEL], MANAGED_BY);
+    assert_eq!(made.node_topology.as_ref().unwrap().match_labels.as_ref(), Some(&seg("a")));
 }
 
 #[test]
@@ -157,14 +136,8 @@ fn an_owner_is_added_where_it_is_missing() {
         block_owner_deletion: None,
     };
     let answers = vec![(
-        Item {
-            class: "late".into(),
-            segment: seg("a"),
-        },
-        Some(Answer {
-            available: 10 * GIB,
-            maximum_volume_size: Some(10 * GIB),
-        }),
+        Item { class: "late".into(), segment: seg("a") },
+        Some(Answer { available: 10 * GIB, maximum_volume_size: Some(10 * GIB) }),
     )];
     let object = existing("csisc-1", "late", "a", "10Gi");
     let changes = reconcile(&answers, &[&object], "d.csi", Some(&owner));

@@ -36,18 +36,9 @@ pub async fn run(config: &Config, target: &str) -> anyhow::Result<()> {
         volumes.upsert(pv);
     }
     let class_name = claim.class();
-    let class = classes
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == Some(class_name));
+    let class = classes.iter().find(|c| c.metadata.name.as_deref() == Some(class_name));
     let default = matching::default_class(classes.iter()).and_then(|c| c.metadata.name.clone());
-    let view = ClaimView {
-        class,
-        default_class: default.as_deref(),
-        volumes: &volumes,
-    };
-    print!(
-        "{}",
-        csi_pv_controller::binder::explain::explain(&claim, &view)
-    );
+    let view = ClaimView { class, default_class: default.as_deref(), volumes: &volumes };
+    print!("{}", csi_pv_controller::binder::explain::explain(&claim, &view));
     Ok(())
 }

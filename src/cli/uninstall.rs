@@ -48,10 +48,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
     let (mut removed, mut kept) = (0, 0);
     for claim in &claims {
         // Claims of other drivers are not ours to judge.
-        if claim
-            .annotations()
-            .get(names::ANN_STORAGE_PROVISIONER)
-            .map(String::as_str)
+        if claim.annotations().get(names::ANN_STORAGE_PROVISIONER).map(String::as_str)
             != Some(driver)
         {
             continue;
@@ -64,11 +61,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
         let Some(verdict) = rollback::judge(claim, &volumes, &volume_name, force) else {
             continue;
         };
-        let at = format!(
-            "{}/{}",
-            claim.namespace().unwrap_or_default(),
-            claim.name_any()
-        );
+        let at = format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any());
         match verdict {
             Verdict::Keep(why) => {
                 kept += 1;
@@ -76,10 +69,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
             }
             Verdict::Remove(why) => {
                 removed += 1;
-                println!(
-                    "{}  {at}: {why}",
-                    if dry_run { "would remove" } else { "removed" }
-                );
+                println!("{}  {at}: {why}", if dry_run { "would remove" } else { "removed" });
                 if dry_run {
                     continue;
                 }

@@ -12,10 +12,7 @@ use crate::fence::Fence;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot read kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: String,
-        source: kube::config::KubeconfigError,
-    },
+    Kubeconfig { path: String, source: kube::config::KubeconfigError },
     #[error(
         "no Kubernetes configuration found (no --kubeconfig, KUBECONFIG or in-cluster service account): {0}"
     )]
@@ -34,12 +31,7 @@ pub async fn build(
     role: &'static str,
 ) -> Result<Client, ClientError> {
     let config = load(kubeconfig).await?;
-    limited(
-        config,
-        &RateLimitLayer::new(qps, burst),
-        &Fence::open(),
-        role,
-    )
+    limited(config, &RateLimitLayer::new(qps, burst), &Fence::open(), role)
 }
 
 /// A client of its own budget whose writes pass `fence` (the capacity objects' client).
@@ -72,10 +64,7 @@ impl ApiClients {
         ApiClients {
             state: client.clone(),
             events: client.clone(),
-            writes: Writes {
-                client,
-                budget: RateLimitLayer::new(-1.0, 1),
-            },
+            writes: Writes { client, budget: RateLimitLayer::new(-1.0, 1) },
         }
     }
 }
@@ -119,10 +108,8 @@ pub async fn build_with_events(
 async fn load(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
     Ok(match kubeconfig {
         Some(path) => {
-            let kubeconfig_error = |source| ClientError::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            };
+            let kubeconfig_error =
+                |source| ClientError::Kubeconfig { path: path.display().to_string(), source };
             let file = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
             Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
                 .await
@@ -149,9 +136,7 @@ fn limited(
         .with_layer(&tower::util::MapRequestLayer::new(
             move |mut request: axum::http::Request<kube::client::Body>| {
                 if let Some(agent) = &agent {
-                    request
-                        .headers_mut()
-                        .insert(axum::http::header::USER_AGENT, agent.clone());
+                    request.headers_mut().insert(axum::http::header::USER_AGENT, agent.clone());
                 }
                 request
             },

@@ -26,10 +26,7 @@ impl<S> Layer<S> for GateLayer {
     type Service = Gate<S>;
 
     fn layer(&self, inner: S) -> Gate<S> {
-        Gate {
-            inner,
-            fence: self.fence.clone(),
-        }
+        Gate { inner, fence: self.fence.clone() }
     }
 }
 
@@ -86,20 +83,13 @@ mod tests {
             Ok::<_, BoxError>(r.method().to_string())
         });
         let mut gate = GateLayer::new(fence.clone()).layer(echo);
-        for (method, passes) in [
-            ("GET", true),
-            ("PATCH", false),
-            ("POST", false),
-            ("PUT", false),
-            ("DELETE", false),
-        ] {
+        for (method, passes) in
+            [("GET", true), ("PATCH", false), ("POST", false), ("PUT", false), ("DELETE", false)]
+        {
             let answer = gate.ready().await.unwrap().call(request(method)).await;
             assert_eq!(answer.is_ok(), passes, "{method} while shut");
         }
-        fence.renewed(
-            std::time::Instant::now(),
-            std::time::Duration::from_secs(10),
-        );
+        fence.renewed(std::time::Instant::now(), std::time::Duration::from_secs(10));
         let answer = gate.ready().await.unwrap().call(request("PATCH")).await;
         assert_eq!(answer.unwrap(), "PATCH", "a write while open");
     }

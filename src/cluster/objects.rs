@@ -98,9 +98,7 @@ impl<K: Scoped> Objects<K> for KubeObjects {
     fn create<'a>(&'a self, object: &'a K) -> Reply<'a, K> {
         Box::pin(async move {
             let namespace = object.meta().namespace.as_deref();
-            K::api(&self.client, namespace)
-                .create(&PostParams::default(), object)
-                .await
+            K::api(&self.client, namespace).create(&PostParams::default(), object).await
         })
     }
 

@@ -71,10 +71,7 @@ impl RateLimitLayer {
                 last: Instant::now(),
             }))
         });
-        RateLimitLayer {
-            bucket,
-            background: false,
-        }
+        RateLimitLayer { bucket, background: false }
     }
 
     /// Waits for a token of this budget, for a request that then goes on a client without the
@@ -84,10 +81,7 @@ impl RateLimitLayer {
             return Duration::ZERO;
         };
         let now = Instant::now();
-        let wait = bucket
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .reserve(now);
+        let wait = bucket.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).reserve(now);
         if !wait.is_zero() {
             tokio::time::sleep_until(now + wait).await;
         }
@@ -97,10 +91,7 @@ impl RateLimitLayer {
     /// A layer on the same budget for requests that may wait (Events): they go only when a
     /// token is spare, so the budget's QPS is never exceeded and state changes always go first.
     pub fn background(&self) -> Self {
-        RateLimitLayer {
-            bucket: self.bucket.clone(),
-            background: true,
-        }
+        RateLimitLayer { bucket: self.bucket.clone(), background: true }
     }
 }
 
@@ -144,9 +135,7 @@ impl<S: Service<R>, R> Service<R> for RateLimited<S> {
                 }
                 let now = Instant::now();
                 // A panic elsewhere poisoned the lock; limiting is not worth failing requests for.
-                let mut b = bucket
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut b = bucket.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 let delay = if self.background {
                     // Not taken: wait, then look again.
                     b.take_spare(now).err()
@@ -254,12 +243,7 @@ mod tests {
     #[test]
     fn bucket_allows_burst_then_paces_at_qps() {
         let start = Instant::now();
-        let mut b = Bucket {
-            qps: 5.0,
-            burst: 10.0,
-            tokens: 10.0,
-            last: start,
-        };
+        let mut b = Bucket { qps: 5.0, burst: 10.0, tokens: 10.0, last: start };
         for _ in 0..10 {
             assert_eq!(b.reserve(start), Duration::ZERO);
         }

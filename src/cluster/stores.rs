@@ -64,9 +64,7 @@ pub struct WatchHealth {
 
 impl WatchHealth {
     fn failed(&self, kind: &str) {
-        self.lock()
-            .entry(kind.to_string())
-            .or_insert_with(Instant::now);
+        self.lock().entry(kind.to_string()).or_insert_with(Instant::now);
     }
 
     fn succeeded(&self, kind: &str) {
@@ -130,18 +128,12 @@ impl Stores {
         watched: Watched,
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
         let watches = Arc::new(WatchHealth::default());
-        let r = Reflecting {
-            client,
-            health: watches.clone(),
-            on_change,
-        };
+        let r = Reflecting { client, health: watches.clone(), on_change };
         let (claims, claims_run) = r.reflect(CLAIM, None);
         let (volumes, volumes_run) = r.reflect(VOLUME, inspect_volume);
         let (classes, classes_run) = r.reflect(CLASS, None);
-        let (attachments, attachments_run) = watched
-            .attachments
-            .then(|| r.reflect(ATTACHMENT, None))
-            .unzip();
+        let (attachments, attachments_run) =
+            watched.attachments.then(|| r.reflect(ATTACHMENT, None)).unzip();
         let (topology, topology_run) = watched
             .topology
             .then(|| {
@@ -154,10 +146,8 @@ impl Stores {
                 (TopologyStores { csi_nodes, nodes }, run)
             })
             .unzip();
-        let (attributes_classes, attributes_classes_run) = watched
-            .attributes_classes
-            .then(|| r.reflect(reference(), None))
-            .unzip();
+        let (attributes_classes, attributes_classes_run) =
+            watched.attributes_classes.then(|| r.reflect(reference(), None)).unzip();
         let run = async move {
             tokio::join!(
                 claims_run,
@@ -169,15 +159,7 @@ impl Stores {
             );
         };
         (
-            Stores {
-                claims,
-                volumes,
-                classes,
-                attachments,
-                topology,
-                attributes_classes,
-                watches,
-            },
+            Stores { claims, volumes, classes, attachments, topology, attributes_classes, watches },
             run,
         )
     }
@@ -235,13 +217,7 @@ impl Reflecting<'_> {
         K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     {
         let stream = whole::<K>(self.client);
-        reflect(
-            self.health.clone(),
-            stream,
-            self.on_change.clone(),
-            told,
-            inspect,
-        )
+        reflect(self.health.clone(), stream, self.on_change.clone(), told, inspect)
     }
 }
 

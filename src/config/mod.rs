@@ -250,12 +250,7 @@ pub struct ConfigError {
 impl Config {
     /// Checks what the parser cannot: ranges and combinations.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |flag, reason: &str| {
-            Err(ConfigError {
-                flag,
-                reason: reason.to_string(),
-            })
-        };
+        let bad = |flag, reason: &str| Err(ConfigError { flag, reason: reason.to_string() });
         if self.timeout.is_zero() {
             return bad("timeout", "must be greater than 0");
         }
@@ -287,10 +282,7 @@ impl Config {
             return bad("retry-interval-start", "must be greater than 0");
         }
         if self.retry_interval_max < self.retry_interval_start {
-            return bad(
-                "retry-interval-max",
-                "must not be shorter than --retry-interval-start",
-            );
+            return bad("retry-interval-max", "must not be shorter than --retry-interval-start");
         }
         if self.volume_name_prefix.is_empty() {
             return bad("volume-name-prefix", "must not be empty");
@@ -299,10 +291,7 @@ impl Config {
             return bad("volume-name-uuid-length", "must be -1 or at least 0");
         }
         if self.bind_all && self.binder == crate::binder::Binder::Driver {
-            return bad(
-                "bind-all",
-                "means --binder=all and cannot go with --binder=driver",
-            );
+            return bad("bind-all", "means --binder=all and cannot go with --binder=driver");
         }
         if self.pvclaimbinder_sync_period.is_zero() {
             return bad("pvclaimbinder-sync-period", "must be greater than 0");
@@ -330,15 +319,10 @@ impl Config {
         if let Some(path) = &self.kubeconfig
             && !path.is_file()
         {
-            return bad(
-                "kubeconfig",
-                &format!("{} is not a readable file", path.display()),
-            );
+            return bad("kubeconfig", &format!("{} is not a readable file", path.display()));
         }
-        crate::csi::socket_path(&self.csi_address).map_err(|e| ConfigError {
-            flag: "csi-address",
-            reason: e.to_string(),
-        })?;
+        crate::csi::socket_path(&self.csi_address)
+            .map_err(|e| ConfigError { flag: "csi-address", reason: e.to_string() })?;
         self.http_address()?;
         Ok(())
     }
@@ -364,11 +348,7 @@ impl Config {
 
     /// Who binds: `--binder`, or `all` with `--bind-all`.
     pub fn binder(&self) -> crate::binder::Binder {
-        if self.bind_all {
-            crate::binder::Binder::All
-        } else {
-            self.binder
-        }
+        if self.bind_all { crate::binder::Binder::All } else { self.binder }
     }
 
     /// `--volume-name-uuid-length` as an optional cut (-1 = none).

@@ -35,10 +35,7 @@ pub struct TopologyOptions {
 
 impl Default for TopologyOptions {
     fn default() -> Self {
-        TopologyOptions {
-            strict: false,
-            immediate: true,
-        }
+        TopologyOptions { strict: false, immediate: true }
     }
 }
 

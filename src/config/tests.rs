@@ -31,16 +31,10 @@ fn log_flags() {
     let c = parse(&["--log-format=json", "-v=5"]).unwrap();
     assert_eq!(c.log_format, "json");
     assert_eq!(c.log_level(), "info,csi_pv_controller=trace");
-    assert_eq!(
-        parse(&["--v=2"]).unwrap().log_level(),
-        "info,csi_pv_controller=debug"
-    );
+    assert_eq!(parse(&["--v=2"]).unwrap().log_level(), "info,csi_pv_controller=debug");
     assert_eq!(parse(&[]).unwrap().log_level(), "info");
     assert!(parse(&["--log-format=xml"]).is_err());
-    assert_eq!(
-        parse(&["--logging-format=json"]).unwrap().log_format,
-        "json"
-    );
+    assert_eq!(parse(&["--logging-format=json"]).unwrap().log_format, "json");
 }
 
 #[test]
@@ -56,10 +50,7 @@ fn leader_election_timing_is_checked() {
         "--leader-election-renew-deadline=5s",
     ])
     .unwrap_err();
-    assert!(
-        refused.contains("--leader-election-lease-duration"),
-        "{refused}"
-    );
+    assert!(refused.contains("--leader-election-lease-duration"), "{refused}");
     assert!(parse(&["--leader-election", "--leader-election-retry-period=0s"]).is_err());
 }
 
@@ -73,15 +64,9 @@ fn go_style_values_parse() {
     ])
     .unwrap();
     assert_eq!(c.timeout, Duration::from_secs(90));
+    assert_eq!(c.http_address().unwrap(), Some("0.0.0.0:8080".parse().unwrap()));
     assert_eq!(
-        c.http_address().unwrap(),
-        Some("0.0.0.0:8080".parse().unwrap())
-    );
-    assert_eq!(
-        parse(&["--http-endpoint=127.0.0.1:9808"])
-            .unwrap()
-            .http_address()
-            .unwrap(),
+        parse(&["--http-endpoint=127.0.0.1:9808"]).unwrap().http_address().unwrap(),
         Some("127.0.0.1:9808".parse().unwrap())
     );
 }
@@ -90,11 +75,7 @@ fn go_style_values_parse() {
 fn a_negative_qps_means_no_client_side_limit() {
     assert_eq!(parse(&["--kube-api-qps=-1"]).unwrap().kube_api_qps, -1.0);
     assert_eq!(parse(&["--kube-api-qps=50"]).unwrap().kube_api_qps, 50.0);
-    for nonsense in [
-        "--kube-api-qps=NaN",
-        "--kube-api-qps=inf",
-        "--kube-api-qps=0",
-    ] {
+    for nonsense in ["--kube-api-qps=NaN", "--kube-api-qps=inf", "--kube-api-qps=0"] {
         let e = parse(&[nonsense]).unwrap_err();
         assert!(e.contains("kube-api-qps"), "{nonsense}: {e}");
     }
@@ -104,18 +85,10 @@ fn a_negative_qps_means_no_client_side_limit() {
 fn kube_controller_manager_binds_unless_told_otherwise() {
     use crate::binder::Binder;
     assert_eq!(parse(&[]).unwrap().binder(), Binder::External);
-    assert_eq!(
-        parse(&["--binder=driver"]).unwrap().binder(),
-        Binder::Driver
-    );
+    assert_eq!(parse(&["--binder=driver"]).unwrap().binder(), Binder::Driver);
     assert_eq!(parse(&["--binder=all"]).unwrap().binder(), Binder::All);
     assert_eq!(parse(&["--bind-all"]).unwrap().binder(), Binder::All);
-    assert_eq!(
-        parse(&["--bind-all=false", "--binder=driver"])
-            .unwrap()
-            .binder(),
-        Binder::Driver
-    );
+    assert_eq!(parse(&["--bind-all=false", "--binder=driver"]).unwrap().binder(), Binder::Driver);
 }
 
 #[test]
@@ -126,10 +99,7 @@ fn nonsense_is_rejected_with_the_flag_named() {
         (&["--kube-api-qps=0", "--kube-api-burst=0"], "kube-api-qps"),
         (&["--kube-api-burst=0"], "kube-api-burst"),
         (&["--worker-threads=0"], "worker-threads"),
-        (
-            &["--retry-interval-start=10s", "--retry-interval-max=1s"],
-            "retry-interval-max",
-        ),
+        (&["--retry-interval-start=10s", "--retry-interval-max=1s"], "retry-interval-max"),
         (&["--http-endpoint=nonsense"], "http-endpoint"),
         (&["--csi-address=tcp://127.0.0.1:1"], "csi-address"),
         (&["--kubeconfig=/does/not/exist"], "kubeconfig"),

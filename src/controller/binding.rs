@@ -126,11 +126,8 @@ impl Controller {
             }
             ClaimStep::Fail(error) => {
                 // Upstream only logs this; the user needs to see it to fix the claim or class.
-                let notice = Notice {
-                    warning: true,
-                    reason: "FailedBinding",
-                    message: error.clone(),
-                };
+                let notice =
+                    Notice { warning: true, reason: "FailedBinding", message: error.clone() };
                 self.notify(&reference(claim), &notice).await;
                 Err(SyncError::Input(error))
             }
@@ -225,13 +222,8 @@ impl Controller {
         phase: &str,
     ) -> Result<(), SyncError> {
         if let Some(patch) = bind::claim_status_unbound(claim, phase) {
-            self.patch_claim(
-                Part::Status,
-                claim,
-                patch,
-                &format!("mark the claim {phase}"),
-            )
-            .await?;
+            self.patch_claim(Part::Status, claim, patch, &format!("mark the claim {phase}"))
+                .await?;
         }
         Ok(())
     }
@@ -275,11 +267,7 @@ impl Controller {
         provisioner: &str,
     ) -> Result<(), SyncError> {
         let mut claim = claim.clone();
-        if claim
-            .annotations()
-            .get(ANN_STORAGE_PROVISIONER)
-            .map(String::as_str)
-            != Some(provisioner)
+        if claim.annotations().get(ANN_STORAGE_PROVISIONER).map(String::as_str) != Some(provisioner)
         {
             let patch = json!({"metadata": {
                 "resourceVersion": claim.resource_version(),
@@ -313,33 +301,22 @@ impl Controller {
         let mut pv = pv.clone();
         let name = pv.name_any();
         if let Some(patch) = bind::volume_spec(&pv, claim) {
-            pv = self
-                .patch_volume(&pv, patch, "bind the PersistentVolume to the claim")
-                .await?;
+            pv = self.patch_volume(&pv, patch, "bind the PersistentVolume to the claim").await?;
         }
         let pv = self.set_phase(&pv, VolumePhase::Bound, None).await?;
         let mut claim = claim.clone();
         let mut wrote = false;
         if let Some(patch) = bind::claim_spec(&claim, &pv) {
             claim = self
-                .patch_claim(
-                    Part::Object,
-                    &claim,
-                    patch,
-                    "bind the claim to its PersistentVolume",
-                )
+                .patch_claim(Part::Object, &claim, patch, "bind the claim to its PersistentVolume")
                 .await?;
             wrote = true;
         }
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
-            self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound")
-                .await?;
+            self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound").await?;
             wrote = true;
-            if let Some(seconds) = claim
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .and_then(crate::metrics::seconds_since)
+            if let Some(seconds) =
+                claim.metadata.creation_timestamp.as_ref().and_then(crate::metrics::seconds_since)
             {
                 crate::metrics::metrics().claim_bound.observe(seconds);
             }
@@ -378,9 +355,6 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.index
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .unreserve(&self.volume, &self.claim);
+        self.index.write().unwrap_or_else(|p| p.into_inner()).unreserve(&self.volume, &self.claim);
     }
 }

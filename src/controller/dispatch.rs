@@ -55,8 +55,6 @@ impl Controller {
         };
         let class = self.class_of(&cached);
         let named = cached.named_volume().and_then(|v| self.volume_in_store(v));
-        self.scope
-            .has_claim(&cached, class.as_deref(), named.as_deref())
-            .then(|| (*cached).clone())
+        self.scope.has_claim(&cached, class.as_deref(), named.as_deref()).then(|| (*cached).clone())
     }
 }

@@ -50,10 +50,7 @@ pub enum SyncError {
 
 impl SyncError {
     pub fn api(action: impl Into<String>, source: kube::Error) -> Self {
-        SyncError::Api {
-            action: action.into(),
-            source,
-        }
+        SyncError::Api { action: action.into(), source }
     }
 
     pub fn csi(operation: Operation, source: CsiError) -> Self {
@@ -98,9 +95,7 @@ mod tests {
         SyncError::api(
             "patch the claim",
             kube::Error::Api(
-                kube::core::Status::failure("refused", "Reason")
-                    .with_code(code)
-                    .boxed(),
+                kube::core::Status::failure("refused", "Reason").with_code(code).boxed(),
             ),
         )
     }
@@ -119,9 +114,6 @@ mod tests {
         for (code, class) in table {
             assert_eq!(api(code).class(), class, "{code}");
         }
-        assert_eq!(
-            SyncError::Input("bad".into()).class(),
-            SyncErrorClass::Infeasible
-        );
+        assert_eq!(SyncError::Input("bad".into()).class(), SyncErrorClass::Infeasible);
     }
 }

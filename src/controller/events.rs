@@ -115,10 +115,9 @@ enum Fold {
 /// Decides, for an event at `now`, whether it folds into `seen`.
 fn fold(seen: Option<&Seen>, now: Timestamp) -> Fold {
     match seen {
-        Some(s) if now.as_second() - s.first.as_second() < FOLD_WINDOW_SECONDS => Fold::Repeat {
-            name: s.name.clone(),
-            count: s.count + 1,
-        },
+        Some(s) if now.as_second() - s.first.as_second() < FOLD_WINDOW_SECONDS => {
+            Fold::Repeat { name: s.name.clone(), count: s.count + 1 }
+        }
         _ => Fold::Create,
     }
 }
@@ -187,11 +186,7 @@ impl Events {
         let mut hash = DefaultHasher::new();
         key.hash(&mut hash);
         let queue = &self.queues[(hash.finish() % SENDERS as u64) as usize];
-        let queued = Queued {
-            key,
-            object: object.clone(),
-            span: Span::current(),
-        };
+        let queued = Queued { key, object: object.clone(), span: Span::current() };
         if let Err(e) = queue.try_send(queued) {
             warn!(%reason, object = ?object.name, error = %e, "event dropped: the event queue is full");
         }
@@ -202,11 +197,7 @@ impl Events {
 /// gone (expired, deleted) is written anew.
 async fn write(client: &Client, seen: &Mutex<HashMap<Key, Seen>>, host: &str, q: Queued) {
     let now = Timestamp::now();
-    let before = seen
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&q.key)
-        .cloned();
+    let before = seen.lock().unwrap_or_else(|p| p.into_inner()).get(&q.key).cloned();
     let namespace = match q.object.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => ns.to_string(),
         _ => "default".to_string(),
@@ -214,16 +205,9 @@ async fn write(client: &Client, seen: &Mutex<HashMap<Key, Seen>>, host: &str, q:
     let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
     if let Fold::Repeat { name, count } = fold(before.as_ref(), now) {
         let patch = serde_json::json!({"count": count, "lastTimestamp": Time(now)});
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
+        match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await {
             Ok(_) => {
-                if let Some(s) = seen
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_mut(&q.key)
-                {
+                if let Some(s) = seen.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&q.key) {
                     s.count = count;
                 }
                 return;
@@ -235,11 +219,8 @@ async fn write(client: &Client, seen: &Mutex<HashMap<Key, Seen>>, host: &str, q:
             }
         }
     }
-    let name = format!(
-        "{}.{:x}",
-        q.object.name.as_deref().unwrap_or("object"),
-        now.as_nanosecond()
-    );
+    let name =
+        format!("{}.{:x}", q.object.name.as_deref().unwrap_or("object"), now.as_nanosecond());
     let event = Event {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -267,22 +248,13 @@ async fn write(client: &Client, seen: &Mutex<HashMap<Key, Seen>>, host: &str, q:
             let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
             if seen.len() >= REMEMBERED {
                 // Forget the oldest; it would only fold for a few more minutes anyway.
-                if let Some(oldest) = seen
-                    .iter()
-                    .min_by_key(|(_, s)| s.first)
-                    .map(|(k, _)| k.clone())
+                if let Some(oldest) =
+                    seen.iter().min_by_key(|(_, s)| s.first).map(|(k, _)| k.clone())
                 {
                     seen.remove(&oldest);
                 }
             }
-            seen.insert(
-                q.key,
-                Seen {
-                    name,
-                    count: 1,
-                    first: now,
-                },
-            );
+            seen.insert(q.key, Seen { name, count: 1, first: now });
         }
         Err(error) => {
             warn!(reason = %q.key.reason, object = ?q.object.name, %error, "cannot record event");
@@ -313,38 +285,18 @@ mod tests {
             ("ClaimLost", "persistentvolume-controller"),
         ];
         for (reason, want) in table {
-            assert_eq!(
-                component(role_of(reason), "d.csi", "host-1", "17-42"),
-                want,
-                "{reason}"
-            );
+            assert_eq!(component(role_of(reason), "d.csi", "host-1", "17-42"), want, "{reason}");
         }
     }
 
     #[test]
     fn a_repeat_folds_into_the_first_event_for_ten_minutes() {
         let first = Timestamp::from_second(1_000_000).unwrap();
-        let seen = Seen {
-            name: "c.1".into(),
-            count: 3,
-            first,
-        };
+        let seen = Seen { name: "c.1".into(), count: 3, first };
         let at = |s: i64| Timestamp::from_second(1_000_000 + s).unwrap();
         assert_eq!(fold(None, at(0)), Fold::Create);
-        assert_eq!(
-            fold(Some(&seen), at(5)),
-            Fold::Repeat {
-                name: "c.1".into(),
-                count: 4
-            }
-        );
-        assert_eq!(
-            fold(Some(&seen), at(599)),
-            Fold::Repeat {
-                name: "c.1".into(),
-                count: 4
-            }
-        );
+        assert_eq!(fold(Some(&seen), at(5)), Fold::Repeat { name: "c.1".into(), count: 4 });
+        assert_eq!(fold(Some(&seen), at(599)), Fold::Repeat { name: "c.1".into(), count: 4 });
         assert_eq!(fold(Some(&seen), at(600)), Fold::Create);
     }
 }

@@ -42,14 +42,8 @@ impl Controller {
             self.cannot_expand(key, claim, &pv, memory).await;
             return Ok(Outcome::Done);
         };
-        let plan = expand::decide(
-            claim,
-            &pv,
-            &self.settings.driver,
-            expander,
-            memory.final_error,
-            &now(),
-        );
+        let plan =
+            expand::decide(claim, &pv, &self.settings.driver, expander, memory.final_error, &now());
         let pv = match plan.drop_pre_resize {
             Some(patch) => {
                 self.patch_volume(
@@ -77,10 +71,7 @@ impl Controller {
             return Ok(Outcome::Waiting);
         }
         let claim = match start {
-            Some(patch) => {
-                self.patch_claim(Part::Status, claim, patch, "start the resize")
-                    .await?
-            }
+            Some(patch) => self.patch_claim(Part::Status, claim, patch, "start the resize").await?,
             None => {
                 // Nothing to write, so no precondition proves this copy current: a copy older
                 // than our own last write would repeat a finished call. Decide on the live one.
@@ -96,10 +87,7 @@ impl Controller {
                     &now(),
                 );
                 match again.step {
-                    ResizeStep::Expand {
-                        bytes: b,
-                        start: None,
-                    } if b == bytes => live,
+                    ResizeStep::Expand { bytes: b, start: None } if b == bytes => live,
                     // The claim moved on since the store saw it: its own event brings it back.
                     _ => return Ok(Outcome::Again),
                 }
@@ -107,11 +95,7 @@ impl Controller {
         };
         let volume = pv.name_any();
         self.events
-            .normal(
-                &reference(&claim),
-                EVENT_RESIZING,
-                expand::resizing_note(&volume),
-            )
+            .normal(&reference(&claim), EVENT_RESIZING, expand::resizing_note(&volume))
             .await;
 
         if memory.in_use
@@ -123,9 +107,7 @@ impl Controller {
                 &claim.name_any(),
                 &self.settings.driver,
             );
-            return Ok(self
-                .resize_waits(key, &claim, memory, asked, note, false)
-                .await);
+            return Ok(self.resize_waits(key, &claim, memory, asked, note, false).await);
         }
         memory.in_use = false;
 
@@ -135,8 +117,7 @@ impl Controller {
         };
         match outcome {
             Ok((capacity, node_required)) => {
-                self.resized(key, &claim, &pv, capacity, node_required)
-                    .await
+                self.resized(key, &claim, &pv, capacity, node_required).await
             }
             Err(failure) => {
                 let next = after_failure(failure);
@@ -150,9 +131,7 @@ impl Controller {
                 };
                 memory.final_error = next.final_error;
                 memory.in_use = next.in_use;
-                Ok(self
-                    .resize_waits(key, &claim, memory, asked, next.note, next.infeasible)
-                    .await)
+                Ok(self.resize_waits(key, &claim, memory, asked, next.note, next.infeasible).await)
             }
         }
     }
@@ -172,32 +151,22 @@ impl Controller {
                     pv.name_any()
                 ))
             })?;
-        if let Some(secret) = pv
-            .spec
-            .as_ref()
-            .and_then(|s| s.csi.as_ref()?.controller_expand_secret_ref.as_ref())
+        if let Some(secret) =
+            pv.spec.as_ref().and_then(|s| s.csi.as_ref()?.controller_expand_secret_ref.as_ref())
         {
             let namespace = secret.namespace.as_deref().unwrap_or_default();
             let name = secret.name.as_deref().unwrap_or_default();
             request.secrets = self
-                .read_secret(
-                    namespace,
-                    name,
-                    "the PersistentVolume's controllerExpandSecretRef",
-                )
+                .read_secret(namespace, name, "the PersistentVolume's controllerExpandSecretRef")
                 .await
                 .map_err(ResizeFailure::Uncertain)?;
         }
         // The semaphore is never closed; were it, the call goes unthrottled.
         let _slot = self.expansion_slots.acquire().await.ok();
-        let answer = self
-            .csi
-            .controller_expand_volume(request)
-            .await
-            .map_err(|e| {
-                self.strand_claim(key, &e);
-                ResizeFailure::of_call(&e.failure(Operation::Expand))
-            })?;
+        let answer = self.csi.controller_expand_volume(request).await.map_err(|e| {
+            self.strand_claim(key, &e);
+            ResizeFailure::of_call(&e.failure(Operation::Expand))
+        })?;
         let capacity = expand::answer(bytes, answer.capacity_bytes)
             .map_err(|e| ResizeFailure::unusable(e.to_string()))?;
         Ok((capacity, answer.node_expansion_required))
@@ -223,10 +192,7 @@ impl Controller {
         self.patch_volume(
             pv,
             patch,
-            &format!(
-                "patch PersistentVolume {} to record its new capacity",
-                pv.name_any()
-            ),
+            &format!("patch PersistentVolume {} to record its new capacity", pv.name_any()),
         )
         .await?;
         let now = now();
@@ -250,26 +216,20 @@ impl Controller {
             .and_then(|c| c.iter().find(|c| c.type_ == expand::RESIZING))
             .and_then(|c| c.last_transition_time.as_ref())
             .and_then(crate::metrics::seconds_since);
-        let claim = self
-            .patch_claim(Part::Status, claim, patch, "record the resize")
-            .await?;
+        let claim = self.patch_claim(Part::Status, claim, patch, "record the resize").await?;
         if let Some(seconds) = started {
             crate::metrics::metrics().resize_done.observe(seconds);
         }
         self.forget_resize(key);
         self.queues.claims.forget(key);
         info!(volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
-        self.events
-            .normal(&reference(&claim), reason, note.to_string())
-            .await;
+        self.events.normal(&reference(&claim), reason, note.to_string()).await;
         Ok(Outcome::Done)
     }
 
     /// The resize is over (or there is none): what was remembered of it goes.
     fn forget_resize(&self, key: &ClaimKey) {
-        self.memory
-            .claims
-            .update_if_known(key, |m| m.resize = ResizeMemory::default());
+        self.memory.claims.update_if_known(key, |m| m.resize = ResizeMemory::default());
     }
 
     /// A larger size asked of a driver that cannot expand: said once per size, as nothing will
@@ -289,17 +249,13 @@ impl Controller {
             return;
         }
         memory.announced = Some(sizes.requested);
-        self.memory
-            .claims
-            .update_claim(key, claim, |m| m.resize = memory);
+        self.memory.claims.update_claim(key, claim, |m| m.resize = memory);
         let note = format!(
             "CSI driver {} cannot expand volumes (no EXPAND_VOLUME capability in its controller or node service); the claim keeps its size",
             self.settings.driver
         );
         warn!("{note}");
-        self.events
-            .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)
-            .await;
+        self.events.warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note).await;
     }
 
     /// A failed attempt: remember it, hold passes on this size off until the retry, and say why.
@@ -318,13 +274,9 @@ impl Controller {
             self.queues.claims.retry(key.clone())
         };
         memory.wait = Some((asked, due_at(delay)));
-        self.memory
-            .claims
-            .update_claim(key, claim, |m| m.resize = memory);
+        self.memory.claims.update_claim(key, claim, |m| m.resize = memory);
         warn!(retry_in = ?delay, "resize failed: {note}");
-        self.events
-            .warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note)
-            .await;
+        self.events.warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note).await;
         Outcome::Waiting
     }
 

@@ -13,12 +13,7 @@ pub(super) fn with<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String
 
 /// The object's finalizers without `finalizer`.
 pub(super) fn without<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
-    object
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect()
+    object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect()
 }
 
 /// Replaces the finalizers of `object`, preconditioned on the version it was read at. An object

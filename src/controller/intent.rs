@@ -80,12 +80,9 @@ impl Controller {
         if !claim.has_intent() {
             return Ok(());
         }
-        let updated = set_finalizers(
-            &*self.cluster.claims,
-            claim,
-            without(claim, FINALIZER_PROVISIONING),
-        )
-        .await?;
+        let updated =
+            set_finalizers(&*self.cluster.claims, claim, without(claim, FINALIZER_PROVISIONING))
+                .await?;
         if let Some(claim) = updated {
             self.wrote_claim(&claim);
         }

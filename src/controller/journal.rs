@@ -29,10 +29,7 @@ pub enum JournalError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    move |source| JournalError::Io { path: path.to_path_buf(), source }
 }
 
 /// The intents on disk, and a copy in memory for the decisions.
@@ -60,11 +57,9 @@ impl Journal {
                 }
                 _ => continue,
             }
-            let claim = std::fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| {
-                    serde_json::from_slice::<PersistentVolumeClaim>(&b).map_err(|e| e.to_string())
-                });
+            let claim = std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| {
+                serde_json::from_slice::<PersistentVolumeClaim>(&b).map_err(|e| e.to_string())
+            });
             match claim {
                 Ok(claim) => match claim.metadata.uid.clone() {
                     Some(uid) => {
@@ -79,10 +74,7 @@ impl Journal {
                 }
             }
         }
-        Ok(Journal {
-            dir: dir.to_path_buf(),
-            entries: Mutex::new(entries),
-        })
+        Ok(Journal { dir: dir.to_path_buf(), entries: Mutex::new(entries) })
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PersistentVolumeClaim>>> {
@@ -157,9 +149,7 @@ fn write_synced(
     file.sync_all().map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))?;
     // The rename itself must survive a crash too.
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io(dir))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
     Ok(())
 }
 

@@ -67,9 +67,7 @@ pub(super) struct Memories<K, M> {
 
 impl<K, M> Default for Memories<K, M> {
     fn default() -> Self {
-        Memories {
-            map: Mutex::new(HashMap::new()),
-        }
+        Memories { map: Mutex::new(HashMap::new()) }
     }
 }
 
@@ -97,10 +95,7 @@ impl<K: Hash + Eq + Clone, M: Default + Clone> Memories<K, M> {
 
     /// The keys whose memory `pick` selects, changed by it: it returns whether to take the key.
     pub fn take_where(&self, mut pick: impl FnMut(&mut M) -> bool) -> Vec<K> {
-        self.lock()
-            .iter_mut()
-            .filter_map(|(k, m)| pick(m).then(|| k.clone()))
-            .collect()
+        self.lock().iter_mut().filter_map(|(k, m)| pick(m).then(|| k.clone())).collect()
     }
 
     pub fn any(&self, test: impl Fn(&M) -> bool) -> bool {
@@ -175,10 +170,7 @@ mod tests {
         assert!(!other.announced && !other.resize.final_error);
         memories.update_claim(&key, &claim("u2"), |m| m.written = Some(7));
         let now = memories.get(&key);
-        assert_eq!(
-            (now.uid.as_str(), now.announced, now.written),
-            ("u2", false, Some(7))
-        );
+        assert_eq!((now.uid.as_str(), now.announced, now.written), ("u2", false, Some(7)));
     }
 
     #[test]

@@ -136,9 +136,7 @@ impl Controller {
                 .controller
                 .has(ControllerCapability::SingleNodeMultiWriter),
             clone: driver.controller.has(ControllerCapability::CloneVolume),
-            snapshot: driver
-                .controller
-                .has(ControllerCapability::CreateDeleteSnapshot),
+            snapshot: driver.controller.has(ControllerCapability::CreateDeleteSnapshot),
             // Classes are only known where the cluster serves them (the store exists).
             modify: driver.controller.has(ControllerCapability::ModifyVolume)
                 && stores.attributes_classes.is_some(),
@@ -146,10 +144,7 @@ impl Controller {
         };
         Arc::new(Controller {
             events: events::Events::new(clients.events, &settings.driver, &settings.identity),
-            scope: Scope {
-                driver: settings.driver.clone(),
-                binder: switches.binder,
-            },
+            scope: Scope { driver: settings.driver.clone(), binder: switches.binder },
             queues,
             unseen: Mutex::default(),
             cluster: Cluster::kube(clients.state.clone(), clients.writes.client.clone()),
@@ -195,9 +190,7 @@ impl Controller {
         match cached.and_then(numeric_version) {
             Some(seen) if seen < wrote => true,
             _ => {
-                self.memory
-                    .claims
-                    .update_if_known(key, |m| m.written = None);
+                self.memory.claims.update_if_known(key, |m| m.written = None);
                 false
             }
         }
@@ -232,16 +225,12 @@ impl Controller {
             self.queues.claims.retry(key.clone())
         };
         let until = (claim.resource_version().unwrap_or_default(), due_at(delay));
-        self.memory
-            .claims
-            .update_claim(key, claim, |m| m.not_before = Some(until));
+        self.memory.claims.update_claim(key, claim, |m| m.not_before = Some(until));
         delay
     }
 
     fn clear_backoff(&self, key: &ClaimKey) {
-        self.memory
-            .claims
-            .update_if_known(key, |m| m.not_before = None);
+        self.memory.claims.update_if_known(key, |m| m.not_before = None);
         self.queues.claims.forget(key);
     }
 
@@ -259,9 +248,7 @@ impl Controller {
 /// before this, and a pass that arrives a hair before the deadline must not be put off again.
 /// The time now as status conditions record it (RFC 3339, whole seconds).
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 fn due_at(delay: Duration) -> Instant {
@@ -275,9 +262,8 @@ fn numeric_version<K: kube::Resource>(object: &K) -> Option<u64> {
 
 /// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.
 pub fn provisioner_identity(driver: &str) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let salt = (now.subsec_nanos() ^ std::process::id()) % 10_000;
     format!("{}-{salt}-{driver}", now.as_millis())
 }

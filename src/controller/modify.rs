@@ -147,9 +147,7 @@ impl Controller {
         request.secrets = match self.modify_secrets(pv).await {
             Ok(s) => s,
             Err(note) => {
-                return Ok(self
-                    .failed(key, claim, EVENT_VOLUME_MODIFY_FAILED, note, false)
-                    .await);
+                return Ok(self.failed(key, claim, EVENT_VOLUME_MODIFY_FAILED, note, false).await);
             }
         };
         let answer = self.csi.controller_modify_volume(request).await;
@@ -188,21 +186,14 @@ impl Controller {
         let message = error.message().unwrap_or_default().to_string();
         let patch = modify::failed(claim, &target, &code, &message, &now());
         let claim = self
-            .patch_claim(
-                Part::Status,
-                claim,
-                patch,
-                "record the failed volume modification",
-            )
+            .patch_claim(Part::Status, claim, patch, "record the failed volume modification")
             .await?;
         let mut note = error.to_string();
         if !modify::is_final(&code) {
             note.push_str(&format!(". Still modifying to VAC {target}"));
         }
         let infeasible = modify::infeasible(&code);
-        Ok(self
-            .failed(key, &claim, EVENT_VOLUME_MODIFY_FAILED, note, infeasible)
-            .await)
+        Ok(self.failed(key, &claim, EVENT_VOLUME_MODIFY_FAILED, note, infeasible).await)
     }
 
     /// The contents of the secret ControllerModifyVolume carries (`modify::secret_ref`).
@@ -212,8 +203,7 @@ impl Controller {
     ) -> Result<HashMap<String, String>, String> {
         match modify::secret_ref(pv) {
             Some((namespace, name)) => {
-                self.read_secret(&namespace, &name, "the PersistentVolume")
-                    .await
+                self.read_secret(&namespace, &name, "the PersistentVolume").await
             }
             None => Ok(HashMap::new()),
         }

@@ -47,9 +47,7 @@ impl Controller {
             match action {
                 ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
                 ClaimAction::Populator { group, kind, name } => {
-                    return Ok(self
-                        .populator_source(key, &claim, (&group, &kind, &name))
-                        .await);
+                    return Ok(self.populator_source(key, &claim, (&group, &kind, &name)).await);
                 }
                 ClaimAction::ProtectSource { namespace, name } => {
                     protected = Some(self.protect_source(&namespace, &name).await?);
@@ -138,10 +136,7 @@ impl Controller {
         snapshot: Option<&SnapshotLookup>,
     ) -> ClaimAction {
         let class_name = plan::class_name(claim).unwrap_or_default();
-        let class = self
-            .stores
-            .classes
-            .get(&kube::runtime::reflector::ObjectRef::new(class_name));
+        let class = self.stores.classes.get(&kube::runtime::reflector::ObjectRef::new(class_name));
         let volume = self.volume_in_store(&self.volume_name(claim));
         let (source_claim, source_volume) = self.clone_facts(claim, protected);
         let attributes = self.attributes_class_of(claim);
@@ -180,9 +175,7 @@ impl Controller {
         let (mut request, secrets) = match self.signed(plan, known).await {
             Ok(signed) => signed,
             Err(note) => {
-                return Ok(self
-                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
-                    .await);
+                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
             }
         };
         request.accessibility_requirements = match self.topology(claim, plan).await? {
@@ -192,9 +185,7 @@ impl Controller {
                     self.reschedule(claim).await?;
                 }
                 let note = e.to_string();
-                return Ok(self
-                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
-                    .await);
+                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
             }
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
@@ -222,15 +213,11 @@ impl Controller {
                 if let Err(d) = self.delete_backend(&volume_id, secrets).await {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
-                return Ok(self
-                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
-                    .await);
+                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
             }
             AfterCreate::Reschedule { note } => {
                 self.reschedule(claim).await?;
-                return Ok(self
-                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
-                    .await);
+                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
             }
             AfterCreate::Fail { note, infeasible } => {
                 return Ok(self
@@ -273,13 +260,7 @@ impl Controller {
             "resourceVersion": claim.resource_version(),
             "annotations": {ANN_SELECTED_NODE: null},
         }});
-        self.patch_claim(
-            Part::Object,
-            claim,
-            patch,
-            "remove the claim's selected node",
-        )
-        .await?;
+        self.patch_claim(Part::Object, claim, patch, "remove the claim's selected node").await?;
         info!("selected node removed: the scheduler will choose again");
         Ok(())
     }
@@ -437,10 +418,7 @@ impl Controller {
         volume_id: &str,
         secrets: HashMap<String, String>,
     ) -> Result<(), crate::csi::CsiError> {
-        let request = csi::DeleteVolumeRequest {
-            volume_id: volume_id.to_string(),
-            secrets,
-        };
+        let request = csi::DeleteVolumeRequest { volume_id: volume_id.to_string(), secrets };
         match self.csi.delete_volume(request).await {
             Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
             other => other,

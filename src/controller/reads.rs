@@ -59,10 +59,7 @@ impl Controller {
         };
         let cluster = ClusterNodes {
             csi_nodes: csi_nodes.iter().map(|c| &**c).collect(),
-            node_labels: nodes
-                .iter()
-                .filter_map(|n| n.metadata.labels.as_ref())
-                .collect(),
+            node_labels: nodes.iter().filter_map(|n| n.metadata.labels.as_ref()).collect(),
         };
         let decide = |selected| {
             topology::requirement(
@@ -88,11 +85,7 @@ impl Controller {
         if node.is_none() || csi_node.is_none() {
             return Ok(Err(TopologyError::NodeGone(name.to_string())));
         }
-        Ok(decide(Some(SelectedNode {
-            name,
-            node: node.as_ref(),
-            csi_node: csi_node.as_ref(),
-        })))
+        Ok(decide(Some(SelectedNode { name, node: node.as_ref(), csi_node: csi_node.as_ref() })))
     }
 
     /// The contents of the class's provisioner secret, or a message for the user. Never logged.
@@ -103,8 +96,7 @@ impl Controller {
         let Some(secret) = &plan.provisioner_secret else {
             return Ok(HashMap::new());
         };
-        self.read_secret(&secret.namespace, &secret.name, "the StorageClass")
-            .await
+        self.read_secret(&secret.namespace, &secret.name, "the StorageClass").await
     }
 
     pub(super) async fn read_secret(

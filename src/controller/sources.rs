@@ -20,10 +20,7 @@ use crate::provision::snapshot::{self, SnapshotLookup};
 use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
 
 /// The clone source's claim and PV, as the stores have them.
-pub(super) type CloneFacts = (
-    Option<Arc<PersistentVolumeClaim>>,
-    Option<Arc<PersistentVolume>>,
-);
+pub(super) type CloneFacts = (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
 
 fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
@@ -50,11 +47,7 @@ impl Controller {
         let source_claim = protected
             .filter(|p| p.name_any() == name && p.namespace().as_deref() == Some(&namespace))
             .cloned()
-            .or_else(|| {
-                self.stores
-                    .claims
-                    .get(&ObjectRef::new(&name).within(&namespace))
-            });
+            .or_else(|| self.stores.claims.get(&ObjectRef::new(&name).within(&namespace)));
         let source_volume = source_claim
             .as_ref()
             .and_then(|c| c.volume_name())
@@ -127,11 +120,7 @@ impl Controller {
         namespace: &str,
         name: &str,
     ) -> Result<Arc<PersistentVolumeClaim>, SyncError> {
-        let Some(cached) = self
-            .stores
-            .claims
-            .get(&ObjectRef::new(name).within(namespace))
-        else {
+        let Some(cached) = self.stores.claims.get(&ObjectRef::new(name).within(namespace)) else {
             return Err(SyncError::Inconsistent(format!(
                 "the clone source {namespace}/{name} went away"
             )));
@@ -140,9 +129,8 @@ impl Controller {
             "resourceVersion": cached.resource_version(),
             "finalizers": super::with(&*cached, FINALIZER_CLONING_PROTECTION),
         }});
-        let updated = self
-            .patch_claim(Part::Object, &cached, patch, "protect the clone source")
-            .await?;
+        let updated =
+            self.patch_claim(Part::Object, &cached, patch, "protect the clone source").await?;
         info!(source = %format!("{namespace}/{name}"), "clone source protected until the copy is made");
         Ok(Arc::new(updated))
     }
@@ -197,9 +185,7 @@ impl Controller {
             if self.backing_off(key, claim) {
                 return Outcome::Waiting;
             }
-            return self
-                .failed(key, claim, EVENT_PROVISIONING_FAILED, note, false)
-                .await;
+            return self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await;
         }
         let first = self
             .memory
@@ -207,9 +193,7 @@ impl Controller {
             .update_claim(key, claim, |m| !std::mem::replace(&mut m.announced, true));
         if first {
             info!(%kind, %name, "data source left to a volume populator");
-            self.events
-                .normal(&reference(claim), EVENT_PROVISIONING, note)
-                .await;
+            self.events.normal(&reference(claim), EVENT_PROVISIONING, note).await;
         }
         Outcome::Done
     }
@@ -246,9 +230,6 @@ impl Controller {
             .volume_attributes_class_name
             .as_deref()
             .filter(|n| !n.is_empty())?;
-        self.stores
-            .attributes_classes
-            .as_ref()?
-            .get(&ObjectRef::new(name))
+        self.stores.attributes_classes.as_ref()?.get(&ObjectRef::new(name))
     }
 }

@@ -23,9 +23,7 @@ impl Controller {
     /// Remembers a PV whose pass failed on an unreachable driver.
     pub(super) fn strand_volume(&self, name: &str, error: &CsiError) {
         if error.unreachable() {
-            self.memory
-                .volumes
-                .update(&name.to_string(), |m| m.stranded = true);
+            self.memory.volumes.update(&name.to_string(), |m| m.stranded = true);
         }
     }
 
@@ -39,14 +37,8 @@ impl Controller {
             if !stranded || !matches!(self.csi.probe().await, Ok(true)) {
                 continue;
             }
-            let claims = self
-                .memory
-                .claims
-                .take_where(|m| std::mem::take(&mut m.stranded));
-            let volumes = self
-                .memory
-                .volumes
-                .take_where(|m| std::mem::take(&mut m.stranded));
+            let claims = self.memory.claims.take_where(|m| std::mem::take(&mut m.stranded));
+            let volumes = self.memory.volumes.take_where(|m| std::mem::take(&mut m.stranded));
             info!(
                 claims = claims.len(),
                 volumes = volumes.len(),
@@ -54,9 +46,7 @@ impl Controller {
             );
             for key in claims {
                 self.clear_backoff(&key);
-                self.memory
-                    .claims
-                    .update_if_known(&key, |m| m.resize.wait = None);
+                self.memory.claims.update_if_known(&key, |m| m.resize.wait = None);
                 self.queues.claims.add(key);
             }
             for name in volumes {

@@ -105,9 +105,7 @@ impl Controller {
     async fn unbind(&self, pv: &PersistentVolume) -> Result<(), SyncError> {
         let mut pv = pv.clone();
         if let Some(patch) = binder::bind::unbind(&pv) {
-            pv = self
-                .patch_volume(&pv, patch, "unbind the PersistentVolume")
-                .await?;
+            pv = self.patch_volume(&pv, patch, "unbind the PersistentVolume").await?;
         }
         info!("unbound: its claim is bound to another volume");
         self.set_phase(&pv, VolumePhase::Available, None).await?;
@@ -116,9 +114,7 @@ impl Controller {
 
     /// Failed with the reason in status.message, and the event.
     async fn fail_volume(&self, pv: &PersistentVolume, notice: &Notice) -> Result<(), SyncError> {
-        let failed = self
-            .set_phase(pv, VolumePhase::Failed, Some(&notice.message))
-            .await?;
+        let failed = self.set_phase(pv, VolumePhase::Failed, Some(&notice.message)).await?;
         warn!("{}", notice.message);
         self.notify(&reference(&failed), notice).await;
         Ok(())
@@ -218,19 +214,13 @@ impl Controller {
                 // The attachment's removal queues the PV again.
                 let note = format!("persistentvolume {name} is still attached to node {node}");
                 info!(%node, "not deleting the volume: it is still attached");
-                self.events
-                    .warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note)
-                    .await;
+                self.events.warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note).await;
                 return Ok(Outcome::Done);
             }
         }
         if !self.served_its_claim(pv) {
-            let first = self
-                .queues
-                .usage
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .first_refusal(&name);
+            let first =
+                self.queues.usage.lock().unwrap_or_else(|p| p.into_inner()).first_refusal(&name);
             if first {
                 let notice = binder::usage::refusal(pv);
                 warn!("{}", notice.message);
@@ -240,20 +230,15 @@ impl Controller {
         }
         let handle = pv.csi_handle().unwrap_or_default().to_string();
         let secrets = self.deletion_secrets(pv).await;
-        let class = pv
-            .spec
-            .as_ref()
-            .and_then(|s| s.storage_class_name.as_deref())
-            .unwrap_or_default();
+        let class =
+            pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or_default();
         let started = std::time::Instant::now();
         let deleted = self.delete_backend(&handle, secrets).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
         if let Err(e) = deleted {
             self.strand_volume(&name, &e);
             let note = format!("failed to delete volume {handle}: {e}");
-            self.events
-                .warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note)
-                .await;
+            self.events.warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note).await;
             return Err(SyncError::csi(Operation::Delete, e));
         }
         info!(%handle, "deleted the volume in the driver");
@@ -320,10 +305,7 @@ impl Controller {
                 return Default::default();
             }
         };
-        match self
-            .read_secret(&secret.namespace, &secret.name, "the StorageClass")
-            .await
-        {
+        match self.read_secret(&secret.namespace, &secret.name, "the StorageClass").await {
             Ok(secrets) => secrets,
             Err(note) => {
                 warn!("{note}; deleting without secrets");

@@ -77,11 +77,8 @@ impl Controller {
             let present: std::collections::HashSet<String> =
                 volumes.iter().map(|v| v.name_any()).collect();
             let mut unseen = self.unseen.lock().unwrap_or_else(|p| p.into_inner());
-            let missing: std::collections::HashSet<String> = index
-                .names()
-                .into_iter()
-                .filter(|n| !present.contains(n))
-                .collect();
+            let missing: std::collections::HashSet<String> =
+                index.names().into_iter().filter(|n| !present.contains(n)).collect();
             for gone in missing.intersection(&unseen) {
                 index.remove(gone);
             }
@@ -106,9 +103,7 @@ impl Controller {
         for c in self.stores.claims.state() {
             let status = c.status.as_ref();
             let resizing = status.is_some_and(|s| {
-                s.allocated_resource_statuses
-                    .as_ref()
-                    .is_some_and(|r| !r.is_empty())
+                s.allocated_resource_statuses.as_ref().is_some_and(|r| !r.is_empty())
                     || s.conditions.as_ref().is_some_and(|r| !r.is_empty())
             }) || c
                 .spec
@@ -130,11 +125,7 @@ impl Controller {
     /// decided, the operation (`op`), in text and JSON alike.
     async fn claim_worker(&self) {
         while let Some(key) = self.queues.claims.next().await {
-            let name = format!(
-                "{}/{}",
-                key.namespace.as_deref().unwrap_or_default(),
-                key.name
-            );
+            let name = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
             let span = info_span!("sync", claim = %name, op = field::Empty);
             let result = self.sync_claim(&key).instrument(span.clone()).await;
             self.queues.claims.done(&key);

@@ -48,13 +48,7 @@ impl Controller {
         let newest = self.stores.claims.get(&ObjectRef::from_obj(claim));
         let patch = rebased(patch, claim, newest, action)?;
         let (namespace, name) = (claim.namespace(), claim.name_any());
-        let answer = send(
-            &*self.cluster.claim_writes,
-            namespace.as_deref(),
-            &name,
-            patch,
-            part,
-        );
+        let answer = send(&*self.cluster.claim_writes, namespace.as_deref(), &name, patch, part);
         let reread = async { self.live_claim(claim).await.ok().flatten() };
         settle(answer.await, action, reread, |c| self.wrote_claim(c)).await
     }
@@ -105,9 +99,7 @@ where
             freshness::precondition(&mut patch, &version);
             Ok(patch)
         }
-        Rebase::Stale => Err(SyncError::Stale {
-            action: action.to_string(),
-        }),
+        Rebase::Stale => Err(SyncError::Stale { action: action.to_string() }),
     }
 }
 

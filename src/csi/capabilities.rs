@@ -68,9 +68,7 @@ impl ControllerCapabilities {
         let set = capabilities
             .iter()
             .filter_map(|c| {
-                c.r#type
-                    .as_ref()
-                    .map(|controller_service_capability::Type::Rpc(rpc)| rpc.r#type)
+                c.r#type.as_ref().map(|controller_service_capability::Type::Rpc(rpc)| rpc.r#type)
             })
             .filter(|t| *t != ControllerCapability::Unknown as i32)
             .collect();
@@ -114,9 +112,7 @@ mod tests {
 
     fn rpc(t: ControllerCapability) -> ControllerServiceCapability {
         ControllerServiceCapability {
-            r#type: Some(controller_service_capability::Type::Rpc(Rpc {
-                r#type: t as i32,
-            })),
+            r#type: Some(controller_service_capability::Type::Rpc(Rpc { r#type: t as i32 })),
         }
     }
 
@@ -127,27 +123,20 @@ mod tests {
             rpc(ControllerCapability::ListSnapshots),
             rpc(ControllerCapability::ListSnapshots),
             ControllerServiceCapability {
-                r#type: Some(controller_service_capability::Type::Rpc(Rpc {
-                    r#type: 999,
-                })),
+                r#type: Some(controller_service_capability::Type::Rpc(Rpc { r#type: 999 })),
             },
             ControllerServiceCapability { r#type: None },
         ]);
         assert!(caps.has(ControllerCapability::CreateDeleteVolume));
         assert!(caps.has(ControllerCapability::ListSnapshots));
         assert!(!caps.has(ControllerCapability::ExpandVolume));
-        assert_eq!(
-            caps.names(),
-            vec!["CREATE_DELETE_VOLUME", "LIST_SNAPSHOTS", "UNRECOGNIZED"]
-        );
+        assert_eq!(caps.names(), vec!["CREATE_DELETE_VOLUME", "LIST_SNAPSHOTS", "UNRECOGNIZED"]);
     }
 
     #[test]
     fn plugin_capabilities_fold() {
         let service = |t: plugin_capability::service::Type| PluginCapability {
-            r#type: Some(plugin_capability::Type::Service(Service {
-                r#type: t as i32,
-            })),
+            r#type: Some(plugin_capability::Type::Service(Service { r#type: t as i32 })),
         };
         let expansion = |t: plugin_capability::volume_expansion::Type| PluginCapability {
             r#type: Some(plugin_capability::Type::VolumeExpansion(VolumeExpansion {
@@ -164,9 +153,6 @@ mod tests {
         assert!(caps.accessibility_constraints);
         assert!(!caps.group_controller_service);
         assert_eq!(caps.expansion, Some(ExpansionMode::Online));
-        assert_eq!(
-            PluginCapabilities::from_response(&[]),
-            PluginCapabilities::default()
-        );
+        assert_eq!(PluginCapabilities::from_response(&[]), PluginCapabilities::default());
     }
 }

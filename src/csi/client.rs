@@ -63,12 +63,8 @@ pub struct CsiClient {
 }
 
 /// The calls that change what the driver holds: none goes while leadership may have lapsed.
-const FENCED_METHODS: [&str; 4] = [
-    "CreateVolume",
-    "DeleteVolume",
-    "ControllerExpandVolume",
-    "ControllerModifyVolume",
-];
+const FENCED_METHODS: [&str; 4] =
+    ["CreateVolume", "DeleteVolume", "ControllerExpandVolume", "ControllerModifyVolume"];
 
 impl CsiClient {
     /// Prepares a connection to the socket at `address`; nothing is dialled until the first call.
@@ -171,9 +167,7 @@ impl CsiClient {
     /// Probe: Ok(true) when the driver is ready (an unset `ready` means ready).
     pub async fn probe(&self) -> Result<bool, CsiError> {
         let mut c = self.identity();
-        let r = self
-            .unary("Probe", csi::ProbeRequest {}, |r| c.probe(r))
-            .await?;
+        let r = self.unary("Probe", csi::ProbeRequest {}, |r| c.probe(r)).await?;
         Ok(r.ready.unwrap_or(true))
     }
 
@@ -235,9 +229,7 @@ impl CsiClient {
     pub async fn get_plugin_info(&self) -> Result<csi::GetPluginInfoResponse, CsiError> {
         let mut c = self.identity();
         let r = self
-            .unary("GetPluginInfo", csi::GetPluginInfoRequest {}, |r| {
-                c.get_plugin_info(r)
-            })
+            .unary("GetPluginInfo", csi::GetPluginInfoRequest {}, |r| c.get_plugin_info(r))
             .await?;
         if r.name.is_empty() {
             return Err(CsiError::InvalidResponse {
@@ -251,9 +243,7 @@ impl CsiClient {
     pub async fn get_plugin_capabilities(&self) -> Result<PluginCapabilities, CsiError> {
         let mut c = self.identity();
         let request = csi::GetPluginCapabilitiesRequest {};
-        let call = self.unary("GetPluginCapabilities", request, |r| {
-            c.get_plugin_capabilities(r)
-        });
+        let call = self.unary("GetPluginCapabilities", request, |r| c.get_plugin_capabilities(r));
         Ok(PluginCapabilities::from_response(&call.await?.capabilities))
     }
 
@@ -267,12 +257,9 @@ impl CsiClient {
         }
         let mut c = self.controller();
         let request = csi::ControllerGetCapabilitiesRequest {};
-        let answer = self.unary("ControllerGetCapabilities", request, |r| {
-            c.controller_get_capabilities(r)
-        });
-        Ok(ControllerCapabilities::from_response(
-            &answer.await?.capabilities,
-        ))
+        let answer =
+            self.unary("ControllerGetCapabilities", request, |r| c.controller_get_capabilities(r));
+        Ok(ControllerCapabilities::from_response(&answer.await?.capabilities))
     }
 
     /// CreateVolume. A success must name the volume and give a non-negative size.
@@ -286,9 +273,7 @@ impl CsiClient {
             method: "CreateVolume",
             reason: reason.to_string(),
         };
-        let volume = answer
-            .volume
-            .ok_or_else(|| invalid("no volume in the response"))?;
+        let volume = answer.volume.ok_or_else(|| invalid("no volume in the response"))?;
         if volume.volume_id.is_empty() {
             return Err(invalid("empty volume_id"));
         }
@@ -298,9 +283,7 @@ impl CsiClient {
 
     pub async fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Result<(), CsiError> {
         let mut c = self.controller();
-        self.unary("DeleteVolume", request, |r| c.delete_volume(r))
-            .await
-            .map(|_| ())
+        self.unary("DeleteVolume", request, |r| c.delete_volume(r)).await.map(|_| ())
     }
 
     /// Every volume the driver reports (LIST_VOLUMES), following its pages: the driver's own
@@ -310,13 +293,9 @@ impl CsiClient {
         let mut starting_token = String::new();
         loop {
             let mut c = self.controller();
-            let request = csi::ListVolumesRequest {
-                max_entries: 0,
-                starting_token: starting_token.clone(),
-            };
-            let page = self
-                .unary("ListVolumes", request, |r| c.list_volumes(r))
-                .await?;
+            let request =
+                csi::ListVolumesRequest { max_entries: 0, starting_token: starting_token.clone() };
+            let page = self.unary("ListVolumes", request, |r| c.list_volumes(r)).await?;
             volumes.extend(page.entries.into_iter().filter_map(|e| e.volume));
             // A driver that hands back the token it was given would loop forever.
             if page.next_token.is_empty() || page.next_token == starting_token {
@@ -332,11 +311,9 @@ impl CsiClient {
         use csi::node_service_capability::{Type, rpc};
         let mut c = self.node();
         let answer = self
-            .unary(
-                "NodeGetCapabilities",
-                csi::NodeGetCapabilitiesRequest {},
-                |r| c.node_get_capabilities(r),
-            )
+            .unary("NodeGetCapabilities", csi::NodeGetCapabilitiesRequest {}, |r| {
+                c.node_get_capabilities(r)
+            })
             .await;
         match answer {
             Ok(r) => Ok(r.capabilities.iter().any(|c| {
@@ -355,9 +332,7 @@ impl CsiClient {
     ) -> Result<csi::ControllerExpandVolumeResponse, CsiError> {
         let mut c = self.controller();
         let r = self
-            .unary("ControllerExpandVolume", request, |r| {
-                c.controller_expand_volume(r)
-            })
+            .unary("ControllerExpandVolume", request, |r| c.controller_expand_volume(r))
             .await?;
         not_negative("ControllerExpandVolume", "capacity_bytes", r.capacity_bytes)?;
         Ok(r)
@@ -371,11 +346,7 @@ impl CsiClient {
         let mut c = self.controller();
         let call = self.unary("GetCapacity", request, |r| c.get_capacity(r));
         let answer = call.await?;
-        not_negative(
-            "GetCapacity",
-            "available_capacity",
-            answer.available_capacity,
-        )?;
+        not_negative("GetCapacity", "available_capacity", answer.available_capacity)?;
         Ok(answer)
     }
 
@@ -386,11 +357,9 @@ impl CsiClient {
         request: csi::ControllerModifyVolumeRequest,
     ) -> Result<(), CsiError> {
         let mut c = self.controller();
-        self.unary("ControllerModifyVolume", request, |r| {
-            c.controller_modify_volume(r)
-        })
-        .await
-        .map(|_| ())
+        self.unary("ControllerModifyVolume", request, |r| c.controller_modify_volume(r))
+            .await
+            .map(|_| ())
     }
 }
 
@@ -415,21 +384,12 @@ mod tests {
             socket_path("unix:///run/csi/socket").unwrap(),
             PathBuf::from("/run/csi/socket")
         );
-        assert_eq!(
-            socket_path("/csi/csi.sock").unwrap(),
-            PathBuf::from("/csi/csi.sock")
-        );
+        assert_eq!(socket_path("/csi/csi.sock").unwrap(), PathBuf::from("/csi/csi.sock"));
         let cwd = std::env::current_dir().unwrap();
-        assert_eq!(
-            socket_path("unix:rel/s.sock").unwrap(),
-            cwd.join("rel/s.sock")
-        );
+        assert_eq!(socket_path("unix:rel/s.sock").unwrap(), cwd.join("rel/s.sock"));
         assert_eq!(socket_path("s.sock").unwrap(), cwd.join("s.sock"));
         for bad in ["", "unix://", "tcp://127.0.0.1:10000", "dns:///x:1"] {
-            assert!(
-                matches!(socket_path(bad), Err(CsiError::Address { .. })),
-                "{bad:?}"
-            );
+            assert!(matches!(socket_path(bad), Err(CsiError::Address { .. })), "{bad:?}");
         }
     }
 }

@@ -16,33 +16,18 @@ pub use super::failure::{ErrorClass, Failure, FailureCode, Operation};
 pub enum CsiError {
     /// The driver (or the gRPC stack on our side) answered with a status code.
     #[error("{method} failed: {code:?}: {message}")]
-    Status {
-        method: &'static str,
-        code: Code,
-        message: String,
-    },
+    Status { method: &'static str, code: Code, message: String },
     /// The call failed on our side of the socket (connection refused or dropped mid-call, HTTP/2
     /// error): the driver sent no answer, so what it did is unknown. tonic reports these as
     /// statuses too, usually `Unknown: transport error`; they differ in carrying a local cause.
     #[error("{method} failed on the connection to the driver: {code:?}: {message}")]
-    Transport {
-        method: &'static str,
-        code: Code,
-        message: String,
-    },
+    Transport { method: &'static str, code: Code, message: String },
     /// The driver answered OK, but with something that breaks the CSI contract.
     #[error("{method} returned an invalid response: {reason}")]
-    InvalidResponse {
-        method: &'static str,
-        reason: String,
-    },
+    InvalidResponse { method: &'static str, reason: String },
     /// The driver never became ready within the time we were willing to wait.
     #[error("CSI driver at {address} not ready after {waited:?}: {last_error}")]
-    NotReady {
-        address: String,
-        waited: Duration,
-        last_error: String,
-    },
+    NotReady { address: String, waited: Duration, last_error: String },
     /// Not sent: this replica's leadership may have lapsed (see `fence`).
     #[error("{method} not sent: this replica's leadership may have lapsed")]
     Fenced { method: &'static str },
@@ -69,17 +54,9 @@ impl CsiError {
         if std::error::Error::source(status).is_some()
             && classify(Operation::Query, code) == ErrorClass::Final
         {
-            CsiError::Transport {
-                method,
-                code,
-                message,
-            }
+            CsiError::Transport { method, code, message }
         } else {
-            CsiError::Status {
-                method,
-                code,
-                message,
-            }
+            CsiError::Status { method, code, message }
         }
     }
 
@@ -107,11 +84,7 @@ impl CsiError {
             Some(Code::FailedPrecondition) => FailureCode::FailedPrecondition,
             _ => FailureCode::Other,
         };
-        Failure {
-            class: self.class(operation),
-            code,
-            text: self.to_string(),
-        }
+        Failure { class: self.class(operation), code, text: self.to_string() }
     }
 
     /// Classifies this error for an operation of the given kind.
@@ -193,10 +166,8 @@ mod tests {
 
     #[test]
     fn nonsense_answers_are_uncertain() {
-        let e = CsiError::InvalidResponse {
-            method: "CreateVolume",
-            reason: "empty volume_id".into(),
-        };
+        let e =
+            CsiError::InvalidResponse { method: "CreateVolume", reason: "empty volume_id".into() };
         assert_eq!(e.class(Create), InProgress);
         assert_eq!(e.code(), None);
     }

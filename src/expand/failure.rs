@@ -8,11 +8,7 @@ use crate::csi::{ErrorClass, Failure, FailureCode};
 pub enum ResizeFailure {
     /// The driver finished and refused; `infeasible`: never as asked; `in_use`: it refused
     /// because the volume is in use (FailedPrecondition).
-    Final {
-        message: String,
-        infeasible: bool,
-        in_use: bool,
-    },
+    Final { message: String, infeasible: bool, in_use: bool },
     /// The driver may still be working, or was never reached.
     Uncertain(String),
 }
@@ -32,11 +28,7 @@ impl ResizeFailure {
 
     /// No call could be made as asked, or its answer makes no sense: the attempt is over.
     pub fn unusable(message: String) -> Self {
-        ResizeFailure::Final {
-            message,
-            infeasible: false,
-            in_use: false,
-        }
+        ResizeFailure::Final { message, infeasible: false, in_use: false }
     }
 }
 
@@ -64,11 +56,7 @@ pub fn after_failure(failure: ResizeFailure) -> AfterFailure {
             in_use: false,
             note,
         },
-        ResizeFailure::Final {
-            message,
-            infeasible,
-            in_use,
-        } => AfterFailure {
+        ResizeFailure::Final { message, infeasible, in_use } => AfterFailure {
             note: if in_use {
                 format!("{message} (the volume is in use; retried once no pod uses the claim)")
             } else {
@@ -94,15 +82,7 @@ mod tests {
         let table = [
             (InProgress, Other, false, false, false, false, "boom"),
             // In progress wins over the code: nothing is known yet.
-            (
-                InProgress,
-                FailedPrecondition,
-                false,
-                false,
-                false,
-                false,
-                "boom",
-            ),
+            (InProgress, FailedPrecondition, false, false, false, false, "boom"),
             (Final, Other, true, false, true, false, "boom"),
             (Infeasible, Other, true, true, true, false, "boom"),
             (
@@ -116,11 +96,7 @@ mod tests {
             ),
         ];
         for (class, code, recorded, infeasible, final_error, in_use, note) in table {
-            let failure = Failure {
-                class,
-                code,
-                text: "boom".into(),
-            };
+            let failure = Failure { class, code, text: "boom".into() };
             let got = after_failure(ResizeFailure::of_call(&failure));
             let want = AfterFailure {
                 record: recorded.then(|| "boom".to_string()),

@@ -34,12 +34,8 @@ pub const RESIZING: &str = "Resizing";
 pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
 pub const CONTROLLER_RESIZE_ERROR: &str = "ControllerResizeError";
 pub const NODE_RESIZE_ERROR: &str = "NodeResizeError";
-const RESIZE_CONDITIONS: [&str; 4] = [
-    RESIZING,
-    FS_RESIZE_PENDING,
-    CONTROLLER_RESIZE_ERROR,
-    NODE_RESIZE_ERROR,
-];
+const RESIZE_CONDITIONS: [&str; 4] =
+    [RESIZING, FS_RESIZE_PENDING, CONTROLLER_RESIZE_ERROR, NODE_RESIZE_ERROR];
 
 /// Where the driver grows volumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,10 +86,7 @@ pub fn decide(
     now: &str,
 ) -> Resize {
     if !owns(claim, pv, driver) {
-        return Resize {
-            drop_pre_resize: None,
-            step: ResizeStep::None,
-        };
+        return Resize { drop_pre_resize: None, step: ResizeStep::None };
     }
     let drop_pre_resize = drop_pre_resize(claim, pv);
     let sizes = Sizes::of(claim, pv);
@@ -109,10 +102,7 @@ pub fn decide(
             }
         }
     };
-    Resize {
-        drop_pre_resize,
-        step,
-    }
+    Resize { drop_pre_resize, step }
 }
 
 fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
@@ -177,10 +167,7 @@ impl<'a> Sizes<'a> {
         let status = claim.status.as_ref();
         Sizes {
             requested: storage(
-                claim
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.resources.as_ref()?.requests.as_ref()),
+                claim.spec.as_ref().and_then(|s| s.resources.as_ref()?.requests.as_ref()),
             )
             .unwrap_or(0),
             capacity: storage(status.and_then(|s| s.capacity.as_ref())).unwrap_or(0),
@@ -201,9 +188,7 @@ pub fn owns(claim: &PersistentVolumeClaim, pv: &PersistentVolume, driver: &str) 
     let bound = claim.is_bound();
     let named = claim.volume_name() == pv.metadata.name.as_deref();
     let spec = pv.spec.as_ref();
-    let ours = spec
-        .and_then(|s| s.csi.as_ref())
-        .is_some_and(|c| c.driver == driver);
+    let ours = spec.and_then(|s| s.csi.as_ref()).is_some_and(|c| c.driver == driver);
     let refers = spec.and_then(|s| s.claim_ref.as_ref()).is_some_and(|r| {
         r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid && r.uid.is_some()
     });
@@ -253,10 +238,7 @@ pub fn target(s: &Sizes<'_>, final_error: bool, controller: bool) -> Target {
             },
         }
     };
-    Target::Expand {
-        bytes,
-        restart: s.allocated != Some(bytes),
-    }
+    Target::Expand { bytes, restart: s.allocated != Some(bytes) }
 }
 
 /// The resize conditions after a transition: `set` replaces conditions of its types; the other
@@ -391,17 +373,9 @@ pub fn access_mode(modes: &[String], single_node_multi_writer: bool) -> Result<M
     } else if has("ReadOnlyMany") {
         Mode::MultiNodeReaderOnly
     } else if has("ReadWriteOncePod") {
-        if single_node_multi_writer {
-            Mode::SingleNodeSingleWriter
-        } else {
-            Mode::SingleNodeWriter
-        }
+        if single_node_multi_writer { Mode::SingleNodeSingleWriter } else { Mode::SingleNodeWriter }
     } else if has("ReadWriteOnce") {
-        if single_node_multi_writer {
-            Mode::SingleNodeMultiWriter
-        } else {
-            Mode::SingleNodeWriter
-        }
+        if single_node_multi_writer { Mode::SingleNodeMultiWriter } else { Mode::SingleNodeWriter }
     } else {
         return Err("the PersistentVolume has no access modes".into());
     })
@@ -418,10 +392,7 @@ pub fn request(
     if source.volume_handle.is_empty() {
         return Err("empty volume handle".into());
     }
-    let mode = access_mode(
-        &spec.access_modes.unwrap_or_default(),
-        single_node_multi_writer,
-    )?;
+    let mode = access_mode(&spec.access_modes.unwrap_or_default(), single_node_multi_writer)?;
     let access_type = if VolumeMode::from_field(spec.volume_mode.as_deref()) == VolumeMode::Block {
         AccessType::Block(BlockVolume {})
     } else {
@@ -461,9 +432,6 @@ pub fn answer(asked: u64, capacity_bytes: i64) -> Result<u64, AnswerError> {
     match u64::try_from(capacity_bytes) {
         Ok(0) => Ok(asked),
         Ok(got) if got >= asked => Ok(got),
-        _ => Err(AnswerError::TooSmall {
-            got: capacity_bytes,
-            asked,
-        }),
+        _ => Err(AnswerError::TooSmall { got: capacity_bytes, asked }),
     }
 }

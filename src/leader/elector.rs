@@ -72,13 +72,7 @@ impl Leadership {
         let full = format!("{namespace}/{name}");
         info!(lease = %full, %identity, "campaigning for leadership");
         let task = tokio::spawn(elector.run(sender, stopped));
-        Ok(Leadership {
-            leading,
-            fence,
-            stop: Some(stop),
-            task,
-            name: full,
-        })
+        Ok(Leadership { leading, fence, stop: Some(stop), task, name: full })
     }
 
     /// Resolves once we lead; false if the election stopped first.
@@ -119,9 +113,7 @@ impl Elector {
     async fn run(mut self, leading: watch::Sender<bool>, mut stopped: oneshot::Receiver<()>) {
         let gauge = crate::metrics::metrics()
             .leader
-            .get_or_create(&crate::metrics::QueueLabels {
-                name: self.name.clone(),
-            })
+            .get_or_create(&crate::metrics::QueueLabels { name: self.name.clone() })
             .clone();
         gauge.set(0);
         // Campaign: try every retry period until the Lease is ours.
@@ -191,17 +183,10 @@ impl Elector {
             let spec = lease.spec.clone().unwrap_or_default();
             record::observe(previous, &spec, now)
         });
-        let rv = current
-            .as_ref()
-            .and_then(|l| l.metadata.resource_version.clone());
+        let rv = current.as_ref().and_then(|l| l.metadata.resource_version.clone());
         self.observed = observed.clone().map(|o| (o, rv));
-        let step = record::step(
-            observed.as_ref(),
-            &self.identity,
-            self.timing.lease_duration,
-            now,
-            wall,
-        );
+        let step =
+            record::step(observed.as_ref(), &self.identity, self.timing.lease_duration, now, wall);
         let written = match step {
             Step::HeldBy { holder, .. } => return Ok(Tried::Other(holder)),
             Step::Create(spec) => {
@@ -213,9 +198,7 @@ impl Elector {
             Step::Write(spec) => {
                 let mut lease = current.unwrap_or_default();
                 lease.spec = Some(spec);
-                self.api
-                    .replace(&self.name, &PostParams::default(), &lease)
-                    .await
+                self.api.replace(&self.name, &PostParams::default(), &lease).await
             }
         };
         match written {
@@ -244,11 +227,7 @@ impl Elector {
         lease.metadata.name = Some(self.name.clone());
         lease.metadata.resource_version = rv;
         lease.spec = Some(record::released(&seen.record, wall));
-        match self
-            .api
-            .replace(&self.name, &PostParams::default(), &lease)
-            .await
-        {
+        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
             Ok(_) => info!(lease = %self.name, "Lease released"),
             Err(error) => {
                 warn!(lease = %self.name, %error, "cannot release the Lease; it will expire");

@@ -52,13 +52,7 @@ pub enum LeaderError {
 pub fn sanitize(name: &str) -> String {
     let mut out: String = name
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '-' })
         .collect();
     if out.ends_with('-') {
         out.push('X');
@@ -84,24 +78,15 @@ pub fn namespace(flag: &str) -> String {
     if !flag.is_empty() {
         return flag.to_string();
     }
-    env_or_file(
-        "POD_NAMESPACE",
-        "/var/run/secrets/kubernetes.io/serviceaccount/namespace",
-    )
-    .unwrap_or_else(|| "default".to_string())
+    env_or_file("POD_NAMESPACE", "/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .unwrap_or_else(|| "default".to_string())
 }
 
 /// The environment variable if set and not empty, else the trimmed file if not empty.
 fn env_or_file(variable: &str, path: &str) -> Option<String> {
-    std::env::var(variable)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string(path)
-                .ok()
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        })
+    std::env::var(variable).ok().filter(|v| !v.is_empty()).or_else(|| {
+        std::fs::read_to_string(path).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    })
 }
 
 #[cfg(test)]
@@ -110,10 +95,7 @@ mod tests {
 
     #[test]
     fn names_are_sanitized_like_csi_lib_utils() {
-        assert_eq!(
-            lease_name("hostpath.csi.k8s.io"),
-            "csi-pv-controller-hostpath-csi-k8s-io"
-        );
+        assert_eq!(lease_name("hostpath.csi.k8s.io"), "csi-pv-controller-hostpath-csi-k8s-io");
         assert_eq!(sanitize("a.b_"), "a-b-X");
         assert_eq!(sanitize("Disk.CSI"), "disk-csi");
     }
@@ -128,14 +110,8 @@ mod tests {
         assert!(t(15_000, 10_000, 5_000).check().is_ok(), "the defaults");
         assert!(t(4_000, 3_000, 1_000).check().is_ok());
         assert!(t(10_000, 10_000, 2_000).check().is_err(), "no margin");
-        assert!(
-            t(15_000, 6_000, 5_000).check().is_err(),
-            "deadline within a jittered retry"
-        );
-        assert!(
-            t(900, 500, 100).check().is_err(),
-            "the Lease counts seconds"
-        );
+        assert!(t(15_000, 6_000, 5_000).check().is_err(), "deadline within a jittered retry");
+        assert!(t(900, 500, 100).check().is_err(), "the Lease counts seconds");
         assert!(t(15_000, 10_000, 0).check().is_err());
     }
 }

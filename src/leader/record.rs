@@ -20,10 +20,7 @@ pub enum Step {
     Write(LeaseSpec),
     /// Another holder's Lease is current; it may be taken once `for_at_least` has passed
     /// without a change.
-    HeldBy {
-        holder: String,
-        for_at_least: Duration,
-    },
+    HeldBy { holder: String, for_at_least: Duration },
 }
 
 /// The Lease record we last saw, and when we first saw it so.
@@ -37,10 +34,7 @@ pub struct Observed {
 pub fn observe(previous: Option<Observed>, current: &LeaseSpec, now: Instant) -> Observed {
     match previous {
         Some(seen) if seen.record == *current => seen,
-        _ => Observed {
-            record: current.clone(),
-            since: now,
-        },
+        _ => Observed { record: current.clone(), since: now },
     }
 }
 
@@ -70,27 +64,16 @@ pub fn step(
     if !holder.is_empty() && !ours {
         let expires = observed.since + lease_duration;
         if expires > now {
-            return Step::HeldBy {
-                holder: holder.to_string(),
-                for_at_least: expires - now,
-            };
+            return Step::HeldBy { holder: holder.to_string(), for_at_least: expires - now };
         }
     }
     let transitions = record.lease_transitions.unwrap_or_default();
     Step::Write(LeaseSpec {
         holder_identity: Some(identity.to_string()),
         lease_duration_seconds: Some(seconds),
-        acquire_time: if ours {
-            record.acquire_time.clone()
-        } else {
-            Some(wall.clone())
-        },
+        acquire_time: if ours { record.acquire_time.clone() } else { Some(wall.clone()) },
         renew_time: Some(wall),
-        lease_transitions: Some(if ours {
-            transitions
-        } else {
-            transitions.saturating_add(1)
-        }),
+        lease_transitions: Some(if ours { transitions } else { transitions.saturating_add(1) }),
         ..record.clone()
     })
 }
@@ -155,10 +138,7 @@ mod tests {
         ];
         for (after, waiting) in table {
             match step(Some(&seen), "a", LEASE, at(after), wall(1)) {
-                Step::HeldBy {
-                    holder,
-                    for_at_least,
-                } => {
+                Step::HeldBy { holder, for_at_least } => {
                     assert_eq!(holder, "b");
                     assert_eq!(Some(for_at_least), waiting, "{after}s after");
                 }
@@ -183,10 +163,7 @@ mod tests {
         let renewed = observe(Some(first), &held("b", 12, 0), later);
         assert_eq!(renewed.since, later);
         let at = later + Duration::from_secs(2);
-        assert!(matches!(
-            step(Some(&renewed), "a", LEASE, at, wall(1)),
-            Step::HeldBy { .. }
-        ));
+        assert!(matches!(step(Some(&renewed), "a", LEASE, at, wall(1)), Step::HeldBy { .. }));
     }
 
     #[test]

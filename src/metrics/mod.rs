@@ -15,13 +15,11 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// csi-lib-utils' buckets for CSI calls, in seconds.
-const CSI_BUCKETS: [f64; 13] = [
-    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
-];
+const CSI_BUCKETS: [f64; 13] =
+    [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0];
 /// Buckets for whole operations (bind, resize), in seconds.
-const OPERATION_BUCKETS: [f64; 14] = [
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
-];
+const OPERATION_BUCKETS: [f64; 14] =
+    [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CsiLabels {
@@ -125,9 +123,7 @@ fn csi_histogram() -> Histogram {
 
 /// client-go's workqueue buckets: 1 µs to 10 s, by tens.
 fn queue_histogram() -> Histogram {
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-        1e-6, 10.0, 8,
-    ))
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1e-6, 10.0, 8))
 }
 
 fn operation_histogram() -> Histogram {
@@ -149,28 +145,19 @@ impl Metrics {
 
     /// A provision ended: `ok` once the PV is saved, else a failed CreateVolume.
     pub fn provision(&self, class: &str, source: &str, ok: bool, elapsed: Duration) {
-        let labels = ProvisionLabels {
-            class: class.to_string(),
-            source: source.to_string(),
-        };
+        let labels = ProvisionLabels { class: class.to_string(), source: source.to_string() };
         let series = (&self.provisioned, &self.provision_seconds);
         count_outcome(series, &self.provision_failed, &labels, ok, elapsed);
     }
 
     /// The fence refused a side effect of `kind` (`api`, `csi`).
     pub fn fenced(&self, kind: &str) {
-        self.fenced
-            .get_or_create(&QueueLabels {
-                name: kind.to_string(),
-            })
-            .inc();
+        self.fenced.get_or_create(&QueueLabels { name: kind.to_string() }).inc();
     }
 
     /// A DeleteVolume of a reclaimed PV ended.
     pub fn delete(&self, class: &str, ok: bool, elapsed: Duration) {
-        let labels = ClassLabels {
-            class: class.to_string(),
-        };
+        let labels = ClassLabels { class: class.to_string() };
         let series = (&self.deleted, &self.delete_seconds);
         count_outcome(series, &self.delete_failed, &labels, ok, elapsed);
     }

@@ -40,26 +40,14 @@ impl Process {
         );
         // The integer gauges, under client_golang's process collector names.
         let gauges = [
-            (
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes",
-                &process.resident,
-            ),
+            ("process_resident_memory_bytes", "Resident memory size in bytes", &process.resident),
             (
                 "process_virtual_memory_bytes",
                 "Virtual memory size in bytes",
                 &process.virtual_bytes,
             ),
-            (
-                "process_open_fds",
-                "Number of open file descriptors",
-                &process.open_fds,
-            ),
-            (
-                "process_max_fds",
-                "Maximum number of open file descriptors",
-                &process.max_fds,
-            ),
+            ("process_open_fds", "Number of open file descriptors", &process.open_fds),
+            ("process_max_fds", "Maximum number of open file descriptors", &process.max_fds),
         ];
         for (name, help, gauge) in gauges {
             registry.register(name, help, gauge.clone());
@@ -91,10 +79,7 @@ impl Process {
         if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
             self.open_fds.set(clamp(entries.count() as u64));
         }
-        if let Some(max) = read("/proc/self/limits")
-            .as_deref()
-            .and_then(max_open_files)
-        {
+        if let Some(max) = read("/proc/self/limits").as_deref().and_then(max_open_files) {
             self.max_fds.set(clamp(max));
         }
     }
@@ -162,12 +147,7 @@ mod tests {
             "4242 (csi pv (x)) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 8 0 12345 987654 321 rest";
         assert_eq!(
             Stat::parse(stat),
-            Some(Stat {
-                utime: 250,
-                stime: 50,
-                starttime: 12345,
-                vsize: 987654
-            })
+            Some(Stat { utime: 250, stime: 50, starttime: 12345, vsize: 987654 })
         );
         assert_eq!(boot_time("cpu 1 2\nbtime 1700000000\n"), Some(1.7e9));
         assert_eq!(resident_kib("Name:\tx\nVmRSS:\t  2048 kB\n"), Some(2048));

@@ -18,40 +18,18 @@ fn resources_from_paths() {
         resource_of("/api/v1/namespaces/ns/persistentvolumeclaims/c/status"),
         "persistentvolumeclaims/status"
     );
-    assert_eq!(
-        resource_of("/api/v1/persistentvolumes/pv-1"),
-        "persistentvolumes"
-    );
-    assert_eq!(
-        resource_of("/api/v1/persistentvolumes"),
-        "persistentvolumes"
-    );
-    assert_eq!(
-        resource_of("/apis/events.k8s.io/v1/namespaces/ns/events"),
-        "events"
-    );
-    assert_eq!(
-        resource_of("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"),
-        "leases"
-    );
+    assert_eq!(resource_of("/api/v1/persistentvolumes/pv-1"), "persistentvolumes");
+    assert_eq!(resource_of("/api/v1/persistentvolumes"), "persistentvolumes");
+    assert_eq!(resource_of("/apis/events.k8s.io/v1/namespaces/ns/events"), "events");
+    assert_eq!(resource_of("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"), "leases");
     assert_eq!(resource_of("/api/v1/namespaces/ns"), "namespaces");
 }
 
 #[test]
 fn csi_calls_are_labelled_as_upstream() {
     let m = Metrics::new();
-    m.csi_call(
-        "d",
-        "CreateVolume",
-        tonic::Code::Ok,
-        Duration::from_millis(30),
-    );
-    m.csi_call(
-        "d",
-        "Probe",
-        tonic::Code::DeadlineExceeded,
-        Duration::from_secs(1),
-    );
+    m.csi_call("d", "CreateVolume", tonic::Code::Ok, Duration::from_millis(30));
+    m.csi_call("d", "Probe", tonic::Code::DeadlineExceeded, Duration::from_secs(1));
     let text = m.encode();
     assert!(text.contains("csi_sidecar_operations_seconds_count{driver_name=\"d\",method_name=\"/csi.v1.Controller/CreateVolume\",grpc_status_code=\"OK\"} 1"), "{text}");
     assert!(

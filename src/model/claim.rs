@@ -99,20 +99,13 @@ impl ClaimExt for PersistentVolumeClaim {
     }
 
     fn class(&self) -> &str {
-        let field = self
-            .spec
-            .as_ref()
-            .and_then(|s| s.storage_class_name.as_deref());
+        let field = self.spec.as_ref().and_then(|s| s.storage_class_name.as_deref());
         super::class_named(&self.metadata, field)
     }
 
     fn names_no_class(&self) -> bool {
         annotation(&self.metadata, ANN_BETA_STORAGE_CLASS).is_none()
-            && self
-                .spec
-                .as_ref()
-                .and_then(|s| s.storage_class_name.as_ref())
-                .is_none()
+            && self.spec.as_ref().and_then(|s| s.storage_class_name.as_ref()).is_none()
     }
 
     fn volume_mode(&self) -> VolumeMode<'_> {
@@ -130,9 +123,7 @@ impl ClaimExt for PersistentVolumeClaim {
 
     fn conditions(&self) -> &[PersistentVolumeClaimCondition] {
         let status = self.status.as_ref();
-        status
-            .and_then(|s| s.conditions.as_deref())
-            .unwrap_or_default()
+        status.and_then(|s| s.conditions.as_deref()).unwrap_or_default()
     }
 }
 
@@ -193,10 +184,7 @@ mod tests {
             },
             None,
         );
-        assert!(
-            !empty.names_no_class(),
-            "an empty class is a choice: no default"
-        );
+        assert!(!empty.names_no_class(), "an empty class is a choice: no default");
     }
 
     #[test]

@@ -22,9 +22,7 @@ fn class_named<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     field: Option<&'a str>,
 ) -> &'a str {
-    annotation(meta, crate::names::ANN_BETA_STORAGE_CLASS)
-        .or(field)
-        .unwrap_or("")
+    annotation(meta, crate::names::ANN_BETA_STORAGE_CLASS).or(field).unwrap_or("")
 }
 
 /// A volume mode, as claims and PVs spell it; absent means Filesystem. The API accepts only the

@@ -21,10 +21,6 @@ impl PodExt for Pod {
         self.spec
             .iter()
             .flat_map(|s| s.volumes.iter().flatten())
-            .any(|v| {
-                v.persistent_volume_claim
-                    .as_ref()
-                    .is_some_and(|c| c.claim_name == claim)
-            })
+            .any(|v| v.persistent_volume_claim.as_ref().is_some_and(|c| c.claim_name == claim))
     }
 }

@@ -36,9 +36,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
         _ => (false, s),
     };
     // Split number from suffix at the first character that cannot belong to the number.
-    let number_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let number_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (number, suffix) = s.split_at(number_end);
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
@@ -51,11 +49,8 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     if digits.len() > 38 {
         return Err(too_large());
     }
-    let mantissa: u128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().map_err(|_| malformed())?
-    };
+    let mantissa: u128 =
+        if digits.is_empty() { 0 } else { digits.parse().map_err(|_| malformed())? };
     let position = |table: &[&str]| table.iter().position(|t| *t == suffix);
     let (base, exponent): (u128, i32) = if let Some(i) = position(&BINARY_SUFFIXES) {
         (2, 10 * (i as i32 + 1))
@@ -75,19 +70,14 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     let mut denominator: u128 = 10u128
         .checked_pow(u32::try_from(fraction.len()).map_err(|_| too_large())?)
         .ok_or_else(too_large)?;
-    let power = base
-        .checked_pow(exponent.unsigned_abs())
-        .ok_or_else(too_large)?;
+    let power = base.checked_pow(exponent.unsigned_abs()).ok_or_else(too_large)?;
     if exponent >= 0 {
         numerator = numerator.checked_mul(power).ok_or_else(too_large)?;
     } else {
         denominator = denominator.checked_mul(power).ok_or_else(too_large)?;
     }
     let bytes = numerator.div_ceil(denominator);
-    u64::try_from(bytes)
-        .ok()
-        .filter(|b| *b <= MAX_BYTES)
-        .ok_or_else(too_large)
+    u64::try_from(bytes).ok().filter(|b| *b <= MAX_BYTES).ok_or_else(too_large)
 }
 
 /// A byte count in Kubernetes' canonical binary form: the largest exact binary suffix ("1Gi",
@@ -156,19 +146,11 @@ mod tests {
 
     #[test]
     fn refuses_nonsense() {
-        for text in [
-            "", "Gi", "1.2.3", "1Gb", "1 Gi", "abc", "1e", "1ex", "--1", ".", "0x10",
-        ] {
-            assert!(
-                matches!(parse_bytes(text), Err(QuantityError::Malformed(_))),
-                "{text:?}"
-            );
+        for text in ["", "Gi", "1.2.3", "1Gb", "1 Gi", "abc", "1e", "1ex", "--1", ".", "0x10"] {
+            assert!(matches!(parse_bytes(text), Err(QuantityError::Malformed(_))), "{text:?}");
         }
         for text in ["-1", "-1Gi", "-0.5"] {
-            assert!(
-                matches!(parse_bytes(text), Err(QuantityError::Negative(_))),
-                "{text:?}"
-            );
+            assert!(matches!(parse_bytes(text), Err(QuantityError::Negative(_))), "{text:?}");
         }
         for text in [
             "9223372036854775808",
@@ -177,10 +159,7 @@ mod tests {
             "1e400",
             "100000000000000000000000000000000000000000Gi",
         ] {
-            assert!(
-                matches!(parse_bytes(text), Err(QuantityError::TooLarge(_))),
-                "{text:?}"
-            );
+            assert!(matches!(parse_bytes(text), Err(QuantityError::TooLarge(_))), "{text:?}");
         }
     }
 

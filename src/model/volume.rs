@@ -99,10 +99,7 @@ impl VolumeExt for PersistentVolume {
     }
 
     fn phase_text(&self) -> &str {
-        self.status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .unwrap_or("")
+        self.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
     }
 
     fn reclaim_policy(&self) -> ReclaimPolicy<'_> {
@@ -117,10 +114,7 @@ impl VolumeExt for PersistentVolume {
 
     fn class(&self) -> &str {
         let spec = self.spec.as_ref();
-        super::class_named(
-            &self.metadata,
-            spec.and_then(|s| s.storage_class_name.as_deref()),
-        )
+        super::class_named(&self.metadata, spec.and_then(|s| s.storage_class_name.as_deref()))
     }
 
     fn volume_mode(&self) -> VolumeMode<'_> {
@@ -205,12 +199,8 @@ mod tests {
             uid: uid.map(Into::into),
             ..Default::default()
         };
-        for (uid, want) in [
-            (None, true),
-            (Some(""), true),
-            (Some("u1"), true),
-            (Some("u2"), false),
-        ] {
+        for (uid, want) in [(None, true), (Some(""), true), (Some("u1"), true), (Some("u2"), false)]
+        {
             v.spec.get_or_insert_default().claim_ref = Some(reference(uid));
             assert_eq!(v.bound_to_claim("ns", "c", "u1"), want, "{uid:?}");
             assert!(!v.bound_to_claim("other", "c", "u1"));

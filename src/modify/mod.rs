@@ -60,13 +60,8 @@ impl ModifyStatus {
 
 /// gRPC codes after which the driver may still be working (csi-lib-utils' non-final errors),
 /// by the names the `ModifyVolumeError` condition records.
-const NOT_FINAL: [&str; 5] = [
-    "Canceled",
-    "DeadlineExceeded",
-    "Unavailable",
-    "ResourceExhausted",
-    "Aborted",
-];
+const NOT_FINAL: [&str; 5] =
+    ["Canceled", "DeadlineExceeded", "Unavailable", "ResourceExhausted", "Aborted"];
 
 /// The next step for a bound claim.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,12 +100,7 @@ impl ModifyStep {
 
 fn modify_status(claim: &PersistentVolumeClaim) -> Option<(&str, &str)> {
     let s = claim.status.as_ref()?.modify_volume_status.as_ref()?;
-    Some((
-        s.status.as_str(),
-        s.target_volume_attributes_class_name
-            .as_deref()
-            .unwrap_or_default(),
-    ))
+    Some((s.status.as_str(), s.target_volume_attributes_class_name.as_deref().unwrap_or_default()))
 }
 
 fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
@@ -172,14 +162,8 @@ pub fn decide(
     if in_progress && (uncertain(claim) || wanted.is_empty()) {
         let target = status.map(|(_, t)| t).unwrap_or_default();
         return match class(target) {
-            Some(c) => ModifyStep::Modify {
-                class: Box::new(c),
-                start: None,
-            },
-            None => ModifyStep::Missing {
-                target: target.to_string(),
-                patch: None,
-            },
+            Some(c) => ModifyStep::Modify { class: Box::new(c), start: None },
+            None => ModifyStep::Missing { target: target.to_string(), patch: None },
         };
     }
     match class(wanted) {
@@ -196,10 +180,7 @@ pub fn decide(
                 &[(MODIFYING, "", &message)],
                 now,
             );
-            ModifyStep::Modify {
-                class: Box::new(c),
-                start: Some(start),
-            }
+            ModifyStep::Modify { class: Box::new(c), start: Some(start) }
         }
     }
 }
@@ -263,22 +244,13 @@ pub fn request(
     class: &VolumeAttributesClass,
     extra_metadata: bool,
 ) -> csi::ControllerModifyVolumeRequest {
-    let mut parameters: HashMap<String, String> = class
-        .parameters
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
+    let mut parameters: HashMap<String, String> =
+        class.parameters.clone().unwrap_or_default().into_iter().collect();
     if extra_metadata {
         let name = |o: &Option<String>| o.clone().unwrap_or_default();
-        parameters.insert(
-            "csi.storage.k8s.io/pvc/name".into(),
-            name(&claim.metadata.name),
-        );
-        parameters.insert(
-            "csi.storage.k8s.io/pvc/namespace".into(),
-            name(&claim.metadata.namespace),
-        );
+        parameters.insert("csi.storage.k8s.io/pvc/name".into(), name(&claim.metadata.name));
+        parameters
+            .insert("csi.storage.k8s.io/pvc/namespace".into(), name(&claim.metadata.namespace));
         parameters.insert("csi.storage.k8s.io/pv/name".into(), name(&pv.metadata.name));
     }
     csi::ControllerModifyVolumeRequest {
@@ -313,11 +285,7 @@ pub fn failed(
     message: &str,
     now: &str,
 ) -> Value {
-    let state = if infeasible(code) {
-        ModifyStatus::Infeasible
-    } else {
-        ModifyStatus::InProgress
-    };
+    let state = if infeasible(code) { ModifyStatus::Infeasible } else { ModifyStatus::InProgress };
     let progress = if is_final(code) {
         format!("Modifying volume to {target:?} failed. Waiting for retry.")
     } else {
@@ -353,13 +321,7 @@ pub fn secret_ref(pv: &PersistentVolume) -> Option<(String, String)> {
         .zip(annotation(&pv.metadata, ANN_MODIFY_SECRET_NAMESPACE))
         .map(|(name, namespace)| (namespace.to_string(), name.to_string()))
         .or_else(|| {
-            let r = pv
-                .spec
-                .as_ref()?
-                .csi
-                .as_ref()?
-                .controller_expand_secret_ref
-                .as_ref()?;
+            let r = pv.spec.as_ref()?.csi.as_ref()?.controller_expand_secret_ref.as_ref()?;
             Some((r.namespace.clone()?, r.name.clone()?))
         })
 }

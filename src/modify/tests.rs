@@ -51,11 +51,9 @@ fn in_progress(target: &str, error: Option<&str>) -> Value {
 /// (step name, target class of a Modify, whether it starts with a status mark)
 fn outcome(step: &ModifyStep) -> (&'static str, String, bool) {
     match step {
-        ModifyStep::Modify { class, start } => (
-            step.name(),
-            class.metadata.name.clone().unwrap_or_default(),
-            start.is_some(),
-        ),
+        ModifyStep::Modify { class, start } => {
+            (step.name(), class.metadata.name.clone().unwrap_or_default(), start.is_some())
+        }
         ModifyStep::Missing { target, patch } => (step.name(), target.clone(), patch.is_some()),
         ModifyStep::RolledBack { patch } => (step.name(), String::new(), patch.is_some()),
         ModifyStep::None => (step.name(), String::new(), false),
@@ -65,25 +63,12 @@ fn outcome(step: &ModifyStep) -> (&'static str, String, bool) {
 #[test]
 fn the_modify_controllers_table() {
     let classes = [vac("fast"), vac("faster"), vac("gold")];
-    let lookup = |n: &str| {
-        classes
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(n))
-            .cloned()
-    };
+    let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
     let ours = pv("d.csi");
     let modifying = json!({"conditions": [{"type": MODIFYING, "status": "True"}]});
     let table: Vec<(&str, PersistentVolumeClaim, (&str, &str, bool))> = vec![
-        (
-            "settled",
-            claim(Some("gold"), Some("gold"), json!({})),
-            ("none", "", false),
-        ),
-        (
-            "no class at all",
-            claim(None, None, json!({})),
-            ("none", "", false),
-        ),
+        ("settled", claim(Some("gold"), Some("gold"), json!({})), ("none", "", false)),
+        ("no class at all", claim(None, None, json!({})), ("none", "", false)),
         (
             "a new class: mark, then call",
             claim(Some("fast"), Some("gold"), json!({})),
@@ -111,20 +96,12 @@ fn the_modify_controllers_table() {
         ),
         (
             "in progress after a timeout: the old target again",
-            claim(
-                Some("faster"),
-                Some("gold"),
-                in_progress("fast", Some("DeadlineExceeded")),
-            ),
+            claim(Some("faster"), Some("gold"), in_progress("fast", Some("DeadlineExceeded"))),
             ("modify", "fast", false),
         ),
         (
             "in progress after a final error: the user's newest class",
-            claim(
-                Some("faster"),
-                Some("gold"),
-                in_progress("fast", Some("Internal")),
-            ),
+            claim(Some("faster"), Some("gold"), in_progress("fast", Some("Internal"))),
             ("modify", "faster", true),
         ),
         (
@@ -145,51 +122,29 @@ fn the_modify_controllers_table() {
     for (case, c, (name, target, marks)) in table {
         let step = decide(&c, &ours, "d.csi", lookup, "2026-01-01T00:00:00Z");
         let (got, got_target, got_marks) = outcome(&step);
-        assert_eq!(
-            (got, got_target.as_str(), got_marks),
-            (name, target, marks),
-            "{case}"
-        );
+        assert_eq!((got, got_target.as_str(), got_marks), (name, target, marks), "{case}");
     }
     // Another driver's volume, or a claim not Bound, is not ours to modify.
     let wanting = claim(Some("fast"), Some("gold"), json!({}));
-    assert_eq!(
-        decide(&wanting, &pv("x.csi"), "d.csi", lookup, ""),
-        ModifyStep::None
-    );
+    assert_eq!(decide(&wanting, &pv("x.csi"), "d.csi", lookup, ""), ModifyStep::None);
     let mut pending = wanting.clone();
     pending.status.as_mut().unwrap().phase = Some("Pending".into());
-    assert_eq!(
-        decide(&pending, &ours, "d.csi", lookup, ""),
-        ModifyStep::None
-    );
+    assert_eq!(decide(&pending, &ours, "d.csi", lookup, ""), ModifyStep::None);
 }
 
 #[test]
 fn the_patches_say_where_the_change_stands() {
     let classes = [vac("fast")];
-    let lookup = |n: &str| {
-        classes
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(n))
-            .cloned()
-    };
+    let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
     let c = claim(Some("fast"), Some("gold"), json!({}));
-    let ModifyStep::Modify {
-        start: Some(start), ..
-    } = decide(&c, &pv("d.csi"), "d.csi", lookup, "t0")
+    let ModifyStep::Modify { start: Some(start), .. } =
+        decide(&c, &pv("d.csi"), "d.csi", lookup, "t0")
     else {
         panic!("expected a marked modify");
     };
     assert_eq!(start["metadata"]["resourceVersion"], "9");
-    assert_eq!(
-        start["status"]["modifyVolumeStatus"]["status"],
-        ModifyStatus::InProgress.as_str()
-    );
-    assert_eq!(
-        start["status"]["modifyVolumeStatus"]["targetVolumeAttributesClassName"],
-        "fast"
-    );
+    assert_eq!(start["status"]["modifyVolumeStatus"]["status"], ModifyStatus::InProgress.as_str());
+    assert_eq!(start["status"]["modifyVolumeStatus"]["targetVolumeAttributesClassName"], "fast");
     let types: Vec<&str> = start["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -199,10 +154,7 @@ fn the_patches_say_where_the_change_stands() {
     assert_eq!(types, ["Resizing", MODIFYING], "other conditions are kept");
 
     let bad = failed(&c, "fast", "InvalidArgument", "no such knob", "t1");
-    assert_eq!(
-        bad["status"]["modifyVolumeStatus"]["status"],
-        ModifyStatus::Infeasible.as_str()
-    );
+    assert_eq!(bad["status"]["modifyVolumeStatus"]["status"], ModifyStatus::Infeasible.as_str());
     let error = &bad["status"]["conditions"][2];
     assert_eq!(
         (error["type"].as_str(), error["reason"].as_str()),
@@ -216,34 +168,18 @@ fn the_patches_say_where_the_change_stands() {
             .contains("failed. Waiting for retry.")
     );
     let slow = failed(&c, "fast", "DeadlineExceeded", "slow", "t1");
-    assert_eq!(
-        slow["status"]["modifyVolumeStatus"]["status"],
-        ModifyStatus::InProgress.as_str()
-    );
+    assert_eq!(slow["status"]["modifyVolumeStatus"]["status"], ModifyStatus::InProgress.as_str());
     assert!(
-        slow["status"]["conditions"][1]["message"]
-            .as_str()
-            .unwrap()
-            .contains("still in progress")
+        slow["status"]["conditions"][1]["message"].as_str().unwrap().contains("still in progress")
     );
     assert!(!is_final("DeadlineExceeded") && is_final("Internal"));
 
-    let after = claim(
-        Some("fast"),
-        Some("gold"),
-        in_progress("fast", Some("Internal")),
-    );
+    let after = claim(Some("fast"), Some("gold"), in_progress("fast", Some("Internal")));
     let done = claim_done(&after, "fast");
     assert_eq!(done["status"]["currentVolumeAttributesClassName"], "fast");
     assert!(done["status"]["modifyVolumeStatus"].is_null());
-    assert_eq!(
-        done["status"]["conditions"],
-        json!([{"type": "Resizing", "status": "True"}])
-    );
-    assert_eq!(
-        volume_done("fast"),
-        json!({"spec": {"volumeAttributesClassName": "fast"}})
-    );
+    assert_eq!(done["status"]["conditions"], json!([{"type": "Resizing", "status": "True"}]));
+    assert_eq!(volume_done("fast"), json!({"spec": {"volumeAttributesClassName": "fast"}}));
 }
 
 #[test]
@@ -251,23 +187,11 @@ fn the_request_carries_the_class_parameters() {
     let c = claim(Some("fast"), None, json!({}));
     let plain = request(&c, &pv("d.csi"), &vac("fast"), false);
     assert_eq!(plain.volume_id, "h-1");
-    assert_eq!(
-        plain.mutable_parameters,
-        HashMap::from([("iops".into(), "fast".into())])
-    );
+    assert_eq!(plain.mutable_parameters, HashMap::from([("iops".into(), "fast".into())]));
     let extra = request(&c, &pv("d.csi"), &vac("fast"), true);
-    assert_eq!(
-        extra.mutable_parameters["csi.storage.k8s.io/pvc/name"],
-        "data"
-    );
-    assert_eq!(
-        extra.mutable_parameters["csi.storage.k8s.io/pvc/namespace"],
-        "team"
-    );
-    assert_eq!(
-        extra.mutable_parameters["csi.storage.k8s.io/pv/name"],
-        "pv-1"
-    );
+    assert_eq!(extra.mutable_parameters["csi.storage.k8s.io/pvc/name"], "data");
+    assert_eq!(extra.mutable_parameters["csi.storage.k8s.io/pvc/namespace"], "team");
+    assert_eq!(extra.mutable_parameters["csi.storage.k8s.io/pv/name"], "pv-1");
     let mut other = vac("fast");
     other.driver_name = "x.csi".into();
     assert!(class_error(&other, "d.csi").unwrap().contains("x.csi"));

@@ -94,9 +94,7 @@ pub fn after_probe(
             }
             // An answer that cannot be recorded is deleted even under Retain: no PV could say
             // what it is.
-            Undo::Delete {
-                volume_id: created.volume_id.clone(),
-            }
+            Undo::Delete { volume_id: created.volume_id.clone() }
         }
         Err(f) if f.code == FailureCode::AlreadyExists || f.class == ErrorClass::InProgress => {
             Undo::Unknown {
@@ -116,11 +114,7 @@ mod tests {
     use crate::provision::volume::tests::{answer, plan};
 
     fn failure(class: ErrorClass, code: FailureCode) -> Failure {
-        Failure {
-            class,
-            code,
-            text: "boom".into(),
-        }
+        Failure { class, code, text: "boom".into() }
     }
 
     #[test]
@@ -204,9 +198,7 @@ mod tests {
                 delete.volume_name
             ),
         };
-        let delete_it = Undo::Delete {
-            volume_id: "vol-1".into(),
-        };
+        let delete_it = Undo::Delete { volume_id: "vol-1".into() };
         let cases: Vec<ProbeCase<'_>> = vec![
             (&delete, Ok(answer(gib)), true, Some(delete_it.clone())),
             // Retain keeps a volume only for a deleted claim; one bound elsewhere gets it deleted.
@@ -214,30 +206,10 @@ mod tests {
             (&retain, Ok(answer(gib)), true, None),
             // Too small to record, even under Retain: deleted.
             (&retain, Ok(answer(gib / 2)), true, Some(delete_it)),
-            (
-                &delete,
-                Err(failure(InProgress, Other)),
-                true,
-                Some(unknown.clone()),
-            ),
-            (
-                &delete,
-                Err(failure(Final, AlreadyExists)),
-                true,
-                Some(unknown),
-            ),
-            (
-                &delete,
-                Err(failure(Final, Other)),
-                true,
-                Some(Undo::NothingMade),
-            ),
-            (
-                &delete,
-                Err(failure(Infeasible, Other)),
-                true,
-                Some(Undo::NothingMade),
-            ),
+            (&delete, Err(failure(InProgress, Other)), true, Some(unknown.clone())),
+            (&delete, Err(failure(Final, AlreadyExists)), true, Some(unknown)),
+            (&delete, Err(failure(Final, Other)), true, Some(Undo::NothingMade)),
+            (&delete, Err(failure(Infeasible, Other)), true, Some(Undo::NothingMade)),
         ];
         for (i, (plan, answer, deleting, want)) in cases.into_iter().enumerate() {
             let got = after_probe(plan, answer.as_ref(), deleting, "id");

@@ -49,11 +49,7 @@ pub enum ClaimAction {
     /// WaitForFirstConsumer: nothing until the scheduler picks a node.
     WaitForConsumer,
     /// A data source for an external populator; provisioning is left to it.
-    Populator {
-        group: String,
-        kind: String,
-        name: String,
-    },
+    Populator { group: String, kind: String, name: String },
     /// The claim clones another claim, which must carry the cloning-protection finalizer
     /// before any CreateVolume copies it (namespace, name).
     ProtectSource { namespace: String, name: String },
@@ -108,11 +104,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     }
     let our_pv = ctx.volume.filter(|pv| {
         pv.metadata.name.as_deref() == Some(volume_name.as_str())
-            && pv
-                .spec
-                .as_ref()
-                .and_then(|s| s.csi.as_ref())
-                .map(|c| c.driver.as_str())
+            && pv.spec.as_ref().and_then(|s| s.csi.as_ref()).map(|c| c.driver.as_str())
                 == Some(ctx.settings.driver.as_str())
             && pv.metadata.deletion_timestamp.is_none()
             && pv.claim_ref_uid() == Some(claim_uid)
@@ -129,12 +121,10 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
                 ClaimAction::None
             }
             // A PV of ours points at the claim (recorded by a run that stopped before binding).
-            (None, Some(_)) => ClaimAction::Bind {
-                volume: volume_name,
-            },
-            (Some(b), Some(_)) if b == volume_name && !claim_bound(claim) => ClaimAction::Bind {
-                volume: volume_name,
-            },
+            (None, Some(_)) => ClaimAction::Bind { volume: volume_name },
+            (Some(b), Some(_)) if b == volume_name && !claim_bound(claim) => {
+                ClaimAction::Bind { volume: volume_name }
+            }
             (Some(_), _) => ClaimAction::None,
             (None, None) => decide_new(claim, ctx),
         };
@@ -152,25 +142,19 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             // its own. The intent goes once the claim is Bound.
             ClaimAction::None
         } else {
-            ClaimAction::Bind {
-                volume: volume_name,
-            }
+            ClaimAction::Bind { volume: volume_name }
         };
     }
     let abandoned = deleting || bound_to.is_some_and(|b| b != volume_name);
     // The scheduler took its node choice back: wait for the next one rather than create a
     // volume with no placement.
-    let delayed = ctx
-        .class
-        .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+    let delayed =
+        ctx.class.is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
     if !abandoned && delayed && selected_node(claim).is_none() {
         return ClaimAction::WaitForConsumer;
     }
     // The intent is there: a copy of a clone source may be under way.
-    let facts = PlanFacts {
-        in_flight: true,
-        ..ctx.facts
-    };
+    let facts = PlanFacts { in_flight: true, ..ctx.facts };
     let built = ctx
         .class
         .ok_or_else(|| missing_class(claim))
@@ -219,11 +203,7 @@ pub fn handover(claim: &PersistentVolumeClaim, driver: &str, journaled: bool) ->
     if claim.has_intent() || journaled {
         Handover::Provision
     } else if volume.is_some() {
-        if claim_bound(claim) {
-            Handover::Expand
-        } else {
-            Handover::None
-        }
+        if claim_bound(claim) { Handover::Expand } else { Handover::None }
     } else if claim.handed_to(driver) {
         Handover::Provision
     } else {

@@ -52,10 +52,9 @@ impl SecretKind {
             SecretKind::Provisioner => {
                 Some(("csiProvisionerSecretName", "csiProvisionerSecretNamespace"))
             }
-            SecretKind::ControllerPublish => Some((
-                "csiControllerPublishSecretName",
-                "csiControllerPublishSecretNamespace",
-            )),
+            SecretKind::ControllerPublish => {
+                Some(("csiControllerPublishSecretName", "csiControllerPublishSecretNamespace"))
+            }
             SecretKind::NodeStage => {
                 Some(("csiNodeStageSecretName", "csiNodeStageSecretNamespace"))
             }
@@ -115,9 +114,7 @@ pub fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParameters, P
     }
 
     // fsType: the reserved key, or the deprecated one (kept for the driver as well).
-    let deprecated_fs = parameters
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(DEPRECATED_FSTYPE));
+    let deprecated_fs = parameters.iter().find(|(k, _)| k.eq_ignore_ascii_case(DEPRECATED_FSTYPE));
     out.fs_type = match (parameters.get(FSTYPE), deprecated_fs) {
         (Some(_), Some((k, _))) => {
             return Err(ParameterError::Both {
@@ -130,11 +127,8 @@ pub fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParameters, P
         (None, _) => None,
     };
 
-    let default = pair(
-        parameters,
-        "csi.storage.k8s.io/secret-name",
-        "csi.storage.k8s.io/secret-namespace",
-    )?;
+    let default =
+        pair(parameters, "csi.storage.k8s.io/secret-name", "csi.storage.k8s.io/secret-namespace")?;
     for kind in SecretKind::ALL {
         let name_key = format!("{RESERVED_PREFIX}{}-secret-name", kind.stem());
         let ns_key = format!("{RESERVED_PREFIX}{}-secret-namespace", kind.stem());
@@ -169,16 +163,12 @@ fn is_known_reserved(key: &str) -> bool {
     if key == FSTYPE {
         return true;
     }
-    let Some(stem) = rest
-        .strip_suffix("secret-name")
-        .or_else(|| rest.strip_suffix("secret-namespace"))
+    let Some(stem) =
+        rest.strip_suffix("secret-name").or_else(|| rest.strip_suffix("secret-namespace"))
     else {
         return false;
     };
-    stem.is_empty()
-        || SecretKind::ALL
-            .iter()
-            .any(|k| stem.strip_suffix('-') == Some(k.stem()))
+    stem.is_empty() || SecretKind::ALL.iter().any(|k| stem.strip_suffix('-') == Some(k.stem()))
 }
 
 /// Reads a name/namespace pair: both or neither, and neither empty.
@@ -195,10 +185,7 @@ fn pair(
                     return Err(ParameterError::Empty(key.to_string()));
                 }
             }
-            Ok(Some(SecretTemplate {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            }))
+            Ok(Some(SecretTemplate { name: name.clone(), namespace: namespace.clone() }))
         }
         (Some(_), None) => Err(ParameterError::Incomplete {
             present: name_key.to_string(),
@@ -216,17 +203,11 @@ mod tests {
     use super::*;
 
     fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn template(name: &str, namespace: &str) -> SecretTemplate {
-        SecretTemplate {
-            name: name.into(),
-            namespace: namespace.into(),
-        }
+        SecretTemplate { name: name.into(), namespace: namespace.into() }
     }
 
     #[test]
@@ -234,14 +215,8 @@ mod tests {
         let parsed = parse(&params(&[
             ("type", "fast"),
             ("csi.storage.k8s.io/fstype", "xfs"),
-            (
-                "csi.storage.k8s.io/provisioner-secret-name",
-                "creds-${pvc.name}",
-            ),
-            (
-                "csi.storage.k8s.io/provisioner-secret-namespace",
-                "${pvc.namespace}",
-            ),
+            ("csi.storage.k8s.io/provisioner-secret-name", "creds-${pvc.name}"),
+            ("csi.storage.k8s.io/provisioner-secret-namespace", "${pvc.namespace}"),
         ]))
         .unwrap();
         assert_eq!(parsed.driver_parameters, params(&[("type", "fast")]));
@@ -263,14 +238,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(parsed.secrets.len(), SecretKind::ALL.len());
-        assert_eq!(
-            parsed.secrets[&SecretKind::NodeStage],
-            template("stage", "ns2")
-        );
-        assert_eq!(
-            parsed.secrets[&SecretKind::ControllerExpand],
-            template("all", "ns")
-        );
+        assert_eq!(parsed.secrets[&SecretKind::NodeStage], template("stage", "ns2"));
+        assert_eq!(parsed.secrets[&SecretKind::ControllerExpand], template("all", "ns"));
         assert!(parsed.driver_parameters.is_empty());
     }
 
@@ -283,10 +252,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(parsed.fs_type.as_deref(), Some("ext4"));
-        assert_eq!(
-            parsed.secrets[&SecretKind::Provisioner],
-            template("old", "ns")
-        );
+        assert_eq!(parsed.secrets[&SecretKind::Provisioner], template("old", "ns"));
         assert_eq!(parsed.driver_parameters.len(), 3);
     }
 
@@ -303,10 +269,7 @@ mod tests {
             ),
             (
                 &[("csi.storage.k8s.io/fstype", "xfs"), ("FSTYPE", "ext4")],
-                ParameterError::Both {
-                    deprecated: "FSTYPE".into(),
-                    current: FSTYPE.into(),
-                },
+                ParameterError::Both { deprecated: "FSTYPE".into(), current: FSTYPE.into() },
             ),
             (
                 &[("csi.storage.k8s.io/provisioner-secret-name", "x")],
@@ -323,10 +286,7 @@ mod tests {
                 },
             ),
             (
-                &[
-                    ("csiNodeStageSecretName", ""),
-                    ("csiNodeStageSecretNamespace", "ns"),
-                ],
+                &[("csiNodeStageSecretName", ""), ("csiNodeStageSecretNamespace", "ns")],
                 ParameterError::Empty("csiNodeStageSecretName".into()),
             ),
             (

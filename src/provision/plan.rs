@@ -58,11 +58,7 @@ fn attributes_class<'a>(
     features: Features,
     facts: PlanFacts<'a>,
 ) -> Result<Option<&'a VolumeAttributesClass>, PlanError> {
-    let Some(name) = spec
-        .volume_attributes_class_name
-        .as_deref()
-        .filter(|v| !v.is_empty())
-    else {
+    let Some(name) = spec.volume_attributes_class_name.as_deref().filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     if !features.modify {
@@ -126,11 +122,7 @@ pub enum PlanError {
     #[error(
         "the claim's dataSourceRef names {kind} {name:?} in namespace {namespace:?}; cross-namespace data sources are not supported (feature gate CrossNamespaceVolumeDataSource). Copy the source into the claim's namespace, or restore it there"
     )]
-    CrossNamespace {
-        kind: String,
-        namespace: String,
-        name: String,
-    },
+    CrossNamespace { kind: String, namespace: String, name: String },
     #[error(
         "the claim asks for VolumeAttributesClass {0:?}, but driver {1} cannot apply one (no MODIFY_VOLUME capability, or the cluster does not serve storage.k8s.io/v1 VolumeAttributesClass)"
     )]
@@ -223,11 +215,8 @@ pub fn build(
         })
     };
 
-    let mut driver_parameters: std::collections::HashMap<String, String> = class_parameters
-        .driver_parameters
-        .clone()
-        .into_iter()
-        .collect();
+    let mut driver_parameters: std::collections::HashMap<String, String> =
+        class_parameters.driver_parameters.clone().into_iter().collect();
     if settings.extra_create_metadata {
         driver_parameters.insert("csi.storage.k8s.io/pvc/name".into(), claim_name.clone());
         driver_parameters.insert("csi.storage.k8s.io/pvc/namespace".into(), namespace.clone());
@@ -249,26 +238,17 @@ pub fn build(
             .collect(),
     };
 
-    let reclaim = class
-        .reclaim_policy
-        .clone()
-        .unwrap_or_else(|| "Delete".to_string());
+    let reclaim = class.reclaim_policy.clone().unwrap_or_else(|| "Delete".to_string());
     let provisioner_secret = resolved.get(&SecretKind::Provisioner).cloned();
     let mut pv_annotations = BTreeMap::from([
         (ANN_PROVISIONED_BY.to_string(), settings.driver.clone()),
         (
             ANN_DELETION_SECRET_NAME.to_string(),
-            provisioner_secret
-                .as_ref()
-                .map(|s| s.name.clone())
-                .unwrap_or_default(),
+            provisioner_secret.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
         ),
         (
             ANN_DELETION_SECRET_NAMESPACE.to_string(),
-            provisioner_secret
-                .as_ref()
-                .map(|s| s.namespace.clone())
-                .unwrap_or_default(),
+            provisioner_secret.as_ref().map(|s| s.namespace.clone()).unwrap_or_default(),
         ),
     ]);
     if let Some(modify) = resolved.get(&SecretKind::ControllerModify) {

@@ -56,19 +56,11 @@ fn a_full_plan() {
     assert_eq!(r.parameters["csi.storage.k8s.io/pvc/name"], "data");
     assert_eq!(r.parameters["csi.storage.k8s.io/pvc/namespace"], "team");
     assert_eq!(r.parameters["csi.storage.k8s.io/pv/name"], "pvc-u-1");
-    assert_eq!(
-        r.parameters.len(),
-        4,
-        "reserved keys removed: {:?}",
-        r.parameters
-    );
+    assert_eq!(r.parameters.len(), 4, "reserved keys removed: {:?}", r.parameters);
     assert!(r.secrets.is_empty(), "secret contents are the executor's");
     assert_eq!(
         plan.provisioner_secret,
-        Some(SecretRef {
-            name: "p-data".into(),
-            namespace: "team".into()
-        })
+        Some(SecretRef { name: "p-data".into(), namespace: "team".into() })
     );
     let pv = &plan.volume;
     let a = pv.metadata.annotations.as_ref().unwrap();
@@ -76,26 +68,14 @@ fn a_full_plan() {
     assert_eq!(a[ANN_DELETION_SECRET_NAME], "p-data");
     assert_eq!(a[ANN_DELETION_SECRET_NAMESPACE], "team");
     assert_eq!(a[ANN_MODIFY_SECRET_NAME], "m");
-    assert_eq!(
-        pv.metadata.finalizers, None,
-        "Retain: no deletion finalizer"
-    );
+    assert_eq!(pv.metadata.finalizers, None, "Retain: no deletion finalizer");
     let spec = pv.spec.as_ref().unwrap();
-    assert_eq!(
-        spec.persistent_volume_reclaim_policy.as_deref(),
-        Some("Retain")
-    );
-    assert_eq!(
-        spec.mount_options.as_deref(),
-        Some(&["noatime".to_string()][..])
-    );
+    assert_eq!(spec.persistent_volume_reclaim_policy.as_deref(), Some("Retain"));
+    assert_eq!(spec.mount_options.as_deref(), Some(&["noatime".to_string()][..]));
     let csi = spec.csi.as_ref().unwrap();
     assert_eq!(csi.fs_type.as_deref(), Some("xfs"));
     let stage = csi.node_stage_secret_ref.as_ref().unwrap();
-    assert_eq!(
-        (stage.name.as_deref(), stage.namespace.as_deref()),
-        (Some("alice"), Some("ops"))
-    );
+    assert_eq!((stage.name.as_deref(), stage.namespace.as_deref()), (Some("alice"), Some("ops")));
     assert!(csi.controller_publish_secret_ref.is_none());
     let claim_ref = spec.claim_ref.as_ref().unwrap();
     assert_eq!(claim_ref.uid.as_deref(), Some("u-1"));
@@ -107,31 +87,17 @@ fn defaults_block_and_read_only() {
     let s = settings();
     let plain = build_with(&claim(json!({})), &class(json!({})), &s).unwrap();
     let spec = plain.volume.spec.as_ref().unwrap();
-    assert_eq!(
-        spec.csi.as_ref().unwrap().fs_type.as_deref(),
-        Some("ext4"),
-        "--default-fstype"
-    );
-    assert_eq!(
-        spec.persistent_volume_reclaim_policy.as_deref(),
-        Some("Delete")
-    );
+    assert_eq!(spec.csi.as_ref().unwrap().fs_type.as_deref(), Some("ext4"), "--default-fstype");
+    assert_eq!(spec.persistent_volume_reclaim_policy.as_deref(), Some("Delete"));
     assert_eq!(
         plain.volume.metadata.finalizers.as_deref(),
         Some(&[FINALIZER_VOLUME.to_string()][..])
     );
     let annotations = plain.volume.metadata.annotations.as_ref().unwrap();
-    assert_eq!(
-        annotations[ANN_DELETION_SECRET_NAME], "",
-        "always written; empty = none"
-    );
+    assert_eq!(annotations[ANN_DELETION_SECRET_NAME], "", "always written; empty = none");
 
-    let block = build_with(
-        &claim(json!({"spec": {"volumeMode": "Block"}})),
-        &class(json!({})),
-        &s,
-    )
-    .unwrap();
+    let block = build_with(&claim(json!({"spec": {"volumeMode": "Block"}})), &class(json!({})), &s)
+        .unwrap();
     assert_eq!(csi_of(&block.volume).fs_type, None);
     assert!(matches!(
         block.request.volume_capabilities[0].access_type,
@@ -151,12 +117,7 @@ fn defaults_block_and_read_only() {
     let mut short = settings();
     short.volume_name_uuid_length = Some(4);
     let c = claim(json!({"metadata": {"uid": "ab-cd-ef"}}));
-    assert_eq!(
-        build_with(&c, &class(json!({})), &short)
-            .unwrap()
-            .volume_name,
-        "pvc-abcd"
-    );
+    assert_eq!(build_with(&c, &class(json!({})), &short).unwrap().volume_name, "pvc-abcd");
 }
 
 #[test]
@@ -176,11 +137,7 @@ fn refusals_name_what_to_change() {
             claim(json!({"spec": {"volumeAttributesClassName": "fast"}})),
             "VolumeAttributesClass \"fast\"",
         ),
-        (
-            "clone without CLONE_VOLUME",
-            claim(pvc_source),
-            "does not support cloning",
-        ),
+        ("clone without CLONE_VOLUME", claim(pvc_source), "does not support cloning"),
         (
             "snapshot",
             claim(
@@ -207,9 +164,7 @@ fn refusals_name_what_to_change() {
         "csi.storage.k8s.io/provisioner-secret-name": "${pvc.annotations['missing']}",
         "csi.storage.k8s.io/provisioner-secret-namespace": "ns",
     }}));
-    let e = build_with(&claim(json!({})), &bad_template, &s)
-        .unwrap_err()
-        .to_string();
+    let e = build_with(&claim(json!({})), &bad_template, &s).unwrap_err().to_string();
     assert!(e.contains("missing"), "{e}");
 }
 
@@ -226,46 +181,23 @@ fn an_attributes_class_of_ours_gives_mutable_parameters() {
     let ours = vac("d.csi");
     let theirs = vac("x.csi");
     let c = claim(json!({"spec": {"volumeAttributesClassName": "fast"}}));
-    let modify = Features {
-        modify: true,
-        ..Features::default()
-    };
+    let modify = Features { modify: true, ..Features::default() };
     let with = |class: Option<&VolumeAttributesClass>, features| {
         build(
             &c,
             &self::class(json!({})),
             &s,
             features,
-            PlanFacts {
-                attributes_class: class,
-                ..PlanFacts::default()
-            },
+            PlanFacts { attributes_class: class, ..PlanFacts::default() },
         )
     };
     let plan = with(Some(&ours), modify).unwrap();
     assert_eq!(plan.request.mutable_parameters["iops"], "3000");
-    assert_eq!(
-        plan.volume
-            .spec
-            .unwrap()
-            .volume_attributes_class_name
-            .as_deref(),
-        Some("fast")
-    );
+    assert_eq!(plan.volume.spec.unwrap().volume_attributes_class_name.as_deref(), Some("fast"));
     let table: [(&str, Option<&VolumeAttributesClass>, Features, &str); 3] = [
-        (
-            "no MODIFY_VOLUME",
-            Some(&ours),
-            Features::default(),
-            "MODIFY_VOLUME",
-        ),
+        ("no MODIFY_VOLUME", Some(&ours), Features::default(), "MODIFY_VOLUME"),
         ("missing", None, modify, "not found"),
-        (
-            "another driver's",
-            Some(&theirs),
-            modify,
-            "for driver x.csi",
-        ),
+        ("another driver's", Some(&theirs), modify, "for driver x.csi"),
     ];
     for (case, class, features, text) in table {
         let e = with(class, features).unwrap_err().to_string();

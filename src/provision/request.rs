@@ -50,10 +50,7 @@ pub fn capacity_range(claim: &PersistentVolumeClaim) -> Result<csi::CapacityRang
         .and_then(|r| r.get("storage"))
         .ok_or(ClaimError::NoRequest)?;
     let required = quantity::parse_bytes(&request.0).map_err(ClaimError::Request)?;
-    let limit = match resources
-        .and_then(|r| r.limits.as_ref())
-        .and_then(|l| l.get("storage"))
-    {
+    let limit = match resources.and_then(|r| r.limits.as_ref()).and_then(|l| l.get("storage")) {
         Some(limit) => {
             let bytes = quantity::parse_bytes(&limit.0).map_err(ClaimError::Limit)?;
             if bytes < required {
@@ -147,10 +144,7 @@ mod tests {
         let uid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
         assert_eq!(volume_name("pvc", uid, None), format!("pvc-{uid}"));
         assert_eq!(volume_name("vol", uid, Some(8)), "vol-1b4e28ba");
-        assert_eq!(
-            volume_name("pvc", uid, Some(100)),
-            "pvc-1b4e28ba2fa111d2883f0016d3cca427"
-        );
+        assert_eq!(volume_name("pvc", uid, Some(100)), "pvc-1b4e28ba2fa111d2883f0016d3cca427");
     }
 
     #[test]
@@ -158,17 +152,11 @@ mod tests {
         let range = |r, l| capacity_range(&claim(r, l));
         assert_eq!(
             range(Some("1Gi"), None),
-            Ok(csi::CapacityRange {
-                required_bytes: 1 << 30,
-                limit_bytes: 0
-            })
+            Ok(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 })
         );
         assert_eq!(
             range(Some("1Gi"), Some("2Gi")),
-            Ok(csi::CapacityRange {
-                required_bytes: 1 << 30,
-                limit_bytes: 2 << 30
-            })
+            Ok(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 2 << 30 })
         );
         assert_eq!(range(None, None), Err(ClaimError::NoRequest));
         assert!(matches!(
@@ -183,10 +171,7 @@ mod tests {
             range(Some("9Ei"), None),
             Err(ClaimError::Request(QuantityError::TooLarge(_)))
         ));
-        assert!(matches!(
-            range(Some("1Gi"), Some("x")),
-            Err(ClaimError::Limit(_))
-        ));
+        assert!(matches!(range(Some("1Gi"), Some("x")), Err(ClaimError::Limit(_))));
     }
 
     #[test]
@@ -197,21 +182,9 @@ mod tests {
         type Row<'a> = (&'a [&'a str], bool, Result<Vec<Mode>, ClaimError>);
         let table: &[Row] = &[
             (&["ReadWriteOnce"], false, Ok(vec![Mode::SingleNodeWriter])),
-            (
-                &["ReadWriteOnce"],
-                true,
-                Ok(vec![Mode::SingleNodeMultiWriter]),
-            ),
-            (
-                &["ReadWriteOncePod"],
-                false,
-                Ok(vec![Mode::SingleNodeWriter]),
-            ),
-            (
-                &["ReadWriteOncePod"],
-                true,
-                Ok(vec![Mode::SingleNodeSingleWriter]),
-            ),
+            (&["ReadWriteOnce"], true, Ok(vec![Mode::SingleNodeMultiWriter])),
+            (&["ReadWriteOncePod"], false, Ok(vec![Mode::SingleNodeWriter])),
+            (&["ReadWriteOncePod"], true, Ok(vec![Mode::SingleNodeSingleWriter])),
             (&["ReadOnlyMany"], true, Ok(vec![Mode::MultiNodeReaderOnly])),
             (
                 &["ReadWriteMany", "ReadOnlyMany"],
@@ -237,12 +210,8 @@ mod tests {
 
     #[test]
     fn capabilities_for_block_and_mount() {
-        let caps = volume_capabilities(
-            &[Mode::SingleNodeWriter],
-            false,
-            Some("xfs"),
-            &["noatime".into()],
-        );
+        let caps =
+            volume_capabilities(&[Mode::SingleNodeWriter], false, Some("xfs"), &["noatime".into()]);
         assert_eq!(caps.len(), 1);
         match &caps[0].access_type {
             Some(AccessType::Mount(m)) => {
@@ -260,13 +229,7 @@ mod tests {
             &[],
         );
         assert_eq!(caps.len(), 2);
-        assert!(
-            caps.iter()
-                .all(|c| matches!(c.access_type, Some(AccessType::Block(_))))
-        );
-        assert_eq!(
-            caps[1].access_mode.as_ref().map(|m| m.mode()),
-            Some(Mode::MultiNodeReaderOnly)
-        );
+        assert!(caps.iter().all(|c| matches!(c.access_type, Some(AccessType::Block(_)))));
+        assert_eq!(caps[1].access_mode.as_ref().map(|m| m.mode()), Some(Mode::MultiNodeReaderOnly));
     }
 }

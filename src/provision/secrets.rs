@@ -24,31 +24,17 @@ pub struct SecretRef {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
     #[error("secret {part} template {template:?} is malformed: {reason}")]
-    Malformed {
-        part: &'static str,
-        template: String,
-        reason: String,
-    },
+    Malformed { part: &'static str, template: String, reason: String },
     #[error(
         "secret {part} template {template:?} uses ${{{token}}}, which is not allowed there (allowed: {allowed})"
     )]
-    UnknownToken {
-        part: &'static str,
-        template: String,
-        token: String,
-        allowed: &'static str,
-    },
+    UnknownToken { part: &'static str, template: String, token: String, allowed: &'static str },
     #[error(
         "secret name template {template:?} needs annotation {key:?}, which the claim does not have"
     )]
     MissingAnnotation { template: String, key: String },
     #[error("secret {part} template {template:?} gives {value:?}, which is not a valid {kind}")]
-    Invalid {
-        part: &'static str,
-        template: String,
-        value: String,
-        kind: &'static str,
-    },
+    Invalid { part: &'static str, template: String, value: String, kind: &'static str },
 }
 
 /// Expands both halves of `template`. The namespace may use `${pv.name}` and `${pvc.namespace}`;
@@ -71,12 +57,7 @@ pub fn resolve(
 }
 
 fn invalid(part: &'static str, template: &str, value: String, kind: &'static str) -> TemplateError {
-    TemplateError::Invalid {
-        part,
-        template: template.to_string(),
-        value,
-        kind,
-    }
+    TemplateError::Invalid { part, template: template.to_string(), value, kind }
 }
 
 fn expand(
@@ -140,8 +121,7 @@ fn expand(
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -165,10 +145,7 @@ mod tests {
     }
 
     fn template(name: &str, namespace: &str) -> SecretTemplate {
-        SecretTemplate {
-            name: name.into(),
-            namespace: namespace.into(),
-        }
+        SecretTemplate { name: name.into(), namespace: namespace.into() }
     }
 
     #[test]
@@ -177,27 +154,14 @@ mod tests {
             [("example.com/secret".to_string(), "custom".to_string())].into();
         let table = [
             (template("static", "kube-system"), ("static", "kube-system")),
-            (
-                template("${pvc.name}-creds", "${pvc.namespace}"),
-                ("data-creds", "team-a"),
-            ),
-            (
-                template("${pv.name}", "${pv.name}"),
-                ("pvc-0a1b", "pvc-0a1b"),
-            ),
-            (
-                template("${pvc.annotations['example.com/secret']}", "ns"),
-                ("custom", "ns"),
-            ),
+            (template("${pvc.name}-creds", "${pvc.namespace}"), ("data-creds", "team-a")),
+            (template("${pv.name}", "${pv.name}"), ("pvc-0a1b", "pvc-0a1b")),
+            (template("${pvc.annotations['example.com/secret']}", "ns"), ("custom", "ns")),
             (template("a.${pvc.namespace}.b", "x"), ("a.team-a.b", "x")),
         ];
         for (t, (name, namespace)) in table {
             let got = resolve(&t, &input(&annotations)).unwrap();
-            assert_eq!(
-                (got.name.as_str(), got.namespace.as_str()),
-                (name, namespace),
-                "{t:?}"
-            );
+            assert_eq!((got.name.as_str(), got.namespace.as_str()), (name, namespace), "{t:?}");
         }
     }
 
@@ -211,14 +175,8 @@ mod tests {
             err(template("${pvc.uid}", "ns")),
             TemplateError::UnknownToken { part: "name", .. }
         ));
-        assert!(matches!(
-            err(template("$pvc", "ns")),
-            TemplateError::Malformed { .. }
-        ));
-        assert!(matches!(
-            err(template("${pvc.name", "ns")),
-            TemplateError::Malformed { .. }
-        ));
+        assert!(matches!(err(template("$pvc", "ns")), TemplateError::Malformed { .. }));
+        assert!(matches!(err(template("${pvc.name", "ns")), TemplateError::Malformed { .. }));
         assert!(matches!(err(template("${pvc.annotations['k']}", "ns")),
             TemplateError::MissingAnnotation { ref key, .. } if key == "k"));
         assert!(matches!(
@@ -227,20 +185,11 @@ mod tests {
         ));
         assert!(matches!(
             err(template("ok", "not.a.label")),
-            TemplateError::Invalid {
-                part: "namespace",
-                ..
-            }
+            TemplateError::Invalid { part: "namespace", .. }
         ));
-        assert!(matches!(
-            err(template("", "ns")),
-            TemplateError::Invalid { part: "name", .. }
-        ));
+        assert!(matches!(err(template("", "ns")), TemplateError::Invalid { part: "name", .. }));
         let message = err(template("${pvc.uid}", "ns")).to_string();
-        assert!(
-            message.contains("${pvc.uid}") && message.contains("allowed"),
-            "{message}"
-        );
+        assert!(message.contains("${pvc.uid}") && message.contains("allowed"), "{message}");
     }
 
     #[test]

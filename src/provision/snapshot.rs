@@ -55,10 +55,7 @@ pub struct Content {
 }
 
 fn text(v: &Value, path: &[&str]) -> Option<String> {
-    path.iter()
-        .try_fold(v, |v, key| v.get(key))?
-        .as_str()
-        .map(str::to_string)
+    path.iter().try_fold(v, |v, key| v.get(key))?.as_str().map(str::to_string)
 }
 
 /// A VolumeSnapshot's fields, with its content to be filled in by `with_content`.
@@ -68,12 +65,9 @@ pub fn parse_snapshot(v: &Value) -> Snapshot {
         namespace: text(v, &["metadata", "namespace"]).unwrap_or_default(),
         name: text(v, &["metadata", "name"]).unwrap_or_default(),
         uid: text(v, &["metadata", "uid"]).unwrap_or_default(),
-        deleting: v["metadata"]
-            .get("deletionTimestamp")
-            .is_some_and(|t| !t.is_null()),
+        deleting: v["metadata"].get("deletionTimestamp").is_some_and(|t| !t.is_null()),
         protected: finalizers.is_some_and(|f| {
-            f.iter()
-                .any(|f| f.as_str() == Some(FINALIZER_SNAPSHOT_SOURCE_PROTECTION))
+            f.iter().any(|f| f.as_str() == Some(FINALIZER_SNAPSHOT_SOURCE_PROTECTION))
         }),
         ready: v["status"]["readyToUse"].as_bool() == Some(true),
         restore_size: match &v["status"]["restoreSize"] {
@@ -99,11 +93,8 @@ pub fn parse_content(v: &Value) -> Content {
             .filter(|h| !h.is_empty()),
         snapshot_ref: (reference("namespace"), reference("name"), reference("uid")),
         source_volume_mode: text(v, &["spec", "sourceVolumeMode"]),
-        allow_mode_change: text(
-            v,
-            &["metadata", "annotations", ANN_ALLOW_VOLUME_MODE_CHANGE],
-        )
-        .as_deref()
+        allow_mode_change: text(v, &["metadata", "annotations", ANN_ALLOW_VOLUME_MODE_CHANGE])
+            .as_deref()
             == Some("true"),
     }
 }
@@ -118,10 +109,7 @@ pub fn restore_source(
     prevent_mode_conversion: bool,
     facts: PlanFacts<'_>,
 ) -> Result<csi::VolumeContentSource, PlanError> {
-    let fail = |reason: String| PlanError::SnapshotSource {
-        name: name.to_string(),
-        reason,
-    };
+    let fail = |reason: String| PlanError::SnapshotSource { name: name.to_string(), reason };
     let snapshot = match facts.snapshot {
         Some(SnapshotLookup::Found(s)) => s,
         Some(SnapshotLookup::Unserved) => {
@@ -147,9 +135,7 @@ pub fn restore_source(
         ));
     };
     let Some(content) = &snapshot.content else {
-        return Err(fail(format!(
-            "its VolumeSnapshotContent {content_name} does not exist"
-        )));
+        return Err(fail(format!("its VolumeSnapshotContent {content_name} does not exist")));
     };
     let (ns, n, uid) = &content.snapshot_ref;
     if (ns.as_str(), n.as_str(), uid.as_str())
@@ -166,11 +152,7 @@ pub fn restore_source(
         )));
     }
     if !snapshot.ready {
-        let why = snapshot
-            .error
-            .as_deref()
-            .map(|e| format!(": {e}"))
-            .unwrap_or_default();
+        let why = snapshot.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
         return Err(fail(format!("it is not ready to use yet{why}")));
     }
     let Some(handle) = &content.handle else {
@@ -198,9 +180,7 @@ pub fn restore_source(
     }
     Ok(csi::VolumeContentSource {
         r#type: Some(csi::volume_content_source::Type::Snapshot(
-            csi::volume_content_source::SnapshotSource {
-                snapshot_id: handle.clone(),
-            },
+            csi::volume_content_source::SnapshotSource { snapshot_id: handle.clone() },
         )),
     })
 }

@@ -55,14 +55,8 @@ fn plan_with(
         c,
         &class(json!({})),
         &s,
-        Features {
-            snapshot,
-            ..Features::default()
-        },
-        PlanFacts {
-            snapshot: Some(l),
-            ..PlanFacts::default()
-        },
+        Features { snapshot, ..Features::default() },
+        PlanFacts { snapshot: Some(l), ..PlanFacts::default() },
     )
 }
 
@@ -79,10 +73,7 @@ fn the_fields_a_restore_reads_are_parsed() {
     assert_eq!(c.handle.as_deref(), Some("snap-handle"));
     assert_eq!(c.driver, "d.csi");
     assert!(c.allow_mode_change);
-    assert_eq!(
-        c.snapshot_ref,
-        ("team".into(), "snap".into(), "snap-uid".into())
-    );
+    assert_eq!(c.snapshot_ref, ("team".into(), "snap".into(), "snap-uid".into()));
     // Nonsense in the fields is read as absent, never a panic.
     let odd = parse_snapshot(&json!({"metadata": 7, "status": {"readyToUse": "yes"}}));
     assert!(!odd.ready && odd.content_name.is_none());
@@ -97,9 +88,7 @@ fn a_ready_snapshot_of_our_driver_is_restored_with_its_handle() {
     assert_eq!(
         plan.request.volume_content_source.unwrap().r#type,
         Some(csi::volume_content_source::Type::Snapshot(
-            csi::volume_content_source::SnapshotSource {
-                snapshot_id: "snap-handle".into()
-            }
+            csi::volume_content_source::SnapshotSource { snapshot_id: "snap-handle".into() }
         ))
     );
     // A bigger volume than the snapshot is the driver's to grow.
@@ -123,13 +112,7 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_the_reason() {
             false,
             "CREATE_DELETE_SNAPSHOT",
         ),
-        (
-            "missing",
-            SnapshotLookup::Missing,
-            json!({}),
-            true,
-            "does not exist",
-        ),
+        ("missing", SnapshotLookup::Missing, json!({}), true, "does not exist"),
         (
             "forbidden",
             SnapshotLookup::Unreadable("403 Forbidden".into()),
@@ -175,9 +158,7 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_the_reason() {
             "content of another snapshot",
             lookup(
                 snapshot_json(json!({})),
-                Some(content_json(
-                    json!({"spec": {"volumeSnapshotRef": {"uid": "other"}}}),
-                )),
+                Some(content_json(json!({"spec": {"volumeSnapshotRef": {"uid": "other"}}}))),
             ),
             json!({}),
             true,
@@ -216,10 +197,7 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_the_reason() {
         ),
         (
             "too small",
-            lookup(
-                snapshot_json(json!({"status": {"restoreSize": "2Gi"}})),
-                good(),
-            ),
+            lookup(snapshot_json(json!({"status": {"restoreSize": "2Gi"}})), good()),
             json!({}),
             true,
             "restore size 2Gi",
@@ -233,10 +211,7 @@ fn a_snapshot_that_cannot_be_restored_is_refused_with_the_reason() {
         ),
     ];
     for (case, l, extra, capable, text) in table {
-        let e = plan_with(&restore(extra), &l, capable, true)
-            .map(|_| ())
-            .unwrap_err()
-            .to_string();
+        let e = plan_with(&restore(extra), &l, capable, true).map(|_| ()).unwrap_err().to_string();
         assert!(e.contains(text), "{case}: {e}");
         assert!(e.contains("snap"), "{case}: names the snapshot: {e}");
     }
@@ -255,10 +230,8 @@ fn a_mode_change_passes_when_allowed_or_not_prevented() {
     assert!(plan_with(&block, &allowed, true, true).is_ok());
     // A protected snapshot being deleted still serves.
     let protected = lookup(
-        snapshot_json(
-            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
-            "finalizers": [FINALIZER_SNAPSHOT_SOURCE_PROTECTION]}}),
-        ),
+        snapshot_json(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": [FINALIZER_SNAPSHOT_SOURCE_PROTECTION]}})),
         Some(content_json(json!({}))),
     );
     assert!(plan_with(&restore(json!({})), &protected, true, true).is_ok());

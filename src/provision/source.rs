@@ -109,15 +109,9 @@ pub fn content_source(
 ) -> Result<Option<csi::VolumeContentSource>, PlanError> {
     match of(claim) {
         Source::Empty | Source::Populator { .. } => Ok(None),
-        Source::CrossNamespace {
-            kind,
-            namespace,
-            name,
-        } => Err(PlanError::CrossNamespace {
-            kind,
-            namespace,
-            name,
-        }),
+        Source::CrossNamespace { kind, namespace, name } => {
+            Err(PlanError::CrossNamespace { kind, namespace, name })
+        }
         Source::Clone { name } if !support.clone => {
             Err(PlanError::CloneUnsupported(name, driver.to_string()))
         }
@@ -151,9 +145,8 @@ fn clone_source(
         name: name.to_string(),
         reason: reason.to_string(),
     };
-    let source_claim = facts
-        .claim
-        .ok_or_else(|| fail("it does not exist in the claim's namespace"))?;
+    let source_claim =
+        facts.claim.ok_or_else(|| fail("it does not exist in the claim's namespace"))?;
     if source_claim.metadata.deletion_timestamp.is_some()
         && !(facts.in_flight && has_clone_protection(source_claim))
     {
@@ -162,29 +155,20 @@ fn clone_source(
     if !source_claim.is_bound() {
         return Err(fail("it is not Bound yet"));
     }
-    let source_request = source_claim.spec.as_ref().and_then(|s| {
-        s.resources
-            .as_ref()?
-            .requests
-            .as_ref()?
-            .get("storage")
-            .cloned()
-    });
+    let source_request = source_claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage").cloned());
     if let Some(q) = source_request
         && let Ok(bytes) = quantity::parse_bytes(&q.0)
         && i64::try_from(bytes).unwrap_or(i64::MAX) > required_bytes
     {
-        return Err(fail(&format!(
-            "the new claim requests less than the source's {}",
-            q.0
-        )));
+        return Err(fail(&format!("the new claim requests less than the source's {}", q.0)));
     }
     if source_claim.volume_mode() != claim.volume_mode() {
         return Err(fail("its volumeMode differs from the new claim's"));
     }
-    let volume = facts
-        .volume
-        .ok_or_else(|| fail("its PersistentVolume is not found"))?;
+    let volume = facts.volume.ok_or_else(|| fail("its PersistentVolume is not found"))?;
     let csi_source = volume
         .spec
         .as_ref()
@@ -237,9 +221,7 @@ pub fn release_clone_protection<'a>(
         return false;
     }
     let name = source.metadata.name.as_deref().unwrap_or_default();
-    !clones
-        .into_iter()
-        .any(|c| of(c) == (Source::Clone { name: name.into() }) && in_flight(c))
+    !clones.into_iter().any(|c| of(c) == (Source::Clone { name: name.into() }) && in_flight(c))
 }
 
 /// The source claim a clone reads from, as (namespace, name), to queue it when the clone moves.
@@ -252,16 +234,9 @@ pub fn clone_source_key(claim: &PersistentVolumeClaim) -> Option<(String, String
 
 /// A populator's kind the cluster does not serve cannot be filled by anyone: (warning, message).
 pub fn populator_notice(group: &str, kind: &str, name: &str, served: bool) -> (bool, String) {
-    let what = if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
-    };
+    let what = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
     if served {
-        (
-            false,
-            "Assuming an external populator will provision the volume".into(),
-        )
+        (false, "Assuming an external populator will provision the volume".into())
     } else {
         (
             true,

@@ -7,10 +7,7 @@ use crate::provision::plan::tests::claim;
 use crate::provision::plan::{Features, build};
 
 fn clone_features() -> Features {
-    Features {
-        clone: true,
-        ..Features::default()
-    }
+    Features { clone: true, ..Features::default() }
 }
 
 fn source_claim(extra: Value) -> PersistentVolumeClaim {
@@ -53,11 +50,7 @@ fn sources_are_sorted_by_who_fills_the_volume() {
         (
             "snapshot kind in the core group is a populator's",
             json!({"dataSource": {"kind": "VolumeSnapshot", "name": "s"}}),
-            Source::Populator {
-                group: "".into(),
-                kind: "VolumeSnapshot".into(),
-                name: "s".into(),
-            },
+            Source::Populator { group: "".into(), kind: "VolumeSnapshot".into(), name: "s".into() },
         ),
         (
             "populator through dataSourceRef",
@@ -99,14 +92,8 @@ fn a_cross_namespace_source_is_refused_never_an_empty_volume() {
     let c = claim(
         json!({"spec": {"dataSourceRef": {"kind": "PersistentVolumeClaim", "name": "a", "namespace": "other"}}}),
     );
-    let e = build(
-        &c,
-        &class(json!({})),
-        &settings(),
-        clone_features(),
-        PlanFacts::default(),
-    )
-    .unwrap_err();
+    let e = build(&c, &class(json!({})), &settings(), clone_features(), PlanFacts::default())
+        .unwrap_err();
     assert!(e.to_string().contains("cross-namespace"), "{e}");
 }
 
@@ -116,11 +103,7 @@ fn clone_sources_are_checked() {
     let target = clone_of("src");
     let good_claim = source_claim(json!({}));
     let good_pv = source_pv("d.csi", "src-uid");
-    let facts = |c, v| PlanFacts {
-        claim: c,
-        volume: v,
-        ..PlanFacts::default()
-    };
+    let facts = |c, v| PlanFacts { claim: c, volume: v, ..PlanFacts::default() };
     let plan = build(
         &target,
         &class(json!({})),
@@ -131,11 +114,9 @@ fn clone_sources_are_checked() {
     .unwrap();
     assert_eq!(
         plan.request.volume_content_source.unwrap().r#type,
-        Some(csi::volume_content_source::Type::Volume(
-            csi::volume_content_source::VolumeSource {
-                volume_id: "h-src".into()
-            }
-        ))
+        Some(csi::volume_content_source::Type::Volume(csi::volume_content_source::VolumeSource {
+            volume_id: "h-src".into()
+        }))
     );
     let e = build(
         &target,
@@ -153,45 +134,19 @@ fn clone_sources_are_checked() {
     let deleting = source_claim(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}));
     let other_driver = source_pv("x.csi", "src-uid");
     let other_claim = source_pv("d.csi", "someone");
-    let table: [(
-        &str,
-        Option<&PersistentVolumeClaim>,
-        Option<&PersistentVolume>,
-        &str,
-    ); 7] = [
+    let table: [(&str, Option<&PersistentVolumeClaim>, Option<&PersistentVolume>, &str); 7] = [
         ("missing", None, None, "does not exist"),
         ("pending", Some(&pending), Some(&good_pv), "not Bound"),
-        (
-            "bigger",
-            Some(&bigger),
-            Some(&good_pv),
-            "less than the source's 2Gi",
-        ),
+        ("bigger", Some(&bigger), Some(&good_pv), "less than the source's 2Gi"),
         ("mode", Some(&block), Some(&good_pv), "volumeMode"),
         ("deleting", Some(&deleting), Some(&good_pv), "being deleted"),
-        (
-            "driver",
-            Some(&good_claim),
-            Some(&other_driver),
-            "driver x.csi",
-        ),
-        (
-            "claimRef",
-            Some(&good_claim),
-            Some(&other_claim),
-            "another claim",
-        ),
+        ("driver", Some(&good_claim), Some(&other_driver), "driver x.csi"),
+        ("claimRef", Some(&good_claim), Some(&other_claim), "another claim"),
     ];
     for (case, c, v, text) in table {
-        let e = build(
-            &target,
-            &class(json!({})),
-            &s,
-            clone_features(),
-            facts(c, v),
-        )
-        .unwrap_err()
-        .to_string();
+        let e = build(&target, &class(json!({})), &s, clone_features(), facts(c, v))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(text), "{case}: {e}");
     }
 }
@@ -210,13 +165,7 @@ fn a_protected_source_on_its_way_out_still_serves_a_clone_in_flight() {
         ..PlanFacts::default()
     };
     let build_with = |in_flight| {
-        build(
-            &clone_of("src"),
-            &class(json!({})),
-            &settings(),
-            clone_features(),
-            facts(in_flight),
-        )
+        build(&clone_of("src"), &class(json!({})), &settings(), clone_features(), facts(in_flight))
     };
     // A new clone of a source being deleted is refused; one that holds our intent (its
     // CreateVolume may be under way, or is replayed to undo it) is not.
@@ -229,10 +178,7 @@ fn the_protection_goes_once_no_clone_may_be_in_flight() {
     let protected = |deleting: bool| {
         let mut extra = json!({"metadata": {"finalizers": [FINALIZER_CLONING_PROTECTION]}});
         if deleting {
-            merge(
-                &mut extra,
-                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
-            );
+            merge(&mut extra, json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}));
         }
         source_claim(extra)
     };
@@ -241,60 +187,23 @@ fn the_protection_goes_once_no_clone_may_be_in_flight() {
     let plain = claim(json!({}));
     let unprotected_deleting =
         source_claim(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}));
-    let table: [(
-        &str,
-        PersistentVolumeClaim,
-        Vec<&PersistentVolumeClaim>,
-        bool,
-        bool,
-    ); 6] = [
+    let table: [(&str, PersistentVolumeClaim, Vec<&PersistentVolumeClaim>, bool, bool); 6] = [
         ("not being deleted", protected(false), vec![], false, false),
         ("no finalizer", unprotected_deleting, vec![], false, false),
-        (
-            "deleting, no clone",
-            protected(true),
-            vec![&plain],
-            false,
-            true,
-        ),
-        (
-            "a clone in flight",
-            protected(true),
-            vec![&clone],
-            true,
-            false,
-        ),
+        ("deleting, no clone", protected(true), vec![&plain], false, true),
+        ("a clone in flight", protected(true), vec![&clone], true, false),
         ("a clone done", protected(true), vec![&clone], false, true),
-        (
-            "a clone of another claim in flight",
-            protected(true),
-            vec![&clone_of_other],
-            true,
-            true,
-        ),
+        ("a clone of another claim in flight", protected(true), vec![&clone_of_other], true, true),
     ];
     for (case, source, clones, in_flight, want) in table {
-        assert_eq!(
-            release_clone_protection(&source, clones, |_| in_flight),
-            want,
-            "{case}"
-        );
+        assert_eq!(release_clone_protection(&source, clones, |_| in_flight), want, "{case}");
     }
-    assert_eq!(
-        clone_source_key(&clone),
-        Some(("team".into(), "src".into()))
-    );
+    assert_eq!(clone_source_key(&clone), Some(("team".into(), "src".into())));
     assert_eq!(clone_source_key(&plain), None);
-    let facts = PlanFacts {
-        claim: Some(&protected(false)),
-        ..PlanFacts::default()
-    };
+    let facts = PlanFacts { claim: Some(&protected(false)), ..PlanFacts::default() };
     assert!(unprotected_clone_source(&facts).is_none());
     let bare = source_claim(json!({}));
-    let facts = PlanFacts {
-        claim: Some(&bare),
-        ..PlanFacts::default()
-    };
+    let facts = PlanFacts { claim: Some(&bare), ..PlanFacts::default() };
     assert!(unprotected_clone_source(&facts).is_some());
 }
 
@@ -306,8 +215,5 @@ fn a_populator_kind_nobody_serves_is_a_warning() {
     assert!(note.contains("no empty volume"), "{note}");
     let (warning, note) = populator_notice("hello.example.com", "Hello", "h", true);
     assert!(!warning);
-    assert_eq!(
-        note,
-        "Assuming an external populator will provision the volume"
-    );
+    assert_eq!(note, "Assuming an external populator will provision the volume");
 }

@@ -35,11 +35,7 @@ pub enum TopologyError {
     )]
     NotRegistered { node: String, driver: String },
     #[error("selected node {node} has no label {key}, a topology key of driver {driver}")]
-    MissingLabel {
-        node: String,
-        key: String,
-        driver: String,
-    },
+    MissingLabel { node: String, key: String, driver: String },
     #[error(
         "selected node {node} (topology {segment:?}) is outside the StorageClass's allowedTopologies; the driver cannot place the volume there"
     )]
@@ -128,9 +124,7 @@ pub fn requirement(
     let topologies = |segments: Vec<Segment>| -> Vec<csi::Topology> {
         segments
             .into_iter()
-            .map(|s| csi::Topology {
-                segments: s.into_iter().collect::<HashMap<_, _>>(),
-            })
+            .map(|s| csi::Topology { segments: s.into_iter().collect::<HashMap<_, _>>() })
             .collect()
     };
     Ok(Some(csi::TopologyRequirement {
@@ -166,9 +160,7 @@ pub fn driver_keys(csi_node: &CSINode, driver: &str) -> Option<Vec<String>> {
 
 /// The segment `labels` give for `keys`; None when a key is missing.
 pub fn segment_of(labels: &BTreeMap<String, String>, keys: &[String]) -> Option<Segment> {
-    keys.iter()
-        .map(|k| Some((k.clone(), labels.get(k)?.clone())))
-        .collect()
+    keys.iter().map(|k| Some((k.clone(), labels.get(k)?.clone()))).collect()
 }
 
 /// Every distinct segment of the nodes that carry all of `keys`.
@@ -177,11 +169,8 @@ fn aggregate(
     keys: &[String],
     cluster: &ClusterNodes<'_>,
 ) -> Result<Vec<Segment>, TopologyError> {
-    let segments: Vec<Segment> = cluster
-        .node_labels
-        .iter()
-        .filter_map(|labels| segment_of(labels, keys))
-        .collect();
+    let segments: Vec<Segment> =
+        cluster.node_labels.iter().filter_map(|labels| segment_of(labels, keys)).collect();
     if segments.is_empty() {
         return Err(TopologyError::KeysOnNoNode {
             driver: driver.to_string(),
@@ -206,20 +195,17 @@ fn spread(claim_name: &str, count: usize) -> usize {
         index = n;
         hashed = rest.rsplit_once('-').map_or(rest, |(_, set)| set);
     }
-    let hash = hashed.bytes().fold(2_166_136_261u32, |h, b| {
-        h.wrapping_mul(16_777_619) ^ u32::from(b)
-    });
+    let hash =
+        hashed.bytes().fold(2_166_136_261u32, |h, b| h.wrapping_mul(16_777_619) ^ u32::from(b));
     usize::try_from(hash.wrapping_add(index)).unwrap_or(0) % count
 }
 
 /// The driver's topology keys on the selected node.
 fn node_keys(node: SelectedNode<'_>, driver: &str) -> Result<Vec<String>, TopologyError> {
-    node.csi_node
-        .and_then(|c| driver_keys(c, driver))
-        .ok_or_else(|| TopologyError::NotRegistered {
-            node: node.name.to_string(),
-            driver: driver.to_string(),
-        })
+    node.csi_node.and_then(|c| driver_keys(c, driver)).ok_or_else(|| TopologyError::NotRegistered {
+        node: node.name.to_string(),
+        driver: driver.to_string(),
+    })
 }
 
 /// The node's values for the driver's topology keys, with the keys.
@@ -228,10 +214,7 @@ fn node_segment(
     driver: &str,
     keys: Vec<String>,
 ) -> Result<(Vec<String>, Segment), TopologyError> {
-    let labels = node
-        .node
-        .and_then(|n| n.metadata.labels.clone())
-        .unwrap_or_default();
+    let labels = node.node.and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
     let segment = keys
         .iter()
         .map(|key| match labels.get(key) {

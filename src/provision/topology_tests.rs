@@ -21,31 +21,16 @@ fn csi_node(name: &str, keys: Value) -> CSINode {
 }
 
 fn seg(pairs: &[(&str, &str)]) -> Segment {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn segments(topologies: &[csi::Topology]) -> Vec<Segment> {
-    topologies
-        .iter()
-        .map(|t| t.segments.clone().into_iter().collect())
-        .collect()
+    topologies.iter().map(|t| t.segments.clone().into_iter().collect()).collect()
 }
 
-const STRICT: TopologyOptions = TopologyOptions {
-    strict: true,
-    immediate: true,
-};
-const DEFAULT: TopologyOptions = TopologyOptions {
-    strict: false,
-    immediate: true,
-};
-const NO_IMMEDIATE: TopologyOptions = TopologyOptions {
-    strict: false,
-    immediate: false,
-};
+const STRICT: TopologyOptions = TopologyOptions { strict: true, immediate: true };
+const DEFAULT: TopologyOptions = TopologyOptions { strict: false, immediate: true };
+const NO_IMMEDIATE: TopologyOptions = TopologyOptions { strict: false, immediate: false };
 
 /// Three nodes: n1 and n2 in zone a (racks 1, 2), n3 in zone b; n4 has no driver keys' labels.
 struct Cluster {
@@ -72,25 +57,15 @@ impl Cluster {
     fn view(&self) -> ClusterNodes<'_> {
         ClusterNodes {
             csi_nodes: self.csi_nodes.iter().collect(),
-            node_labels: self
-                .nodes
-                .iter()
-                .filter_map(|n| n.metadata.labels.as_ref())
-                .collect(),
+            node_labels: self.nodes.iter().filter_map(|n| n.metadata.labels.as_ref()).collect(),
         }
     }
 
     fn selected<'a>(&'a self, name: &'a str) -> SelectedNode<'a> {
         SelectedNode {
             name,
-            node: self
-                .nodes
-                .iter()
-                .find(|n| n.metadata.name.as_deref() == Some(name)),
-            csi_node: self
-                .csi_nodes
-                .iter()
-                .find(|n| n.metadata.name.as_deref() == Some(name)),
+            node: self.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)),
+            csi_node: self.csi_nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name)),
         }
     }
 }
@@ -123,22 +98,8 @@ fn upstreams_table() {
     let r2a = || seg(&[("rack", "2"), ("zone", "a")]);
     let (za, zb) = (|| seg(&[("zone", "a")]), || seg(&[("zone", "b")]));
     let table: Vec<Row<'_>> = vec![
-        (
-            "delayed, strict: the node's segment only",
-            &none,
-            n2,
-            STRICT,
-            vec![r2a()],
-            r2a(),
-        ),
-        (
-            "delayed, strict, allowed",
-            &zone_a,
-            n2,
-            STRICT,
-            vec![r2a()],
-            r2a(),
-        ),
+        ("delayed, strict: the node's segment only", &none, n2, STRICT, vec![r2a()], r2a()),
+        ("delayed, strict, allowed", &zone_a, n2, STRICT, vec![r2a()], r2a()),
         (
             "delayed, not strict: every node's segment, the selected first",
             &none,
@@ -155,14 +116,7 @@ fn upstreams_table() {
             vec![za()],
             za(),
         ),
-        (
-            "immediate, allowed",
-            &zone_b,
-            None,
-            DEFAULT,
-            vec![zb()],
-            zb(),
-        ),
+        ("immediate, allowed", &zone_b, None, DEFAULT, vec![zb()], zb()),
     ];
     for (case, class, selected, options, requisite, first) in table {
         let r = requirement(class, "d", "data", selected, &view, options)
@@ -182,14 +136,9 @@ fn immediate_binding_aggregates_unless_told_not_to() {
     let cluster = Cluster::new();
     let view = cluster.view();
     let none = class(Value::Null);
-    let r = requirement(&none, "d", "data", None, &view, DEFAULT)
-        .unwrap()
-        .unwrap();
+    let r = requirement(&none, "d", "data", None, &view, DEFAULT).unwrap().unwrap();
     assert_eq!(segments(&r.requisite), all_three());
-    assert_eq!(
-        requirement(&none, "d", "data", None, &view, NO_IMMEDIATE).unwrap(),
-        None
-    );
+    assert_eq!(requirement(&none, "d", "data", None, &view, NO_IMMEDIATE).unwrap(), None);
     // No CSINode names the driver's keys yet: wait for its node plugin.
     let empty = ClusterNodes::default();
     assert!(matches!(
@@ -197,10 +146,7 @@ fn immediate_binding_aggregates_unless_told_not_to() {
         Err(TopologyError::NoTopology(_))
     ));
     // Keys registered, but no node carries them as labels.
-    let bare = ClusterNodes {
-        csi_nodes: view.csi_nodes.clone(),
-        node_labels: vec![],
-    };
+    let bare = ClusterNodes { csi_nodes: view.csi_nodes.clone(), node_labels: vec![] };
     assert!(matches!(
         requirement(&none, "d", "data", None, &bare, DEFAULT),
         Err(TopologyError::KeysOnNoNode { .. })
@@ -215,14 +161,9 @@ fn statefulset_replicas_spread_and_one_replicas_claims_stay_together() {
     assert_eq!(spread("anything", 0), 0);
     // FNV-1 (multiply, then xor, per byte) over the set name, plus the ordinal.
     let fnv1 = |s: &str| {
-        s.bytes().fold(2_166_136_261u32, |h, b| {
-            h.wrapping_mul(16_777_619) ^ u32::from(b)
-        })
+        s.bytes().fold(2_166_136_261u32, |h, b| h.wrapping_mul(16_777_619) ^ u32::from(b))
     };
-    assert_eq!(
-        spread("data-web-4", 7),
-        (fnv1("web").wrapping_add(4) % 7) as usize
-    );
+    assert_eq!(spread("data-web-4", 7), (fnv1("web").wrapping_add(4) % 7) as usize);
 }
 
 #[test]
@@ -232,17 +173,10 @@ fn nodes_the_driver_cannot_describe_are_errors() {
     let none = class(Value::Null);
     let unlabeled = node("n9", json!({"zone": "a"}));
     let registered = csi_node("n9", json!(["zone", "rack"]));
-    let selected = SelectedNode {
-        name: "n9",
-        node: Some(&unlabeled),
-        csi_node: Some(&registered),
-    };
+    let selected = SelectedNode { name: "n9", node: Some(&unlabeled), csi_node: Some(&registered) };
     let e = requirement(&none, "d", "c", Some(selected), &view, STRICT).unwrap_err();
     assert!(e.to_string().contains("no label rack"), "{e}");
-    let unregistered = SelectedNode {
-        csi_node: None,
-        ..selected
-    };
+    let unregistered = SelectedNode { csi_node: None, ..selected };
     let e = requirement(&none, "d", "c", Some(unregistered), &view, DEFAULT).unwrap_err();
     assert!(matches!(e, TopologyError::NotRegistered { .. }));
     // Strict: the node must be allowed; not strict: it must be among the allowed.
@@ -265,9 +199,7 @@ fn allowed_topologies_are_flattened() {
         {"matchLabelExpressions": [{"key": "zone", "values": ["a", "b"]}, {"key": "tier", "values": ["ssd"]}]},
         {"matchLabelExpressions": [{"key": "zone", "values": ["c"]}]}
     ]));
-    let r = requirement(&allowed, "d", "c", None, &view, DEFAULT)
-        .unwrap()
-        .unwrap();
+    let r = requirement(&allowed, "d", "c", None, &view, DEFAULT).unwrap().unwrap();
     assert_eq!(
         segments(&r.requisite),
         [

@@ -18,11 +18,7 @@ pub enum AnswerError {
     #[error(
         "driver created volume {volume_id} with {got} bytes, less than the {requested} requested; it is being deleted"
     )]
-    TooSmall {
-        volume_id: String,
-        got: i64,
-        requested: i64,
-    },
+    TooSmall { volume_id: String, got: i64, requested: i64 },
     #[error("driver created volume {0} without the requested content source; it is being deleted")]
     NoContentSource(String),
 }
@@ -33,11 +29,8 @@ pub fn record(
     answer: &csi::Volume,
     identity: &str,
 ) -> Result<PersistentVolume, AnswerError> {
-    let capacity = if answer.capacity_bytes == 0 {
-        plan.requested_bytes
-    } else {
-        answer.capacity_bytes
-    };
+    let capacity =
+        if answer.capacity_bytes == 0 { plan.requested_bytes } else { answer.capacity_bytes };
     if capacity < plan.requested_bytes {
         return Err(AnswerError::TooSmall {
             volume_id: answer.volume_id.clone(),
@@ -56,11 +49,8 @@ pub fn record(
         )]));
         if let Some(source) = spec.csi.as_mut() {
             source.volume_handle = answer.volume_id.clone();
-            let mut attributes: BTreeMap<String, String> = answer
-                .volume_context
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let mut attributes: BTreeMap<String, String> =
+                answer.volume_context.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             attributes.insert(ATTR_PROVISIONER_IDENTITY.to_string(), identity.to_string());
             source.volume_attributes = Some(attributes);
         }
@@ -79,15 +69,11 @@ pub fn deletion_secret(
 ) -> Result<Option<super::secrets::SecretRef>, String> {
     use crate::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
     let annotations = pv.metadata.annotations.clone().unwrap_or_default();
-    if let (Some(name), Some(namespace)) = (
-        annotations.get(ANN_DELETION_SECRET_NAME),
-        annotations.get(ANN_DELETION_SECRET_NAMESPACE),
-    ) {
+    if let (Some(name), Some(namespace)) =
+        (annotations.get(ANN_DELETION_SECRET_NAME), annotations.get(ANN_DELETION_SECRET_NAMESPACE))
+    {
         return Ok((!name.is_empty() || !namespace.is_empty()).then(|| {
-            super::secrets::SecretRef {
-                name: name.clone(),
-                namespace: namespace.clone(),
-            }
+            super::secrets::SecretRef { name: name.clone(), namespace: namespace.clone() }
         }));
     }
     let (Some(class), Some(claim_ref)) = (class, pv.claim_ref()) else {
@@ -95,10 +81,7 @@ pub fn deletion_secret(
     };
     let parameters = super::parameters::parse(&class.parameters.clone().unwrap_or_default())
         .map_err(|e| e.to_string())?;
-    let Some(template) = parameters
-        .secrets
-        .get(&super::parameters::SecretKind::Provisioner)
-    else {
+    let Some(template) = parameters.secrets.get(&super::parameters::SecretKind::Provisioner) else {
         return Ok(None);
     };
     let no_annotations = BTreeMap::new();
@@ -108,9 +91,7 @@ pub fn deletion_secret(
         pvc_namespace: claim_ref.namespace.as_deref().unwrap_or_default(),
         pvc_annotations: &no_annotations,
     };
-    super::secrets::resolve(template, &input)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    super::secrets::resolve(template, &input).map(Some).map_err(|e| e.to_string())
 }
 
 fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
@@ -136,9 +117,7 @@ fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
         })
         .collect();
     (!terms.is_empty()).then_some(VolumeNodeAffinity {
-        required: Some(NodeSelector {
-            node_selector_terms: terms,
-        }),
+        required: Some(NodeSelector { node_selector_terms: terms }),
     })
 }
 
@@ -175,10 +154,7 @@ pub(crate) mod tests {
             &serde_json::from_value(claim).unwrap(),
             &class,
             &crate::fixtures::settings(),
-            Features {
-                clone: true,
-                ..Features::default()
-            },
+            Features { clone: true, ..Features::default() },
             PlanFacts {
                 claim: Some(&source_claim),
                 volume: Some(&source_pv),
@@ -202,9 +178,7 @@ pub(crate) mod tests {
                     ]
                     .into(),
                 },
-                csi::Topology {
-                    segments: [("zone".to_string(), "b".to_string())].into(),
-                },
+                csi::Topology { segments: [("zone".to_string(), "b".to_string())].into() },
             ],
         }
     }
@@ -223,12 +197,7 @@ pub(crate) mod tests {
         let attributes = csi.volume_attributes.unwrap();
         assert_eq!(attributes["k"], "v");
         assert_eq!(attributes[ATTR_PROVISIONER_IDENTITY], "ident");
-        let terms = spec
-            .node_affinity
-            .unwrap()
-            .required
-            .unwrap()
-            .node_selector_terms;
+        let terms = spec.node_affinity.unwrap().required.unwrap().node_selector_terms;
         assert_eq!(terms.len(), 2, "one term per accessible segment");
         let first: Vec<(String, Vec<String>)> = terms[0]
             .match_expressions
@@ -237,13 +206,7 @@ pub(crate) mod tests {
             .into_iter()
             .map(|r| (r.key, r.values.unwrap()))
             .collect();
-        assert_eq!(
-            first,
-            [
-                ("rack".into(), vec!["1".into()]),
-                ("zone".into(), vec!["a".into()])
-            ]
-        );
+        assert_eq!(first, [("rack".into(), vec!["1".into()]), ("zone".into(), vec!["a".into()])]);
     }
 
     #[test]
@@ -252,11 +215,7 @@ pub(crate) mod tests {
         assert_eq!(pv.spec.unwrap().capacity.unwrap()["storage"].0, "1Gi");
         assert_eq!(
             record(&plan(false), &answer(1), "i").unwrap_err(),
-            AnswerError::TooSmall {
-                volume_id: "vol-1".into(),
-                got: 1,
-                requested: 1 << 30
-            }
+            AnswerError::TooSmall { volume_id: "vol-1".into(), got: 1, requested: 1 << 30 }
         );
     }
 
@@ -294,10 +253,7 @@ pub(crate) mod tests {
         assert_eq!(deletion_secret(&none, Some(&class)), Ok(None));
         let old = pv(json!({}));
         let got = deletion_secret(&old, Some(&class)).unwrap().unwrap();
-        assert_eq!(
-            (got.name.as_str(), got.namespace.as_str()),
-            ("data-key", "team")
-        );
+        assert_eq!((got.name.as_str(), got.namespace.as_str()), ("data-key", "team"));
         assert_eq!(deletion_secret(&old, None), Ok(None));
     }
 }

@@ -13,10 +13,7 @@ pub struct Lcg(pub u64);
 
 impl Lcg {
     pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 
@@ -211,12 +208,8 @@ impl State {
                 in_tree: r.chance(10),
             })
             .collect();
-        State {
-            label: "generated".into(),
-            claims: claim_specs,
-            volumes: volume_specs,
-        }
-        .without_races()
+        State { label: "generated".into(), claims: claim_specs, volumes: volume_specs }
+            .without_races()
     }
 
     /// Which of two claims a binder serves first, and which PVs it has made Available by the
@@ -241,10 +234,7 @@ impl State {
         // PV too: a plain double bind.
         for (k, v) in volume_specs.iter().enumerate() {
             if let ClaimRef::Claim(i, _) = v.claim_ref
-                && claim_specs
-                    .iter()
-                    .enumerate()
-                    .any(|(j, c)| j != i && c.volume == Some(k))
+                && claim_specs.iter().enumerate().any(|(j, c)| j != i && c.volume == Some(k))
             {
                 claim_specs[i].volume = Some(k);
             }
@@ -289,19 +279,12 @@ impl State {
     /// Creates the state's namespace `id`, classes, claims and PVs, statuses included.
     pub async fn load(&self, client: &kube::Client, id: &str) {
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": id}})).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
         let classes = Api::<StorageClass>::all(client.clone());
         for (class, provisioner, mode) in [
             (Class::Immediate, "example.com/nobody", "Immediate"),
             (Class::Delayed, "example.com/nobody", "WaitForFirstConsumer"),
-            (
-                Class::NoProvisioner,
-                "kubernetes.io/no-provisioner",
-                "Immediate",
-            ),
+            (Class::NoProvisioner, "kubernetes.io/no-provisioner", "Immediate"),
         ] {
             let sc: StorageClass = serde_json::from_value(json!({
                 "metadata": {"name": class.name(id)},
@@ -346,11 +329,7 @@ impl State {
             if let Some(phase) = c.phase {
                 let status = json!({"status": {"phase": phase}});
                 claims
-                    .patch_status(
-                        &format!("c{i}"),
-                        &PatchParams::default(),
-                        &Patch::Merge(status),
-                    )
+                    .patch_status(&format!("c{i}"), &PatchParams::default(), &Patch::Merge(status))
                     .await
                     .unwrap();
             }
@@ -416,11 +395,7 @@ impl State {
 }
 
 fn volume_name(state: &str, i: usize) -> String {
-    if i == usize::MAX {
-        format!("{state}-missing")
-    } else {
-        format!("{state}-v{i}")
-    }
+    if i == usize::MAX { format!("{state}-missing") } else { format!("{state}-v{i}") }
 }
 
 /// One state's end, as `object field → value`, in terms that do not depend on the plane (UIDs
@@ -441,10 +416,7 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
     for c in &claims {
         let ns = c.metadata.namespace.clone().unwrap_or_default();
         let name = c.metadata.name.clone().unwrap_or_default();
-        uid_names.insert(
-            c.metadata.uid.clone().unwrap_or_default(),
-            (ns.clone(), name.clone()),
-        );
+        uid_names.insert(c.metadata.uid.clone().unwrap_or_default(), (ns.clone(), name.clone()));
         let Some(summary) = out.get_mut(&ns) else {
             continue;
         };
@@ -463,12 +435,7 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
         put(summary, &key, "phase", &v["status"]["phase"]);
         put(summary, &key, "volumeName", &v["spec"]["volumeName"]);
         put(summary, &key, "capacity", &v["status"]["capacity"]);
-        put(
-            summary,
-            &key,
-            "status.accessModes",
-            &v["status"]["accessModes"],
-        );
+        put(summary, &key, "status.accessModes", &v["status"]["accessModes"]);
         put(summary, &key, "annotations", &v["metadata"]["annotations"]);
         put(summary, &key, "finalizers", &v["metadata"]["finalizers"]);
     }
@@ -490,13 +457,8 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
         put(summary, &key, "phase", &v["status"]["phase"]);
         put(summary, &key, "annotations", &v["metadata"]["annotations"]);
         put(summary, &key, "finalizers", &v["metadata"]["finalizers"]);
-        let message = v["status"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty());
-        summary.insert(
-            format!("{key} message"),
-            if message { "set" } else { "-" }.into(),
-        );
+        let message = v["status"]["message"].as_str().is_some_and(|m| !m.is_empty());
+        summary.insert(format!("{key} message"), if message { "set" } else { "-" }.into());
         let claim_ref = &v["spec"]["claimRef"];
         let described = if claim_ref.is_null() {
             "-".to_string()
@@ -537,17 +499,11 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
             },
             _ => continue,
         };
-        reasons
-            .entry((state, key))
-            .or_default()
-            .insert(e.reason.clone().unwrap_or_default());
+        reasons.entry((state, key)).or_default().insert(e.reason.clone().unwrap_or_default());
     }
     for ((state, key), set) in reasons {
         if let Some(summary) = out.get_mut(&state) {
-            summary.insert(
-                format!("{key} events"),
-                set.into_iter().collect::<Vec<_>>().join(","),
-            );
+            summary.insert(format!("{key} events"), set.into_iter().collect::<Vec<_>>().join(","));
         }
     }
     out
@@ -611,18 +567,9 @@ fn volume(class: Class, size: &'static str, claim_ref: ClaimRef) -> VolumeSpec {
 
 /// The cases a generator may take long to hit.
 pub fn hand_written() -> Vec<State> {
-    let bound = |c: ClaimSpec| ClaimSpec {
-        bind_completed: true,
-        phase: Some("Bound"),
-        ..c
-    };
+    let bound = |c: ClaimSpec| ClaimSpec { bind_completed: true, phase: Some("Bound"), ..c };
     let state = |label: &str, claims: Vec<ClaimSpec>, volumes: Vec<VolumeSpec>| {
-        State {
-            label: label.into(),
-            claims,
-            volumes,
-        }
-        .without_races()
+        State { label: label.into(), claims, volumes }.without_races()
     };
     vec![
         state(
@@ -652,11 +599,7 @@ pub fn hand_written() -> Vec<State> {
         state(
             "pre-bound PV without UID, claim free",
             vec![claim(Class::Immediate, "1Gi", None)],
-            vec![volume(
-                Class::Immediate,
-                "1Gi",
-                ClaimRef::Claim(0, Uid::Empty),
-            )],
+            vec![volume(Class::Immediate, "1Gi", ClaimRef::Claim(0, Uid::Empty))],
         ),
         state(
             "claim pre-bound to a PV of another class",
@@ -697,16 +640,10 @@ pub fn hand_written() -> Vec<State> {
         ),
         state(
             "selector: only the labelled PV",
-            vec![ClaimSpec {
-                selector: true,
-                ..claim(Class::Immediate, "1Gi", None)
-            }],
+            vec![ClaimSpec { selector: true, ..claim(Class::Immediate, "1Gi", None) }],
             vec![
                 volume(Class::Immediate, "1Gi", ClaimRef::None),
-                VolumeSpec {
-                    gold: true,
-                    ..volume(Class::Immediate, "2Gi", ClaimRef::None)
-                },
+                VolumeSpec { gold: true, ..volume(Class::Immediate, "2Gi", ClaimRef::None) },
             ],
         ),
         state(
@@ -716,29 +653,17 @@ pub fn hand_written() -> Vec<State> {
         ),
         state(
             "block claim, filesystem PV",
-            vec![ClaimSpec {
-                block: true,
-                ..claim(Class::Immediate, "1Gi", None)
-            }],
+            vec![ClaimSpec { block: true, ..claim(Class::Immediate, "1Gi", None) }],
             vec![volume(Class::Immediate, "1Gi", ClaimRef::None)],
         ),
         state(
             "attributes class copied into the claim's status on bind",
-            vec![ClaimSpec {
-                vac: true,
-                ..claim(Class::Immediate, "1Gi", None)
-            }],
-            vec![VolumeSpec {
-                vac: true,
-                ..volume(Class::Immediate, "1Gi", ClaimRef::None)
-            }],
+            vec![ClaimSpec { vac: true, ..claim(Class::Immediate, "1Gi", None) }],
+            vec![VolumeSpec { vac: true, ..volume(Class::Immediate, "1Gi", ClaimRef::None) }],
         ),
         state(
             "attributes classes differ: no match",
-            vec![ClaimSpec {
-                vac: true,
-                ..claim(Class::Immediate, "1Gi", None)
-            }],
+            vec![ClaimSpec { vac: true, ..claim(Class::Immediate, "1Gi", None) }],
             vec![volume(Class::Immediate, "1Gi", ClaimRef::None)],
         ),
         state(
@@ -758,11 +683,7 @@ pub fn hand_written() -> Vec<State> {
                 ..volume(Class::Immediate, "1Gi", ClaimRef::Ghost)
             }],
         ),
-        state(
-            "missing class, no PV",
-            vec![claim(Class::Missing, "1Gi", None)],
-            vec![],
-        ),
+        state("missing class, no PV", vec![claim(Class::Missing, "1Gi", None)], vec![]),
         state(
             "no-provisioner class, no PV",
             vec![claim(Class::NoProvisioner, "1Gi", None)],

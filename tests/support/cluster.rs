@@ -43,10 +43,7 @@ impl World<FakeDriver> {
         let driver_name = format!("{name}.csi.test");
         let driver = FakeDriver::start(
             &dir.path().join("csi.sock"),
-            DriverConfig {
-                name: driver_name.clone(),
-                ..config
-            },
+            DriverConfig { name: driver_name.clone(), ..config },
         )
         .await
         .unwrap();
@@ -57,16 +54,7 @@ impl World<FakeDriver> {
         if !extra_args.iter().any(|a| a.starts_with("--bind")) {
             args.push("--binder=driver");
         }
-        World::assemble(
-            control_plane(),
-            name,
-            dir,
-            driver_name,
-            driver,
-            &endpoint,
-            &args,
-        )
-        .await
+        World::assemble(control_plane(), name, dir, driver_name, driver, &endpoint, &args).await
     }
 }
 
@@ -159,13 +147,7 @@ impl<D> World<D> {
         let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(self.client.clone(), &self.namespace);
         let name = format!("csi-pv-controller-{}", self.driver_name.replace('.', "-"));
-        leases
-            .get_opt(&name)
-            .await
-            .ok()??
-            .spec?
-            .holder_identity
-            .filter(|h| !h.is_empty())
+        leases.get_opt(&name).await.ok()??.spec?.holder_identity.filter(|h| !h.is_empty())
     }
 
     pub fn claims(&self) -> Api<PersistentVolumeClaim> {
@@ -175,12 +157,7 @@ impl<D> World<D> {
     /// Whether the PV `name` is gone within `limit` (an API error is not an answer).
     pub async fn volume_gone(&self, name: &str, limit: Duration) -> bool {
         eventually(limit, || async {
-            self.volumes()
-                .get_opt(name)
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
+            self.volumes().get_opt(name).await.ok()?.is_none().then_some(())
         })
         .await
         .is_some()
@@ -238,10 +215,7 @@ impl<D> World<D> {
         });
         merge(&mut claim, extra);
         let claim: PersistentVolumeClaim = serde_json::from_value(claim).unwrap();
-        self.claims()
-            .create(&PostParams::default(), &claim)
-            .await
-            .unwrap()
+        self.claims().create(&PostParams::default(), &claim).await.unwrap()
     }
 
     /// A claim of `class` that clones claim `source` of this namespace.
@@ -261,9 +235,7 @@ impl<D> World<D> {
     pub async fn create_claims(&self, prefix: &str, class: &str, count: usize) -> Vec<String> {
         let names: Vec<String> = (0..count).map(|i| format!("{prefix}-{i:02}")).collect();
         futures::future::join_all(
-            names
-                .iter()
-                .map(|n| self.create_claim(n, class, "1Gi", json!({}))),
+            names.iter().map(|n| self.create_claim(n, class, "1Gi", json!({}))),
         )
         .await;
         names
@@ -393,10 +365,7 @@ impl<D> World<D> {
             .unwrap_or_default()
             .into_iter()
             .map(|c| {
-                (
-                    c.metadata.name.unwrap_or_default(),
-                    c.metadata.finalizers.unwrap_or_default(),
-                )
+                (c.metadata.name.unwrap_or_default(), c.metadata.finalizers.unwrap_or_default())
             })
             .collect()
     }
@@ -410,10 +379,7 @@ impl<D> World<D> {
             .items
             .into_iter()
             .filter(|pv| {
-                pv.spec
-                    .as_ref()
-                    .and_then(|s| s.csi.as_ref())
-                    .map(|c| c.driver.as_str())
+                pv.spec.as_ref().and_then(|s| s.csi.as_ref()).map(|c| c.driver.as_str())
                     == Some(self.driver_name.as_str())
             })
             .collect()
@@ -436,10 +402,7 @@ impl<D> World<D> {
                         && w.name.starts_with(&format!("{claim}.")))
             })
             .map(|w| {
-                format!(
-                    "{} {}/{} {} -> {}",
-                    w.verb, w.resource, w.subresource, w.name, w.code
-                )
+                format!("{} {}/{} {} -> {}", w.verb, w.resource, w.subresource, w.name, w.code)
             })
             .collect()
     }
@@ -452,11 +415,7 @@ pub const INTENT_JOURNAL: &str = "--intent-journal={dir}/intents";
 /// The files of the world's intent journal (`INTENT_JOURNAL`).
 pub fn journal_entries(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir.join("intents"))
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
+        .map(|entries| entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default()
 }
 

@@ -60,10 +60,7 @@ pub fn control_plane() -> &'static ControlPlane {
 /// whose kube-controller-manager the test starts and stops, with the protection finalizers on
 /// as in a real cluster.
 pub fn fresh_plane() -> &'static ControlPlane {
-    let options = PlaneOptions {
-        audit: true,
-        protection_finalizers: true,
-    };
+    let options = PlaneOptions { audit: true, protection_finalizers: true };
     match start_on_own_thread(options) {
         Ok(plane) => Box::leak(Box::new(plane)),
         Err(e) => panic!("control plane did not start: {e}"),
@@ -93,8 +90,7 @@ fn start_on_own_thread(options: PlaneOptions) -> Result<ControlPlane, String> {
                 }
             })
             .expect("cannot spawn the control-plane thread");
-        rx.recv()
-            .unwrap_or_else(|_| Err("control-plane thread died".into()))
+        rx.recv().unwrap_or_else(|_| Err("control-plane thread died".into()))
     }
 }
 
@@ -107,14 +103,8 @@ impl ControlPlane {
     /// Writes a kubeconfig that authenticates with `token` and returns its path.
     pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
         let path = self.dir.join(format!("{name}.kubeconfig"));
-        write_kubeconfig(
-            &path,
-            &self.server,
-            &self.ca_file,
-            name,
-            &format!("token: {token}"),
-        )
-        .expect("cannot write kubeconfig");
+        write_kubeconfig(&path, &self.server, &self.ca_file, name, &format!("token: {token}"))
+            .expect("cannot write kubeconfig");
         path
     }
 
@@ -125,10 +115,7 @@ impl ControlPlane {
         create_namespace(&client, namespace).await;
         let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
         let account = ServiceAccount {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
         };
         create_if_absent(&accounts, &account).await;
@@ -158,10 +145,7 @@ pub async fn client_from_kubeconfig(path: &Path) -> kube::Client {
 
 pub async fn create_namespace(client: &kube::Client, name: &str) {
     let ns = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
         ..Default::default()
     };
     create_if_absent(&Api::all(client.clone()), &ns).await;
@@ -219,9 +203,7 @@ pub fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
             Ok(())
         });
     }
-    command
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))
+    command.spawn().map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))
 }
 
 pub fn tail(log: &Path) -> String {
@@ -250,10 +232,7 @@ fn wait_for(
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    Err(format!(
-        "{what} not ready after {START_TIMEOUT:?}:\n{}",
-        tail(log)
-    ))
+    Err(format!("{what} not ready after {START_TIMEOUT:?}:\n{}", tail(log)))
 }
 
 /// One write the apiserver audited.
@@ -289,9 +268,7 @@ impl ControlPlane {
                     name: s(&e["objectRef"]["name"]),
                     code: e["responseStatus"]["code"].as_i64().unwrap_or_default(),
                     user_agent: s(&e["userAgent"]),
-                    received: e["requestReceivedTimestamp"]
-                        .as_str()
-                        .and_then(|t| t.parse().ok()),
+                    received: e["requestReceivedTimestamp"].as_str().and_then(|t| t.parse().ok()),
                 }
             })
             .collect()
@@ -310,9 +287,7 @@ fn ok_body(mut stream: std::net::TcpStream) -> Option<String> {
     if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
         return None;
     }
-    answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
+    answer.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
 }
 
 /// The body of a 200 answer to a JSON POST of `body` to `path` on loopback `port`.
@@ -351,9 +326,7 @@ struct Pki {
 fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "csi-pv-controller-test-ca");
+    ca_params.distinguished_name.push(DnType::CommonName, "csi-pv-controller-test-ca");
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -367,18 +340,14 @@ fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
         "127.0.0.1".to_string(),
         "kubernetes.default.svc".to_string(),
     ])?;
-    server
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
+    server.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let server_cert = server.signed_by(&server_key, &ca)?;
 
     let admin_key = KeyPair::generate()?;
     let mut admin = CertificateParams::new(Vec::<String>::new())?;
     admin.distinguished_name.push(DnType::CommonName, "admin");
-    admin
-        .distinguished_name
-        .push(DnType::OrganizationName, "system:masters");
+    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
     admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let admin_cert = admin.signed_by(&admin_key, &ca)?;
 
@@ -411,10 +380,7 @@ pub struct PlaneOptions {
 }
 
 impl PlaneOptions {
-    pub const TESTS: PlaneOptions = PlaneOptions {
-        audit: true,
-        protection_finalizers: false,
-    };
+    pub const TESTS: PlaneOptions = PlaneOptions { audit: true, protection_finalizers: false };
 }
 
 /// A control plane of its own (the benchmark starts one per run): its processes are killed and
@@ -440,11 +406,8 @@ pub fn runtime() -> tokio::runtime::Runtime {
 impl OwnedPlane {
     /// A plane for one test: audited or not, no protection finalizers.
     pub fn for_test(audit: bool) -> OwnedPlane {
-        OwnedPlane::start(PlaneOptions {
-            audit,
-            protection_finalizers: false,
-        })
-        .unwrap_or_else(|e| panic!("{e}"))
+        OwnedPlane::start(PlaneOptions { audit, protection_finalizers: false })
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits
@@ -463,12 +426,9 @@ impl OwnedPlane {
     /// revision.
     pub fn compact_etcd(&self) -> Result<i64, String> {
         // "L3JlZ2lzdHJ5" is "/registry": any read answers with the current revision.
-        let range = http_post(
-            self.etcd_port,
-            "/v3/kv/range",
-            r#"{"key":"L3JlZ2lzdHJ5","limit":1}"#,
-        )
-        .ok_or("etcd range failed")?;
+        let range =
+            http_post(self.etcd_port, "/v3/kv/range", r#"{"key":"L3JlZ2lzdHJ5","limit":1}"#)
+                .ok_or("etcd range failed")?;
         let answer: serde_json::Value = serde_json::from_str(&range).map_err(|e| e.to_string())?;
         let revision: i64 = answer["header"]["revision"]
             .as_str()
@@ -494,10 +454,7 @@ impl OwnedPlane {
         let (program, args) = &self.apiserver;
         let mut command = Command::new(program);
         command.args(args);
-        let child = spawn(
-            command,
-            &self.plane.dir.join("kube-apiserver-restarted.log"),
-        )?;
+        let child = spawn(command, &self.plane.dir.join("kube-apiserver-restarted.log"))?;
         match self.children.get_mut(1) {
             Some(slot) => *slot = child,
             None => self.children.push(child),
@@ -542,11 +499,7 @@ fn work_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-type Launched = (
-    ControlPlane,
-    Vec<Child>,
-    ((std::ffi::OsString, Vec<std::ffi::OsString>), u16),
-);
+type Launched = (ControlPlane, Vec<Child>, ((std::ffi::OsString, Vec<std::ffi::OsString>), u16));
 
 /// Starts a plane, again when a port it was given was taken meanwhile: `free_port` releases
 /// the port before etcd or kube-apiserver binds it, and an outgoing connection of anything on
@@ -577,22 +530,14 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
     etcd.arg("--name=test")
         .arg(format!("--data-dir={}", dir.join("etcd").display()))
         .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
-        .arg(format!(
-            "--advertise-client-urls=http://127.0.0.1:{etcd_port}"
-        ))
+        .arg(format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"))
         .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
-        .arg(format!(
-            "--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"
-        ))
-        .arg(format!(
-            "--initial-cluster=test=http://127.0.0.1:{peer_port}"
-        ))
+        .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"))
+        .arg(format!("--initial-cluster=test=http://127.0.0.1:{peer_port}"))
         .arg("--unsafe-no-fsync=true")
         .arg("--log-level=warn");
     let mut etcd = spawn(etcd, &etcd_log)?;
-    wait_for("etcd", &mut etcd, &etcd_log, || {
-        http_ok(etcd_port, "/health")
-    })?;
+    wait_for("etcd", &mut etcd, &etcd_log, || http_ok(etcd_port, "/health"))?;
 
     let api_port = free_port();
     let api_log = dir.join("kube-apiserver.log");
@@ -615,20 +560,11 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
         .arg("--endpoint-reconciler-type=none")
         .arg(format!("--cert-dir={}", dir.join("pki").display()))
         .arg(format!("--tls-cert-file={}", pki.server_cert.display()))
-        .arg(format!(
-            "--tls-private-key-file={}",
-            pki.server_key.display()
-        ))
+        .arg(format!("--tls-private-key-file={}", pki.server_key.display()))
         .arg(format!("--client-ca-file={}", pki.ca.display()))
         .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-        .arg(format!(
-            "--service-account-key-file={}",
-            pki.sa_public.display()
-        ))
-        .arg(format!(
-            "--service-account-signing-key-file={}",
-            pki.sa_private.display()
-        ))
+        .arg(format!("--service-account-key-file={}", pki.sa_public.display()))
+        .arg(format!("--service-account-signing-key-file={}", pki.sa_private.display()))
         .arg("--authorization-mode=RBAC")
         // As kubeadm sets it: CSI node plugins (deploy/'s hostpathplugin) are privileged.
         .arg("--allow-privileged=true")
@@ -647,16 +583,11 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
     if options.audit {
         apiserver
             .arg(format!("--audit-policy-file={}", audit_policy.display()))
-            .arg(format!(
-                "--audit-log-path={}",
-                dir.join("audit.log").display()
-            ))
+            .arg(format!("--audit-log-path={}", dir.join("audit.log").display()))
             .arg("--audit-log-mode=blocking");
     }
-    let how = (
-        apiserver.get_program().to_owned(),
-        apiserver.get_args().map(ToOwned::to_owned).collect(),
-    );
+    let how =
+        (apiserver.get_program().to_owned(), apiserver.get_args().map(ToOwned::to_owned).collect());
     let mut apiserver = spawn(apiserver, &api_log)?;
 
     let server = format!("https://127.0.0.1:{api_port}");
@@ -677,9 +608,7 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
     let client = runtime.block_on(client_from_kubeconfig(&admin_kubeconfig));
     let readyz = || {
         runtime.block_on(async {
-            let request = http::Request::get("/readyz")
-                .body(Vec::new())
-                .map_err(|_| ())?;
+            let request = http::Request::get("/readyz").body(Vec::new()).map_err(|_| ())?;
             tokio::time::timeout(Duration::from_secs(5), client.request_text(request))
                 .await
                 .map_err(|_| ())?
@@ -690,11 +619,6 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
         readyz().is_ok_and(|body| body.trim() == "ok")
     })?;
 
-    let plane = ControlPlane {
-        dir,
-        server,
-        ca_file: pki.ca,
-        admin_kubeconfig,
-    };
+    let plane = ControlPlane { dir, server, ca_file: pki.ca, admin_kubeconfig };
     Ok((plane, vec![etcd, apiserver], (how, etcd_port)))
 }

@@ -184,9 +184,7 @@ impl Shared {
             .get::<tonic::transport::server::UdsConnectInfo>()
             .and_then(|info| info.peer_cred)
             .and_then(|cred| cred.pid());
-        self.state()
-            .callers
-            .push((std::time::SystemTime::now(), pid, method));
+        self.state().callers.push((std::time::SystemTime::now(), pid, method));
     }
 
     /// Records the call and applies the next scripted fault for its method. Returns a fault that
@@ -230,10 +228,7 @@ impl FakeDriver {
     pub async fn start(socket: &Path, config: DriverConfig) -> std::io::Result<FakeDriver> {
         let shared = Arc::new(Shared {
             config,
-            state: Mutex::new(State {
-                ready: true,
-                ..State::default()
-            }),
+            state: Mutex::new(State { ready: true, ..State::default() }),
             release: Notify::new(),
             socket: socket.to_path_buf(),
             server: Mutex::new(None),
@@ -298,12 +293,7 @@ impl FakeDriver {
 
     /// Queues `fault` for the next call of `method` after those already queued.
     pub fn inject(&self, method: &'static str, fault: Fault) {
-        self.shared
-            .state()
-            .faults
-            .entry(method)
-            .or_default()
-            .push_back(fault);
+        self.shared.state().faults.entry(method).or_default().push_back(fault);
     }
 
     /// The next `times` calls of `method` fail with `code`.
@@ -350,10 +340,7 @@ impl FakeDriver {
     }
 
     pub fn calls_of(&self, method: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.method() == method)
-            .collect()
+        self.calls().into_iter().filter(|c| c.method() == method).collect()
     }
 
     /// The volume ids of every DeleteVolume call, in order.
@@ -402,9 +389,7 @@ fn validate_capabilities(caps: &[csi::VolumeCapability]) -> Result<(), Status> {
     }
     for cap in caps {
         if cap.access_type.is_none() {
-            return Err(invalid(
-                "volume capability without block or mount access type",
-            ));
+            return Err(invalid("volume capability without block or mount access type"));
         }
         match cap.access_mode.as_ref().map(|m| m.mode()) {
             None | Some(Mode::Unknown) => {
@@ -494,9 +479,7 @@ impl Identity for Service {
                 r#type: Some(Type::VolumeExpansion(VolumeExpansion { r#type: t as i32 })),
             });
         }
-        Ok(Response::new(csi::GetPluginCapabilitiesResponse {
-            capabilities,
-        }))
+        Ok(Response::new(csi::GetPluginCapabilitiesResponse { capabilities }))
     }
 
     async fn probe(
@@ -547,10 +530,8 @@ impl Controller for Service {
             return Err(invalid("name must not be empty"));
         }
         validate_capabilities(&req.volume_capabilities)?;
-        let (required, limit) = req
-            .capacity_range
-            .as_ref()
-            .map_or((0, 0), |r| (r.required_bytes, r.limit_bytes));
+        let (required, limit) =
+            req.capacity_range.as_ref().map_or((0, 0), |r| (r.required_bytes, r.limit_bytes));
         if required < 0 || limit < 0 {
             return Err(Status::out_of_range("capacity must not be negative"));
         }
@@ -637,9 +618,7 @@ impl Controller for Service {
             Some(Fault::CrashAfter) => return Err(self.crashed()),
             _ => {}
         }
-        Ok(Response::new(csi::CreateVolumeResponse {
-            volume: Some(answer),
-        }))
+        Ok(Response::new(csi::CreateVolumeResponse { volume: Some(answer) }))
     }
 
     async fn delete_volume(
@@ -664,18 +643,13 @@ impl Controller for Service {
         request: Request<csi::ValidateVolumeCapabilitiesRequest>,
     ) -> Result<Response<csi::ValidateVolumeCapabilitiesResponse>, Status> {
         let req = request.into_inner();
-        self.0
-            .enter(Call::ValidateVolumeCapabilities(req.clone()))
-            .await?;
+        self.0.enter(Call::ValidateVolumeCapabilities(req.clone())).await?;
         if req.volume_id.is_empty() {
             return Err(invalid("volume_id must not be empty"));
         }
         validate_capabilities(&req.volume_capabilities)?;
         if !self.0.state().volumes.contains_key(&req.volume_id) {
-            return Err(Status::not_found(format!(
-                "volume {} not found",
-                req.volume_id
-            )));
+            return Err(Status::not_found(format!("volume {} not found", req.volume_id)));
         }
         Ok(Response::new(csi::ValidateVolumeCapabilitiesResponse {
             confirmed: Some(csi::validate_volume_capabilities_response::Confirmed {
@@ -694,10 +668,7 @@ impl Controller for Service {
     ) -> Result<Response<csi::ControllerExpandVolumeResponse>, Status> {
         self.0.note_caller(&request, "ControllerExpandVolume");
         let req = request.into_inner();
-        let answer_fault = self
-            .0
-            .enter(Call::ControllerExpandVolume(req.clone()))
-            .await?;
+        let answer_fault = self.0.enter(Call::ControllerExpandVolume(req.clone())).await?;
         if !self.0.config.controller_expansion {
             return Err(Status::unimplemented("controller expansion is off"));
         }
@@ -727,10 +698,7 @@ impl Controller for Service {
                 )));
             }
             let Some(volume) = state.volumes.get_mut(&req.volume_id) else {
-                return Err(Status::not_found(format!(
-                    "volume {} not found",
-                    req.volume_id
-                )));
+                return Err(Status::not_found(format!("volume {} not found", req.volume_id)));
             };
             // Never shrinks: asking for less than the volume has succeeds with its current size.
             volume.capacity_bytes = volume.capacity_bytes.max(range.required_bytes);
@@ -758,16 +726,12 @@ impl Node for Service {
         self.0.enter(Call::NodeGetCapabilities).await?;
         let capabilities = if self.0.config.node_expansion_required {
             vec![csi::NodeServiceCapability {
-                r#type: Some(Type::Rpc(Rpc {
-                    r#type: rpc::Type::ExpandVolume as i32,
-                })),
+                r#type: Some(Type::Rpc(Rpc { r#type: rpc::Type::ExpandVolume as i32 })),
             }]
         } else {
             vec![]
         };
-        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
-            capabilities,
-        }))
+        Ok(Response::new(csi::NodeGetCapabilitiesResponse { capabilities }))
     }
 
     /// Nothing is ever published by the fake, so unpublishing always succeeds (csi-sanity's

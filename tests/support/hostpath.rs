@@ -88,15 +88,12 @@ impl Hostpath {
             .expect("cannot start hostpathplugin");
         self.child = Some(child);
         let client = self.client();
-        client
-            .wait_ready(Some(Duration::from_secs(30)))
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "hostpathplugin did not answer Probe: {e}\n{}",
-                    std::fs::read_to_string(&self.log).unwrap_or_default()
-                )
-            });
+        client.wait_ready(Some(Duration::from_secs(30))).await.unwrap_or_else(|e| {
+            panic!(
+                "hostpathplugin did not answer Probe: {e}\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            )
+        });
     }
 
     /// `unix:///…`, for `--csi-address` and csi-sanity.
@@ -160,18 +157,9 @@ impl Hostpath {
             Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
             other => other.map_err(|e| format!("{what} {id}: {e}")),
         };
+        absent_ok(Api::<Node>::all(client.clone()).create(&pp, &node).await.map(drop), "Node")?;
         absent_ok(
-            Api::<Node>::all(client.clone())
-                .create(&pp, &node)
-                .await
-                .map(drop),
-            "Node",
-        )?;
-        absent_ok(
-            Api::<CSINode>::all(client.clone())
-                .create(&pp, &csi_node)
-                .await
-                .map(drop),
+            Api::<CSINode>::all(client.clone()).create(&pp, &csi_node).await.map(drop),
             "CSINode",
         )
     }

@@ -40,23 +40,13 @@ impl Proxy {
                 }
             })
         };
-        Proxy {
-            port,
-            open,
-            relays,
-            accept,
-        }
+        Proxy { port, open, relays, accept }
     }
 
     /// Drops every open connection and refuses new ones.
     pub fn cut(&self) {
         self.open.store(false, Ordering::SeqCst);
-        for relay in self
-            .relays
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
+        for relay in self.relays.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             relay.abort();
         }
     }

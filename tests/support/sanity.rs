@@ -35,10 +35,7 @@ pub fn parse_summary(output: &str) -> Option<SanityReport> {
     let line = output
         .lines()
         .find(|l| (l.contains("SUCCESS!") || l.contains("FAIL!")) && l.contains("Passed"))?;
-    let mut report = SanityReport {
-        success: line.contains("SUCCESS!"),
-        ..SanityReport::default()
-    };
+    let mut report = SanityReport { success: line.contains("SUCCESS!"), ..SanityReport::default() };
     let counts = line.split("--").nth(1)?;
     for part in counts.split('|') {
         let mut words = part.split_whitespace();
@@ -67,10 +64,7 @@ pub async fn run_specs(endpoint: &str, work: &Path, extra_args: &[&str]) -> Sani
     let output = tokio::process::Command::new(peer("csi-sanity"))
         .arg(format!("--csi.endpoint={endpoint}"))
         .arg(format!("--csi.mountdir={}", work.join("mount").display()))
-        .arg(format!(
-            "--csi.stagingdir={}",
-            work.join("staging").display()
-        ))
+        .arg(format!("--csi.stagingdir={}", work.join("staging").display()))
         .arg("--csi.testvolumesize=1073741824")
         .arg("--csi.testvolumeexpandsize=2147483648")
         .arg("--ginkgo.no-color")
@@ -85,10 +79,7 @@ pub async fn run_specs(endpoint: &str, work: &Path, extra_args: &[&str]) -> Sani
         String::from_utf8_lossy(&output.stderr)
     );
     let mut report = parse_summary(&text).unwrap_or_else(|| {
-        panic!(
-            "no Ginkgo summary in csi-sanity output (exit {:?}):\n{text}",
-            output.status
-        )
+        panic!("no Ginkgo summary in csi-sanity output (exit {:?}):\n{text}", output.status)
     });
     report.success &= output.status.success();
     report.output = text;

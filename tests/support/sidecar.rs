@@ -27,8 +27,7 @@ pub fn binary() -> PathBuf {
 /// The value of one series in a `/metrics` text, named with its labels in the order the
 /// exposition writes them (`workqueue_adds_total{name="claims"}`).
 pub fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// The sidecar process; killed when dropped.
@@ -60,11 +59,7 @@ impl Sidecar {
             .kill_on_drop(true)
             .spawn()
             .expect("cannot start csi-pv-controller");
-        Sidecar {
-            child,
-            http_port,
-            log,
-        }
+        Sidecar { child, http_port, log }
     }
 
     pub fn log_text(&self) -> String {
@@ -94,9 +89,7 @@ impl Sidecar {
     /// Whether `path` answers 200 right now.
     pub async fn answers(&self, path: &'static str) -> bool {
         let port = self.http_port;
-        tokio::task::spawn_blocking(move || http_ok(port, path))
-            .await
-            .unwrap_or(false)
+        tokio::task::spawn_blocking(move || http_ok(port, path)).await.unwrap_or(false)
     }
 
     /// The text of /metrics.
@@ -175,10 +168,7 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
             "ClusterRole" => {
                 let mut role: ClusterRole = serde_json::from_value(json).unwrap();
                 role.metadata.name = role.metadata.name.map(|n| format!("{n}-{suffix}"));
-                Api::<ClusterRole>::all(client.clone())
-                    .create(&pp, &role)
-                    .await
-                    .unwrap();
+                Api::<ClusterRole>::all(client.clone()).create(&pp, &role).await.unwrap();
             }
             "ClusterRoleBinding" => {
                 let mut binding: ClusterRoleBinding = serde_json::from_value(json).unwrap();
@@ -187,10 +177,7 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
                 for subject in binding.subjects.iter_mut().flatten() {
                     subject.namespace = Some(namespace.into());
                 }
-                Api::<ClusterRoleBinding>::all(client.clone())
-                    .create(&pp, &binding)
-                    .await
-                    .unwrap();
+                Api::<ClusterRoleBinding>::all(client.clone()).create(&pp, &binding).await.unwrap();
             }
             "Role" => {
                 let mut role: Role = serde_json::from_value(json).unwrap();

@@ -31,10 +31,7 @@ impl Snapshotter {
         let kubeconfig = format!("--kubeconfig={}", plane.admin_kubeconfig.display());
         let controller_log = dir.join("snapshot-controller.log");
         let mut controller = Command::new(peer("snapshot-controller"));
-        controller
-            .arg(&kubeconfig)
-            .arg("--leader-election=false")
-            .arg("--v=3");
+        controller.arg(&kubeconfig).arg("--leader-election=false").arg("--v=3");
         let sidecar_log = dir.join("csi-snapshotter.log");
         let mut sidecar = Command::new(peer("csi-snapshotter"));
         sidecar
@@ -46,21 +43,14 @@ impl Snapshotter {
             spawn(controller, &controller_log).unwrap_or_else(|e| panic!("{e}")),
             spawn(sidecar, &sidecar_log).unwrap_or_else(|e| panic!("{e}")),
         ];
-        Snapshotter {
-            children,
-            logs: vec![controller_log, sidecar_log],
-        }
+        Snapshotter { children, logs: vec![controller_log, sidecar_log] }
     }
 
     pub fn log_text(&self) -> String {
         self.logs
             .iter()
             .map(|l| {
-                format!(
-                    "--- {}\n{}",
-                    l.display(),
-                    std::fs::read_to_string(l).unwrap_or_default()
-                )
+                format!("--- {}\n{}", l.display(), std::fs::read_to_string(l).unwrap_or_default())
             })
             .collect()
     }
@@ -78,11 +68,7 @@ impl Drop for Snapshotter {
 /// The CRDs of the pinned release, created if absent and waited for until Established.
 pub async fn install_crds(client: &kube::Client) {
     let dir = bin_dir().join("snapshot-crds");
-    assert!(
-        dir.is_dir(),
-        "snapshot CRDs not found at {}: run `make peers` first",
-        dir.display()
-    );
+    assert!(dir.is_dir(), "snapshot CRDs not found at {}: run `make peers` first", dir.display());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for file in [
         "snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
@@ -128,18 +114,11 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 }
 
 pub fn snapshots(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &resource("VolumeSnapshot", "volumesnapshots"),
-    )
+    Api::namespaced_with(client.clone(), namespace, &resource("VolumeSnapshot", "volumesnapshots"))
 }
 
 pub fn contents(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &resource("VolumeSnapshotContent", "volumesnapshotcontents"),
-    )
+    Api::all_with(client.clone(), &resource("VolumeSnapshotContent", "volumesnapshotcontents"))
 }
 
 fn object(value: Value) -> DynamicObject {
@@ -148,17 +127,13 @@ fn object(value: Value) -> DynamicObject {
 
 /// A VolumeSnapshotClass of `driver`.
 pub async fn create_class(client: &kube::Client, name: &str, driver: &str) {
-    let api: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &resource("VolumeSnapshotClass", "volumesnapshotclasses"),
-    );
+    let api: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("VolumeSnapshotClass", "volumesnapshotclasses"));
     let class = object(json!({
         "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotClass",
         "metadata": {"name": name}, "driver": driver, "deletionPolicy": "Delete"
     }));
-    api.create(&PostParams::default(), &class)
-        .await
-        .expect("create the VolumeSnapshotClass");
+    api.create(&PostParams::default(), &class).await.expect("create the VolumeSnapshotClass");
 }
 
 /// A VolumeSnapshot of claim `claim`, waited for until it is ready to use; returns it.
@@ -177,9 +152,7 @@ pub async fn take(
         "spec": {"volumeSnapshotClassName": class,
                  "source": {"persistentVolumeClaimName": claim}}
     }));
-    api.create(&PostParams::default(), &snapshot)
-        .await
-        .expect("create the VolumeSnapshot");
+    api.create(&PostParams::default(), &snapshot).await.expect("create the VolumeSnapshot");
     eventually(limit, || {
         let api = api.clone();
         async move {

@@ -56,10 +56,8 @@ pub fn double_binds(
     claims: &[PersistentVolumeClaim],
     volumes: &[PersistentVolume],
 ) -> Vec<String> {
-    let by_uid: HashMap<&str, &PersistentVolumeClaim> = claims
-        .iter()
-        .filter_map(|c| Some((c.metadata.uid.as_deref()?, c)))
-        .collect();
+    let by_uid: HashMap<&str, &PersistentVolumeClaim> =
+        claims.iter().filter_map(|c| Some((c.metadata.uid.as_deref()?, c))).collect();
     volumes
         .iter()
         .filter(|pv| pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))

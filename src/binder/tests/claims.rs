@@ -6,10 +6,7 @@ use super::*;
 
 #[test]
 fn s3_2a_binding_mode_unset_fails() {
-    assert!(matches!(
-        step(&claim(json!({})), vec![], Some(&class(None))),
-        ClaimStep::Fail(_)
-    ));
+    assert!(matches!(step(&claim(json!({})), vec![], Some(&class(None))), ClaimStep::Fail(_)));
 }
 
 #[test]
@@ -49,11 +46,7 @@ fn s3_2a_no_class_claim_matches_before_default_is_assigned() {
     let c = claim(json!({"spec": {"storageClassName": null}}));
     let s = step_with_default(
         &c,
-        vec![pv(
-            "none",
-            "1Gi",
-            json!({"spec": {"storageClassName": null}}),
-        )],
+        vec![pv("none", "1Gi", json!({"spec": {"storageClassName": null}}))],
         None,
         Some("gold"),
     );
@@ -71,10 +64,7 @@ fn s3_2a_delay_binding_without_selected_node_waits_for_first_consumer() {
     let n = crate::binder::claim::wait_notice(&[]);
     assert_eq!(
         (n.reason, n.message.as_str()),
-        (
-            "WaitForFirstConsumer",
-            "waiting for first consumer to be created before binding"
-        )
+        ("WaitForFirstConsumer", "waiting for first consumer to be created before binding")
     );
     assert!(!n.warning);
 }
@@ -84,10 +74,7 @@ fn s3_2a_delay_binding_with_unscheduled_pods_waits_for_pod_scheduled() {
     let n = crate::binder::claim::wait_notice(&["web-0".into()]);
     assert_eq!(
         (n.reason, n.message.as_str()),
-        (
-            "WaitForPodScheduled",
-            "waiting for pod web-0 to be scheduled"
-        )
+        ("WaitForPodScheduled", "waiting for pod web-0 to be scheduled")
     );
     let n = crate::binder::claim::wait_notice(&["a".into(), "b".into()]);
     assert_eq!(n.message, "waiting for pods a,b to be scheduled");
@@ -99,14 +86,8 @@ fn s3_2a_delay_binding_with_unscheduled_pods_waits_for_pod_scheduled() {
         )
     };
     assert!(crate::binder::claim::waits_for_claim(&pod(json!({})), "c"));
-    assert!(!crate::binder::claim::waits_for_claim(
-        &pod(json!({})),
-        "other"
-    ));
-    assert!(!crate::binder::claim::waits_for_claim(
-        &pod(json!({"spec": {"nodeName": "n1"}})),
-        "c"
-    ));
+    assert!(!crate::binder::claim::waits_for_claim(&pod(json!({})), "other"));
+    assert!(!crate::binder::claim::waits_for_claim(&pod(json!({"spec": {"nodeName": "n1"}})), "c"));
     assert!(!crate::binder::claim::waits_for_claim(
         &pod(json!({"status": {"phase": "Failed"}})),
         "c"
@@ -114,30 +95,19 @@ fn s3_2a_delay_binding_with_unscheduled_pods_waits_for_pod_scheduled() {
     let ephemeral = pod(
         json!({"spec": {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}}),
     );
-    assert!(crate::binder::claim::waits_for_claim(
-        &ephemeral,
-        "web-0-scratch"
-    ));
+    assert!(crate::binder::claim::waits_for_claim(&ephemeral, "web-0-scratch"));
 }
 
 #[test]
 fn s3_2a_delay_binding_with_selected_node_provisions() {
     let c = claim(json!({"metadata": {"annotations": {ANN_SELECTED_NODE: "n1"}}}));
-    let s = step(
-        &c,
-        vec![pv("x", "1Gi", json!({}))],
-        Some(&class(Some("WaitForFirstConsumer"))),
-    );
+    let s = step(&c, vec![pv("x", "1Gi", json!({}))], Some(&class(Some("WaitForFirstConsumer"))));
     assert!(matches!(s, ClaimStep::Provision { provisioner } if provisioner == DRIVER));
 }
 
 #[test]
 fn s3_2a_no_volume_with_class_provisions() {
-    let s = step(
-        &claim(json!({})),
-        vec![pv("small", "1Mi", json!({}))],
-        Some(&immediate()),
-    );
+    let s = step(&claim(json!({})), vec![pv("small", "1Mi", json!({}))], Some(&immediate()));
     assert!(matches!(s, ClaimStep::Provision { .. }));
 }
 
@@ -160,10 +130,7 @@ fn s3_2a_no_volume_in_tree_provisioner_cannot_provision() {
     .unwrap();
     match step(&claim(json!({})), vec![], Some(&local)) {
         ClaimStep::CannotProvision(n) => {
-            assert_eq!(
-                n.message,
-                "no volume plugin matched name: kubernetes.io/no-provisioner"
-            );
+            assert_eq!(n.message, "no volume plugin matched name: kubernetes.io/no-provisioner");
         }
         other => panic!("{other:?}"),
     }
@@ -184,19 +151,12 @@ fn s3_2a_no_volume_empty_class_failed_binding() {
 
 #[test]
 fn s3_2b_volume_not_in_cache_pending_without_event() {
-    assert!(matches!(
-        step(&requesting("v"), vec![], Some(&immediate())),
-        ClaimStep::Pending(None)
-    ));
+    assert!(matches!(step(&requesting("v"), vec![], Some(&immediate())), ClaimStep::Pending(None)));
 }
 
 #[test]
 fn s3_2b_unclaimed_volume_that_does_not_satisfy_volume_mismatch() {
-    let s = step(
-        &requesting("v"),
-        vec![pv("v", "1Mi", json!({}))],
-        Some(&immediate()),
-    );
+    let s = step(&requesting("v"), vec![pv("v", "1Mi", json!({}))], Some(&immediate()));
     assert_pending(
         s,
         "VolumeMismatch",
@@ -239,12 +199,7 @@ fn s3_2b_bound_to_another_claim_failed_binding() {
         vec![pv("v", "1Gi", claimed_by("other", "u-2"))],
         Some(&immediate()),
     );
-    assert_pending(
-        s,
-        "FailedBinding",
-        true,
-        "volume \"v\" already bound to a different claim.",
-    );
+    assert_pending(s, "FailedBinding", true, "volume \"v\" already bound to a different claim.");
 }
 
 #[test]
@@ -252,11 +207,7 @@ fn s3_2b_bound_to_another_claim_with_bound_by_controller_is_an_error() {
     let c = claim(
         json!({"metadata": {"annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}}, "spec": {"volumeName": "v"}}),
     );
-    match step(
-        &c,
-        vec![pv("v", "1Gi", claimed_by("other", "u-2"))],
-        Some(&immediate()),
-    ) {
+    match step(&c, vec![pv("v", "1Gi", claimed_by("other", "u-2"))], Some(&immediate())) {
         ClaimStep::Refuse(n, e) => {
             assert_eq!(n.reason, "FailedBinding");
             assert_eq!(
@@ -271,10 +222,8 @@ fn s3_2b_bound_to_another_claim_with_bound_by_controller_is_an_error() {
 // §3.3 syncBoundClaim.
 
 fn bound_claim(volume: Option<&str>) -> PersistentVolumeClaim {
-    claim(
-        json!({"metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}},
-        "spec": {"volumeName": volume}, "status": {"phase": "Bound"}}),
-    )
+    claim(json!({"metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}},
+        "spec": {"volumeName": volume}, "status": {"phase": "Bound"}}))
 }
 
 #[test]
@@ -323,11 +272,7 @@ fn s3_3_volume_bound_to_this_uid_binds() {
 #[test]
 fn s3_3_volume_bound_elsewhere_claim_misbound() {
     for r in [claimed_by("other", "u-2"), claimed_by("c", "")] {
-        match step(
-            &bound_claim(Some("v")),
-            vec![pv("v", "1Gi", r)],
-            Some(&immediate()),
-        ) {
+        match step(&bound_claim(Some("v")), vec![pv("v", "1Gi", r)], Some(&immediate())) {
             ClaimStep::Lost(n) => assert_notice(
                 &n,
                 "ClaimMisbound",

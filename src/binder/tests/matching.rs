@@ -25,45 +25,23 @@ fn s2_1_fewest_modes_group_first_upstream_index_test() {
         vec![
             g("gce", json!(["ReadWriteOnce", "ReadOnlyMany"])),
             g("ebs", json!(["ReadWriteOnce"])),
-            g(
-                "nfs",
-                json!(["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"]),
-            ),
+            g("nfs", json!(["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"])),
         ]
     };
     let ask = |m: Value| claim(json!({"spec": {"accessModes": m}}));
+    assert_eq!(best(&ask(json!(["ReadWriteOnce"])), pvs()).as_deref(), Some("ebs"));
+    assert_eq!(best(&ask(json!(["ReadWriteOnce", "ReadOnlyMany"])), pvs()).as_deref(), Some("gce"));
     assert_eq!(
-        best(&ask(json!(["ReadWriteOnce"])), pvs()).as_deref(),
-        Some("ebs")
-    );
-    assert_eq!(
-        best(&ask(json!(["ReadWriteOnce", "ReadOnlyMany"])), pvs()).as_deref(),
-        Some("gce")
-    );
-    assert_eq!(
-        best(
-            &ask(json!(["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany"])),
-            pvs()
-        )
-        .as_deref(),
+        best(&ask(json!(["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany"])), pvs()).as_deref(),
         Some("nfs")
     );
-    assert_eq!(
-        best(&ask(json!(["ReadWriteMany"])), pvs()).as_deref(),
-        Some("nfs")
-    );
-    assert_eq!(
-        best(&ask(json!(["ReadOnlyMany"])), pvs()).as_deref(),
-        Some("gce")
-    );
+    assert_eq!(best(&ask(json!(["ReadWriteMany"])), pvs()).as_deref(), Some("nfs"));
+    assert_eq!(best(&ask(json!(["ReadOnlyMany"])), pvs()).as_deref(), Some("gce"));
     // ebs taken: RWO falls through to the next group.
     let mut taken = pvs();
     taken[1] = g("ebs", json!(["ReadWriteOnce"]));
     merge_pv(&mut taken[1], claimed_by("other", "u-9"));
-    assert_eq!(
-        best(&ask(json!(["ReadWriteOnce"])), taken).as_deref(),
-        Some("gce")
-    );
+    assert_eq!(best(&ask(json!(["ReadWriteOnce"])), taken).as_deref(), Some("gce"));
 }
 
 #[test]
@@ -92,29 +70,15 @@ fn s2_2_smallest_volume_that_fits() {
 
 #[test]
 fn s2_2_a_volume_reserved_by_another_claims_bind_is_skipped_until_released() {
-    let mut i = index(vec![
-        pv("first", "1Gi", json!({})),
-        pv("second", "1Gi", json!({})),
-    ]);
+    let mut i = index(vec![pv("first", "1Gi", json!({})), pv("second", "1Gi", json!({}))]);
     let other = ("ns".to_string(), "other".to_string());
     let ours = ClaimFacts::of(&claim(json!({}))).unwrap();
-    let name = |i: &VolumeIndex| {
-        i.best_match(&ours, false)
-            .and_then(|p| p.metadata.name.clone())
-    };
+    let name = |i: &VolumeIndex| i.best_match(&ours, false).and_then(|p| p.metadata.name.clone());
     type Held<'a> = &'a [(&'a str, &'a str)];
     let cases: &[(&str, Held, Option<&str>)] = &[
         ("nothing reserved: the first", &[], Some("first")),
-        (
-            "first held by another claim",
-            &[("first", "other")],
-            Some("second"),
-        ),
-        (
-            "both held by another claim",
-            &[("first", "other"), ("second", "other")],
-            None,
-        ),
+        ("first held by another claim", &[("first", "other")], Some("second")),
+        ("both held by another claim", &[("first", "other"), ("second", "other")], None),
         ("first held by this claim", &[("first", "c")], Some("first")),
     ];
     for (what, held, want) in cases {
@@ -161,17 +125,10 @@ fn s2_2_volume_mode_must_match() {
 #[test]
 fn s2_2_volume_attributes_class_must_match() {
     let pvs = vec![
-        pv(
-            "fast",
-            "1Gi",
-            json!({"spec": {"volumeAttributesClassName": "fast"}}),
-        ),
+        pv("fast", "1Gi", json!({"spec": {"volumeAttributesClassName": "fast"}})),
         pv("plain", "5Gi", json!({})),
     ];
-    assert_eq!(
-        best(&claim(json!({})), pvs.clone()).as_deref(),
-        Some("plain")
-    );
+    assert_eq!(best(&claim(json!({})), pvs.clone()).as_deref(), Some("plain"));
     let c = claim(json!({"spec": {"volumeAttributesClassName": "fast"}}));
     assert_eq!(best(&c, pvs).as_deref(), Some("fast"));
 }
@@ -179,10 +136,7 @@ fn s2_2_volume_attributes_class_must_match() {
 #[test]
 fn s2_2_deleting_volume_is_skipped() {
     let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
-    assert_eq!(
-        best(&claim(json!({})), vec![pv("x", "1Gi", deleting)]),
-        None
-    );
+    assert_eq!(best(&claim(json!({})), vec![pv("x", "1Gi", deleting)]), None);
 }
 
 #[test]
@@ -203,19 +157,13 @@ fn s2_2_prebound_by_uid_skips_class_and_selector() {
     let c = claim(json!({"spec": {"selector": {"matchLabels": {"tier": "gold"}}}}));
     let silver_mine = json!({"spec": {"storageClassName": "silver",
         "claimRef": {"name": "c", "namespace": "ns", "uid": UID}}});
-    assert_eq!(
-        best(&c, vec![pv("mine", "1Gi", silver_mine)]).as_deref(),
-        Some("mine")
-    );
+    assert_eq!(best(&c, vec![pv("mine", "1Gi", silver_mine)]).as_deref(), Some("mine"));
 }
 
 #[test]
 fn s2_2_prebound_still_needs_size() {
-    let pvs = vec![pv(
-        "mine",
-        "100Mi",
-        json!({"spec": {"claimRef": {"name": "c", "namespace": "ns"}}}),
-    )];
+    let pvs =
+        vec![pv("mine", "100Mi", json!({"spec": {"claimRef": {"name": "c", "namespace": "ns"}}}))];
     assert_eq!(best(&claim(json!({})), pvs), None);
 }
 
@@ -234,11 +182,7 @@ fn s2_2_selector_must_match_labels() {
     );
     let pvs = vec![
         pv("plain", "1Gi", json!({})),
-        pv(
-            "labelled",
-            "5Gi",
-            json!({"metadata": {"labels": {"tier": "gold"}}}),
-        ),
+        pv("labelled", "5Gi", json!({"metadata": {"labels": {"tier": "gold"}}})),
     ];
     assert_eq!(best(&c, pvs).as_deref(), Some("labelled"));
 }
@@ -248,11 +192,7 @@ fn s2_2_class_must_match_beta_annotation_first() {
     let c = claim(json!({"metadata": {"annotations": {ANN_BETA_STORAGE_CLASS: "silver"}}}));
     let pvs = vec![
         pv("gold", "1Gi", json!({})),
-        pv(
-            "silver",
-            "5Gi",
-            json!({"spec": {"storageClassName": "silver"}}),
-        ),
+        pv("silver", "5Gi", json!({"spec": {"storageClassName": "silver"}})),
     ];
     assert_eq!(best(&c, pvs).as_deref(), Some("silver"));
     let empty = claim(json!({"spec": {"storageClassName": null}}));
@@ -266,10 +206,7 @@ fn s2_2_class_must_match_beta_annotation_first() {
 #[test]
 fn s2_2_claim_without_request_matches_any_size() {
     let c = claim(json!({"spec": {"resources": {"requests": null}}}));
-    assert_eq!(
-        best(&c, vec![pv("x", "1Mi", json!({}))]).as_deref(),
-        Some("x")
-    );
+    assert_eq!(best(&c, vec![pv("x", "1Mi", json!({}))]).as_deref(), Some("x"));
 }
 
 #[test]
@@ -278,14 +215,9 @@ fn s2_2_delay_binding_returns_only_prebound() {
     let facts = ClaimFacts::of(&c).unwrap();
     let i = index(vec![pv("free", "1Gi", json!({}))]);
     assert!(i.best_match(&facts, true).is_none());
-    let i = index(vec![
-        pv("free", "1Gi", json!({})),
-        pv("picked", "2Gi", claimed_by("c", UID)),
-    ]);
+    let i = index(vec![pv("free", "1Gi", json!({})), pv("picked", "2Gi", claimed_by("c", UID))]);
     assert_eq!(
-        i.best_match(&facts, true)
-            .and_then(|p| p.metadata.name.clone())
-            .as_deref(),
+        i.best_match(&facts, true).and_then(|p| p.metadata.name.clone()).as_deref(),
         Some("picked")
     );
 }
@@ -293,10 +225,7 @@ fn s2_2_delay_binding_returns_only_prebound() {
 #[test]
 fn s2_2_is_delay_binding_mode() {
     let c = claim(json!({}));
-    assert_eq!(
-        delay_binding(&c, Some(&class(Some("WaitForFirstConsumer")))),
-        Ok(true)
-    );
+    assert_eq!(delay_binding(&c, Some(&class(Some("WaitForFirstConsumer")))), Ok(true));
     assert_eq!(delay_binding(&c, Some(&immediate())), Ok(false));
     assert_eq!(delay_binding(&c, None), Ok(false));
     assert!(delay_binding(&c, Some(&class(None))).is_err());
@@ -307,26 +236,10 @@ fn s2_2_is_delay_binding_mode() {
 #[test]
 fn s2_2_index_ignores_older_resource_version() {
     let mut i = VolumeIndex::default();
-    assert!(i.upsert(pv(
-        "x",
-        "1Gi",
-        json!({"metadata": {"resourceVersion": "2"}})
-    )));
-    assert!(i.upsert(pv(
-        "x",
-        "1Gi",
-        json!({"metadata": {"resourceVersion": "2"}})
-    )));
-    assert!(i.upsert(pv(
-        "x",
-        "1Gi",
-        json!({"metadata": {"resourceVersion": "10"}})
-    )));
-    assert!(!i.upsert(pv(
-        "x",
-        "1Gi",
-        json!({"metadata": {"resourceVersion": "9"}})
-    )));
+    assert!(i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "2"}}))));
+    assert!(i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "2"}}))));
+    assert!(i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "10"}}))));
+    assert!(!i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "9"}}))));
     // Claimed in the newer version: no longer a candidate, even though an older copy said Available.
     i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "11"}, "spec": {"claimRef": {"name": "o", "namespace": "ns", "uid": "u"}}})));
     let facts = ClaimFacts::of(&claim(json!({}))).unwrap();

@@ -75,14 +75,7 @@ fn step_with_default(
     default: Option<&str>,
 ) -> ClaimStep {
     let volumes = index(pvs);
-    decide_claim(
-        c,
-        &ClaimView {
-            class,
-            default_class: default,
-            volumes: &volumes,
-        },
-    )
+    decide_claim(c, &ClaimView { class, default_class: default, volumes: &volumes })
 }
 
 fn bound_to(s: &ClaimStep) -> Option<String> {
@@ -94,9 +87,7 @@ fn bound_to(s: &ClaimStep) -> Option<String> {
 
 fn best(c: &PersistentVolumeClaim, pvs: Vec<PersistentVolume>) -> Option<String> {
     let facts = ClaimFacts::of(c).unwrap();
-    index(pvs)
-        .best_match(&facts, false)
-        .and_then(|p| p.metadata.name.clone())
+    index(pvs).best_match(&facts, false).and_then(|p| p.metadata.name.clone())
 }
 
 fn immediate() -> StorageClass {
@@ -128,8 +119,5 @@ fn assert_pending(step: ClaimStep, reason: &str, warning: bool, message: &str) {
     let ClaimStep::Pending(Some(n)) = step else {
         panic!("not Pending with an event: {step:?}");
     };
-    assert_eq!(
-        (n.reason, n.warning, n.message.as_str()),
-        (reason, warning, message)
-    );
+    assert_eq!((n.reason, n.warning, n.message.as_str()), (reason, warning, message));
 }

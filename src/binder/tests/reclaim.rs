@@ -8,33 +8,18 @@ fn s3_8_reclaim_by_policy() {
     let released = |policy: &str, csi: bool| {
         let mut extra = json!({"spec": {"persistentVolumeReclaimPolicy": policy}, "status": {"phase": "Released"}});
         if csi {
-            merge(
-                &mut extra,
-                json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}}}),
-            );
+            merge(&mut extra, json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}}}));
         }
         bound_pv(extra)
     };
-    assert_eq!(
-        crate::binder::volume::reclaim(&released("Retain", true), DRIVER),
-        Reclaim::Keep
-    );
-    assert_eq!(
-        crate::binder::volume::reclaim(&released("Delete", true), DRIVER),
-        Reclaim::Delete
-    );
+    assert_eq!(crate::binder::volume::reclaim(&released("Retain", true), DRIVER), Reclaim::Keep);
+    assert_eq!(crate::binder::volume::reclaim(&released("Delete", true), DRIVER), Reclaim::Delete);
     // Another driver's or an in-tree PV: its provisioner deletes it, if it names one; else
     // nothing can, and it fails as upstream's does.
     let mut theirs = released("Delete", false);
-    theirs.metadata.annotations = Some(
-        [(ANN_PROVISIONED_BY.to_string(), "other.csi".to_string())]
-            .into_iter()
-            .collect(),
-    );
-    assert_eq!(
-        crate::binder::volume::reclaim(&theirs, DRIVER),
-        Reclaim::External
-    );
+    theirs.metadata.annotations =
+        Some([(ANN_PROVISIONED_BY.to_string(), "other.csi".to_string())].into_iter().collect());
+    assert_eq!(crate::binder::volume::reclaim(&theirs, DRIVER), Reclaim::External);
     // Another driver's CSI PV without the annotation: left Released, as kube-controller-
     // manager leaves every CSI PV to an external deleter (its differential test shows it).
     let mut other_csi = released("Delete", false);
@@ -42,10 +27,7 @@ fn s3_8_reclaim_by_policy() {
         &mut other_csi,
         json!({"spec": {"csi": {"driver": "other.csi", "volumeHandle": "h"}}}),
     );
-    assert_eq!(
-        crate::binder::volume::reclaim(&other_csi, DRIVER),
-        Reclaim::External
-    );
+    assert_eq!(crate::binder::volume::reclaim(&other_csi, DRIVER), Reclaim::External);
     // (policy, a CSI PV of ours, reason, message)
     let failures = [
         (
@@ -54,12 +36,7 @@ fn s3_8_reclaim_by_policy() {
             "VolumeFailedDelete",
             "error getting deleter volume plugin for volume \"v\": no deletable volume plugin matched",
         ),
-        (
-            "Recycle",
-            true,
-            "VolumeFailedRecycle",
-            "No recycler plugin found for the volume!",
-        ),
+        ("Recycle", true, "VolumeFailedRecycle", "No recycler plugin found for the volume!"),
         (
             "Sometimes",
             false,
@@ -75,19 +52,13 @@ fn s3_8_reclaim_by_policy() {
     }
     // A released PV with an unknown policy is failed once; Failed stays Failed.
     let v = released("Sometimes", false);
-    assert!(matches!(
-        vstep(&v, ClaimLookup::Live(None)),
-        VolumeStep::Reclaim(Reclaim::Fail(_))
-    ));
+    assert!(matches!(vstep(&v, ClaimLookup::Live(None)), VolumeStep::Reclaim(Reclaim::Fail(_))));
     let failed = bound_pv(
         json!({"spec": {"persistentVolumeReclaimPolicy": "Sometimes"}, "status": {"phase": "Failed"}}),
     );
     assert_eq!(vstep(&failed, ClaimLookup::Live(None)), VolumeStep::None);
     // Retain: nothing, ever.
-    assert_eq!(
-        vstep(&released("Retain", true), ClaimLookup::Live(None)),
-        VolumeStep::None
-    );
+    assert_eq!(vstep(&released("Retain", true), ClaimLookup::Live(None)), VolumeStep::None);
 }
 
 #[test]
@@ -95,19 +66,12 @@ fn s3_8_migrated_volume_is_left_to_the_external_provisioner() {
     let v = bound_pv(
         json!({"metadata": {"annotations": {"pv.kubernetes.io/migrated-to": "x"}}, "spec": {"persistentVolumeReclaimPolicy": "Delete"}}),
     );
-    assert_eq!(
-        crate::binder::volume::reclaim(&v, DRIVER),
-        Reclaim::External
-    );
+    assert_eq!(crate::binder::volume::reclaim(&v, DRIVER), Reclaim::External);
 }
 
 /// (case, live PV, live claim once read, what the re-check shows)
-type RecheckCase<'a> = (
-    &'a str,
-    Option<&'a PersistentVolume>,
-    Option<Option<&'a PersistentVolumeClaim>>,
-    Recheck,
-);
+type RecheckCase<'a> =
+    (&'a str, Option<&'a PersistentVolume>, Option<Option<&'a PersistentVolumeClaim>>, Recheck);
 
 #[test]
 fn the_reclaim_recheck_deletes_only_what_the_live_objects_still_release() {
@@ -134,48 +98,13 @@ fn the_reclaim_recheck_deletes_only_what_the_live_objects_still_release() {
         ("the PV is gone", None, None, Recheck::Gone),
         ("our deletion is over", Some(&done), None, Recheck::Finished),
         ("bound again", Some(&bound), None, Recheck::Changed),
-        (
-            "the policy became Retain",
-            Some(&retain),
-            None,
-            Recheck::Changed,
-        ),
-        (
-            "the claim is read before deciding",
-            Some(&plain),
-            None,
-            Recheck::ReadClaim,
-        ),
-        (
-            "Failed counts as released",
-            Some(&failed),
-            None,
-            Recheck::ReadClaim,
-        ),
-        (
-            "the claim is gone",
-            Some(&plain),
-            Some(None),
-            Recheck::Delete,
-        ),
-        (
-            "the claim still holds it",
-            Some(&plain),
-            Some(Some(&holder)),
-            Recheck::Held,
-        ),
-        (
-            "the claim took another PV",
-            Some(&plain),
-            Some(Some(&bound_elsewhere)),
-            Recheck::Delete,
-        ),
-        (
-            "a new claim of the same name",
-            Some(&plain),
-            Some(Some(&other_uid)),
-            Recheck::Delete,
-        ),
+        ("the policy became Retain", Some(&retain), None, Recheck::Changed),
+        ("the claim is read before deciding", Some(&plain), None, Recheck::ReadClaim),
+        ("Failed counts as released", Some(&failed), None, Recheck::ReadClaim),
+        ("the claim is gone", Some(&plain), Some(None), Recheck::Delete),
+        ("the claim still holds it", Some(&plain), Some(Some(&holder)), Recheck::Held),
+        ("the claim took another PV", Some(&plain), Some(Some(&bound_elsewhere)), Recheck::Delete),
+        ("a new claim of the same name", Some(&plain), Some(Some(&other_uid)), Recheck::Delete),
     ];
     for (case, pv, claim, want) in table {
         assert_eq!(recheck_reclaim(pv, claim, DRIVER), want, "{case}");

@@ -7,16 +7,10 @@ use super::*;
 #[test]
 fn s3_7_row1_no_claimref_available() {
     assert_eq!(
-        vstep(
-            &pv("v", "1Gi", json!({"status": {"phase": "Pending"}})),
-            ClaimLookup::Store(None)
-        ),
+        vstep(&pv("v", "1Gi", json!({"status": {"phase": "Pending"}})), ClaimLookup::Store(None)),
         VolumeStep::Phase(VolumePhase::Available)
     );
-    assert_eq!(
-        vstep(&pv("v", "1Gi", json!({})), ClaimLookup::Store(None)),
-        VolumeStep::None
-    );
+    assert_eq!(vstep(&pv("v", "1Gi", json!({})), ClaimLookup::Store(None)), VolumeStep::None);
 }
 
 #[test]
@@ -26,18 +20,12 @@ fn s3_7_row2_prebound_by_name_available() {
         "1Gi",
         json!({"spec": {"claimRef": {"name": "c", "namespace": "ns"}}, "status": {"phase": "Pending"}}),
     );
-    assert_eq!(
-        vstep(&v, ClaimLookup::Store(None)),
-        VolumeStep::Phase(VolumePhase::Available)
-    );
+    assert_eq!(vstep(&v, ClaimLookup::Store(None)), VolumeStep::Phase(VolumePhase::Available));
 }
 
 #[test]
 fn s3_7_row3_claim_missing_from_store_is_checked_live() {
-    assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Store(None)),
-        VolumeStep::CheckClaim
-    );
+    assert_eq!(vstep(&bound_pv(json!({})), ClaimLookup::Store(None)), VolumeStep::CheckClaim);
 }
 
 #[test]
@@ -50,38 +38,23 @@ fn s3_7_row3_released_volume_is_not_checked_again() {
 fn s3_7_row4_other_uid_in_store_is_checked_live() {
     let other = claim(json!({"metadata": {"uid": "new-uid"}}));
     let in_store = ClaimLookup::Store(Some(&other));
-    assert_eq!(
-        vstep(&bound_pv(json!({})), in_store),
-        VolumeStep::CheckClaim
-    );
-    assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Live(Some(&other))),
-        VolumeStep::Release
-    );
+    assert_eq!(vstep(&bound_pv(json!({})), in_store), VolumeStep::CheckClaim);
+    assert_eq!(vstep(&bound_pv(json!({})), ClaimLookup::Live(Some(&other))), VolumeStep::Release);
 }
 
 #[test]
 fn s3_7_row5_claim_gone_released_then_reclaimed() {
-    assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Live(None)),
-        VolumeStep::Release
-    );
+    assert_eq!(vstep(&bound_pv(json!({})), ClaimLookup::Live(None)), VolumeStep::Release);
     let ours = bound_pv(
         json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}, "persistentVolumeReclaimPolicy": "Delete"},
         "metadata": {"finalizers": [FINALIZER_VOLUME]}, "status": {"phase": "Released"}}),
     );
-    assert_eq!(
-        vstep(&ours, ClaimLookup::Store(None)),
-        VolumeStep::Reclaim(Reclaim::Delete)
-    );
+    assert_eq!(vstep(&ours, ClaimLookup::Store(None)), VolumeStep::Reclaim(Reclaim::Delete));
     // Being deleted with our finalizer still on: our deletion is unfinished, go on.
     let mut deleting = ours.clone();
     deleting.metadata.deletion_timestamp =
         serde_json::from_value(json!("2026-01-01T00:00:00Z")).ok();
-    assert_eq!(
-        vstep(&deleting, ClaimLookup::Store(None)),
-        VolumeStep::Reclaim(Reclaim::Delete)
-    );
+    assert_eq!(vstep(&deleting, ClaimLookup::Store(None)), VolumeStep::Reclaim(Reclaim::Delete));
     // Our finalizer gone: only pv-protection holds it; nothing more to do.
     deleting.metadata.finalizers = Some(vec!["kubernetes.io/pv-protection".into()]);
     assert_eq!(vstep(&deleting, ClaimLookup::Store(None)), VolumeStep::None);
@@ -90,19 +63,13 @@ fn s3_7_row5_claim_gone_released_then_reclaimed() {
 #[test]
 fn s3_7_row6_claim_not_bound_yet_queues_claim() {
     let c = claim(json!({}));
-    assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))),
-        VolumeStep::QueueClaim
-    );
+    assert_eq!(vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))), VolumeStep::QueueClaim);
 }
 
 #[test]
 fn s3_7_row6_volume_mode_mismatch_events() {
     let c = claim(json!({"spec": {"volumeMode": "Block"}}));
-    assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))),
-        VolumeStep::ModeMismatch
-    );
+    assert_eq!(vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))), VolumeStep::ModeMismatch);
     let (on_pv, on_claim) = crate::binder::volume::mode_mismatch_notices(&bound_pv(json!({})), "c");
     assert_eq!(
         on_pv.message,
@@ -118,16 +85,10 @@ fn s3_7_row6_volume_mode_mismatch_events() {
 fn s3_7_row7_claim_bound_here_volume_bound() {
     let c = requesting("v");
     assert_eq!(
-        vstep(
-            &bound_pv(json!({"status": {"phase": "Available"}})),
-            ClaimLookup::Store(Some(&c))
-        ),
+        vstep(&bound_pv(json!({"status": {"phase": "Available"}})), ClaimLookup::Store(Some(&c))),
         VolumeStep::Phase(VolumePhase::Bound)
     );
-    assert_eq!(
-        vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))),
-        VolumeStep::None
-    );
+    assert_eq!(vstep(&bound_pv(json!({})), ClaimLookup::Store(Some(&c))), VolumeStep::None);
 }
 
 #[test]
@@ -152,10 +113,7 @@ fn s3_7_row10_user_prebound_volume_of_claim_bound_elsewhere_unbound_by_uid() {
     let c = requesting("other");
     let v = bound_pv(json!({}));
     assert_eq!(vstep(&v, ClaimLookup::Store(Some(&c))), VolumeStep::Unbind);
-    assert_eq!(
-        bind::unbind(&v).unwrap()["spec"]["claimRef"],
-        json!({"uid": null})
-    );
+    assert_eq!(bind::unbind(&v).unwrap()["spec"]["claimRef"], json!({"uid": null}));
 }
 
 #[test]
@@ -171,16 +129,10 @@ fn finalizer_upkeep_on_our_volumes() {
         &mut retain,
         json!({"metadata": {"finalizers": [FINALIZER_VOLUME]}, "spec": {"persistentVolumeReclaimPolicy": "Retain"}}),
     );
-    assert_eq!(
-        vstep(&bound_pv(retain), ClaimLookup::Store(Some(&c))),
-        VolumeStep::RemoveFinalizer
-    );
+    assert_eq!(vstep(&bound_pv(retain), ClaimLookup::Store(Some(&c))), VolumeStep::RemoveFinalizer);
     // Not our driver: no finalizer upkeep.
     let theirs = json!({"spec": {"csi": {"driver": "other", "volumeHandle": "h"}, "persistentVolumeReclaimPolicy": "Delete"}});
-    assert_eq!(
-        vstep(&bound_pv(theirs), ClaimLookup::Store(Some(&c))),
-        VolumeStep::None
-    );
+    assert_eq!(vstep(&bound_pv(theirs), ClaimLookup::Store(Some(&c))), VolumeStep::None);
 }
 
 #[test]
@@ -281,37 +233,25 @@ fn default_class_is_newest_then_by_name() {
         sc("c", "2026-03-01T00:00:00Z", false),
         sc("bb", "2026-02-01T00:00:00Z", true),
     ];
-    assert_eq!(
-        default_class(classes.iter()).and_then(|c| c.metadata.name.as_deref()),
-        Some("b")
-    );
+    assert_eq!(default_class(classes.iter()).and_then(|c| c.metadata.name.as_deref()), Some("b"));
     assert!(default_class(classes[2..3].iter()).is_none());
 }
 
 #[test]
 fn scope_by_default_and_bind_all() {
-    let scope = crate::binder::Scope {
-        driver: DRIVER.into(),
-        binder: crate::binder::Binder::External,
-    };
+    let scope =
+        crate::binder::Scope { driver: DRIVER.into(), binder: crate::binder::Binder::External };
     let ours = class(Some("Immediate"));
     let theirs: StorageClass =
         serde_json::from_value(json!({"metadata": {"name": "gold"}, "provisioner": "x"})).unwrap();
     let c = claim(json!({}));
     assert!(scope.has_claim(&c, Some(&ours), None));
     assert!(!scope.has_claim(&c, Some(&theirs), None));
-    let our_pv = pv(
-        "v",
-        "1Gi",
-        json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}}}),
-    );
+    let our_pv = pv("v", "1Gi", json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}}}));
     assert!(scope.has_claim(&requesting("v"), Some(&theirs), Some(&our_pv)));
     assert!(scope.has_volume(&our_pv));
     assert!(!scope.has_volume(&pv("hostpath", "1Gi", json!({}))));
-    let all = crate::binder::Scope {
-        driver: DRIVER.into(),
-        binder: crate::binder::Binder::All,
-    };
+    let all = crate::binder::Scope { driver: DRIVER.into(), binder: crate::binder::Binder::All };
     assert!(all.has_claim(&c, Some(&theirs), None));
     assert!(all.has_volume(&pv("hostpath", "1Gi", json!({}))));
 }
@@ -322,26 +262,15 @@ fn explain_names_the_choice_and_every_rejection() {
         pv("chosen", "2Gi", json!({})),
         pv("larger", "5Gi", json!({})),
         pv("small", "100Mi", json!({})),
-        pv(
-            "silver",
-            "2Gi",
-            json!({"spec": {"storageClassName": "silver"}}),
-        ),
+        pv("silver", "2Gi", json!({"spec": {"storageClassName": "silver"}})),
         pv("taken", "2Gi", claimed_by("other", "u")),
     ]);
     let c = immediate();
     let text = crate::binder::explain::explain(
         &claim(json!({})),
-        &ClaimView {
-            class: Some(&c),
-            default_class: None,
-            volumes: &volumes,
-        },
+        &ClaimView { class: Some(&c), default_class: None, volumes: &volumes },
     );
-    assert!(
-        text.contains("decision: bind to PersistentVolume chosen"),
-        "{text}"
-    );
+    assert!(text.contains("decision: bind to PersistentVolume chosen"), "{text}");
     assert!(text.contains("chosen: chosen"), "{text}");
     assert!(text.contains("larger: fits, but"), "{text}");
     assert!(
@@ -352,10 +281,7 @@ fn explain_names_the_choice_and_every_rejection() {
         text.contains("silver: rejected: storage class \"silver\", the claim asks for \"gold\""),
         "{text}"
     );
-    assert!(
-        text.contains("taken: rejected: already claimed by ns/other"),
-        "{text}"
-    );
+    assert!(text.contains("taken: rejected: already claimed by ns/other"), "{text}");
 }
 
 #[test]
@@ -374,14 +300,8 @@ fn an_attached_volume_names_its_node() {
         attachment(None, "node-2"),
         attachment(Some("pv-b"), "node-3"),
     ];
-    assert_eq!(
-        crate::binder::volume::attached_to("pv-a", &all),
-        Some("node-1")
-    );
-    assert_eq!(
-        crate::binder::volume::attached_to("pv-b", &all),
-        Some("node-3")
-    );
+    assert_eq!(crate::binder::volume::attached_to("pv-a", &all), Some("node-1"));
+    assert_eq!(crate::binder::volume::attached_to("pv-b", &all), Some("node-3"));
     assert_eq!(crate::binder::volume::attached_to("pv-c", &all), None);
     assert_eq!(crate::binder::volume::attached_to("pv-a", []), None);
 }

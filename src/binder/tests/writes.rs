@@ -49,11 +49,7 @@ fn s3_5_bind_claim_picked_by_controller_gets_both_annotations() {
 fn s3_5_bind_claim_prebound_by_user_gets_only_bind_completed() {
     let p = bind::claim_spec(&requesting("v"), &pv("v", "1Gi", json!({}))).unwrap();
     assert!(p.get("spec").is_none());
-    assert!(
-        p["metadata"]["annotations"]
-            .get(ANN_BOUND_BY_CONTROLLER)
-            .is_none()
-    );
+    assert!(p["metadata"]["annotations"].get(ANN_BOUND_BY_CONTROLLER).is_none());
     assert_eq!(p["metadata"]["annotations"][ANN_BIND_COMPLETED], "yes");
     let done = claim(
         json!({"metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": "v"}}),
@@ -68,10 +64,7 @@ fn s3_5_bind_claim_drops_our_provisioning_intent() {
         "annotations": {ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": "v"}}),
     );
     let p = bind::claim_spec(&c, &pv("v", "1Gi", json!({}))).unwrap();
-    assert_eq!(
-        p["metadata"]["finalizers"],
-        json!(["kubernetes.io/pvc-protection"])
-    );
+    assert_eq!(p["metadata"]["finalizers"], json!(["kubernetes.io/pvc-protection"]));
 }
 
 #[test]
@@ -84,43 +77,21 @@ fn s3_4_claim_status_on_binding_copies_modes_and_capacity() {
 
 #[test]
 fn s3_4_claim_status_on_binding_takes_the_volumes_attributes_class() {
-    let with_vac = pv(
-        "v",
-        "2Gi",
-        json!({"spec": {"volumeAttributesClassName": "gold"}}),
-    );
+    let with_vac = pv("v", "2Gi", json!({"spec": {"volumeAttributesClassName": "gold"}}));
     let table = [
-        (
-            "PV with a class",
-            claim(json!({})),
-            &with_vac,
-            json!("gold"),
-        ),
-        (
-            "PV without a class",
-            claim(json!({})),
-            &pv("v", "2Gi", json!({})),
-            Value::Null,
-        ),
+        ("PV with a class", claim(json!({})), &with_vac, json!("gold")),
+        ("PV without a class", claim(json!({})), &pv("v", "2Gi", json!({})), Value::Null),
     ];
     for (case, c, v, want) in table {
         let p = bind::claim_status_bound(&c, v).unwrap();
-        assert_eq!(
-            p["status"]["currentVolumeAttributesClassName"], want,
-            "{case}"
-        );
+        assert_eq!(p["status"]["currentVolumeAttributesClassName"], want, "{case}");
     }
     // Pending again: the current class goes with the volume.
     let bound =
         claim(json!({"status": {"phase": "Pending", "currentVolumeAttributesClassName": "gold"}}));
     let p = bind::claim_status_unbound(&bound, PHASE_PENDING).unwrap();
     assert_eq!(p["status"]["currentVolumeAttributesClassName"], Value::Null);
-    assert!(
-        p["status"]
-            .as_object()
-            .unwrap()
-            .contains_key("currentVolumeAttributesClassName")
-    );
+    assert!(p["status"].as_object().unwrap().contains_key("currentVolumeAttributesClassName"));
 }
 
 #[test]
@@ -161,10 +132,7 @@ fn s3_6_unbind_controller_bound_volume_drops_claimref_and_annotation() {
     );
     let p = bind::unbind(&v).unwrap();
     assert_eq!(p["spec"]["claimRef"], Value::Null);
-    assert_eq!(
-        p["metadata"]["annotations"][ANN_BOUND_BY_CONTROLLER],
-        Value::Null
-    );
+    assert_eq!(p["metadata"]["annotations"][ANN_BOUND_BY_CONTROLLER], Value::Null);
 }
 
 #[test]

@@ -23,9 +23,7 @@ async fn the_intent_is_on_the_claim_before_create_volume() {
     assert_eq!(claim["spec"]["volumeName"], json!("pvc-u1"));
     assert_eq!(claim["status"]["phase"], json!("Bound"));
     assert!(
-        claim["metadata"]["finalizers"]
-            .as_array()
-            .is_none_or(|f| f.is_empty()),
+        claim["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty()),
         "the intent goes with the bind: {claim}"
     );
 }
@@ -54,20 +52,11 @@ async fn a_failed_create_volume_waits_until_the_claim_changes() {
     bench.sync();
     bench.driver.fail_next_create(status(tonic::Code::Internal));
     assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
-    assert!(
-        bench
-            .events()
-            .iter()
-            .any(|(reason, _)| reason == "ProvisioningFailed")
-    );
+    assert!(bench.events().iter().any(|(reason, _)| reason == "ProvisioningFailed"));
     // The watch brings our intent: the same version of the claim, so the backoff holds.
     bench.sync();
     assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
-    assert_eq!(
-        bench.driver.creates().len(),
-        1,
-        "no second CreateVolume within the backoff"
-    );
+    assert_eq!(bench.driver.creates().len(), 1, "no second CreateVolume within the backoff");
     // The user changes the claim: looked at again at once.
     bench.api.state.lock().unwrap().update(
         CLAIMS,
@@ -77,10 +66,7 @@ async fn a_failed_create_volume_waits_until_the_claim_changes() {
     bench.sync();
     assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
     assert_eq!(bench.driver.creates().len(), 2);
-    assert_eq!(
-        bench.get(CLAIMS, "c").expect("the claim")["status"]["phase"],
-        json!("Bound")
-    );
+    assert_eq!(bench.get(CLAIMS, "c").expect("the claim")["status"]["phase"], json!("Bound"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -93,22 +79,14 @@ async fn an_undo_that_cannot_tell_whether_the_volume_exists_keeps_the_intent() {
                                   "deletionTimestamp": "2026-01-01T00:00:00Z"}})),
     );
     bench.sync();
-    bench
-        .driver
-        .fail_next_create(status(tonic::Code::DeadlineExceeded));
+    bench.driver.fail_next_create(status(tonic::Code::DeadlineExceeded));
     assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
     let claim_now = bench.get(CLAIMS, "c").expect("the claim is held");
-    assert_eq!(
-        claim_now["metadata"]["finalizers"],
-        json!([FINALIZER_PROVISIONING])
-    );
+    assert_eq!(claim_now["metadata"]["finalizers"], json!([FINALIZER_PROVISIONING]));
     assert!(bench.driver.deletes().is_empty());
     assert!(
-        bench
-            .events()
-            .iter()
-            .any(|(reason, note)| reason == "ProvisioningCleanupFailed"
-                && note.contains("cannot find out whether volume pvc-u1 exists")),
+        bench.events().iter().any(|(reason, note)| reason == "ProvisioningCleanupFailed"
+            && note.contains("cannot find out whether volume pvc-u1 exists")),
         "{:?}",
         bench.events()
     );
@@ -121,14 +99,8 @@ async fn an_undo_that_cannot_tell_whether_the_volume_exists_keeps_the_intent() {
     );
     bench.sync();
     bench.claim_pass().await;
-    assert!(
-        bench.get(CLAIMS, "c").is_none(),
-        "a final answer (nothing made) lets the claim go"
-    );
-    assert!(
-        bench.driver.deletes().is_empty(),
-        "nothing was made, nothing to delete"
-    );
+    assert!(bench.get(CLAIMS, "c").is_none(), "a final answer (nothing made) lets the claim go");
+    assert!(bench.driver.deletes().is_empty(), "nothing was made, nothing to delete");
 }
 
 #[tokio::test(start_paused = true)]
@@ -154,21 +126,10 @@ async fn no_delete_volume_while_the_live_claim_holds_the_volume() {
     for pv in typed::<PersistentVolume>(&bench.api, VOLUMES) {
         bench.controller.remember(&pv);
     }
-    let outcome = bench
-        .controller
-        .sync_volume("pvc-u1")
-        .await
-        .expect("a pass");
+    let outcome = bench.controller.sync_volume("pvc-u1").await.expect("a pass");
     assert_eq!(outcome, super::super::Outcome::Done);
-    assert!(
-        bench.driver.deletes().is_empty(),
-        "the live claim still holds it"
-    );
-    assert!(
-        bench.events().is_empty(),
-        "held by the re-check, not refused: {:?}",
-        bench.events()
-    );
+    assert!(bench.driver.deletes().is_empty(), "the live claim still holds it");
+    assert!(bench.events().is_empty(), "held by the re-check, not refused: {:?}", bench.events());
     assert!(bench.get(VOLUMES, "pvc-u1").is_some());
     // The claim really goes: then the volume is deleted.
     bench.api.state.lock().unwrap().update(
@@ -177,10 +138,6 @@ async fn no_delete_volume_while_the_live_claim_holds_the_volume() {
         json!({"metadata": {"deletionTimestamp": "2026-01-02T00:00:00Z"}}),
     );
     assert!(bench.get(CLAIMS, "c").is_none());
-    bench
-        .controller
-        .sync_volume("pvc-u1")
-        .await
-        .expect("a pass");
+    bench.controller.sync_volume("pvc-u1").await.expect("a pass");
     assert_eq!(bench.driver.deletes(), vec!["h-1".to_string()]);
 }

@@ -40,10 +40,9 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response<Body> {
 fn respond(code: StatusCode, body: &Value) -> Response<Body> {
     let mut response = Response::new(Body::from(body.to_string().into_bytes()));
     *response.status_mut() = code;
-    response.headers_mut().insert(
-        "content-type",
-        http::HeaderValue::from_static("application/json"),
-    );
+    response
+        .headers_mut()
+        .insert("content-type", http::HeaderValue::from_static("application/json"));
     response
 }
 
@@ -87,25 +86,15 @@ impl State {
 
     /// Puts `object` at `collection` as a client would create it; returns it as stored.
     pub fn create(&mut self, collection: &str, mut object: Value) -> Result<Value, String> {
-        let name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if self
-            .objects
-            .get(collection)
-            .is_some_and(|c| c.contains_key(&name))
-        {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if self.objects.get(collection).is_some_and(|c| c.contains_key(&name)) {
             return Err(name);
         }
         if object["metadata"]["uid"].is_null() {
             object["metadata"]["uid"] = json!(format!("uid-{name}"));
         }
         self.bump(&mut object);
-        self.objects
-            .entry(collection.to_string())
-            .or_default()
-            .insert(name, object.clone());
+        self.objects.entry(collection.to_string()).or_default().insert(name, object.clone());
         Ok(object)
     }
 
@@ -123,17 +112,12 @@ impl State {
     }
 
     pub fn all(&self, collection: &str) -> Vec<Value> {
-        self.objects
-            .get(collection)
-            .map(|c| c.values().cloned().collect())
-            .unwrap_or_default()
+        self.objects.get(collection).map(|c| c.values().cloned().collect()).unwrap_or_default()
     }
 
     fn put(&mut self, collection: &str, name: &str, object: Value) {
         let deleting = !object["metadata"]["deletionTimestamp"].is_null();
-        let held = object["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
+        let held = object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
         let objects = self.objects.entry(collection.to_string()).or_default();
         if deleting && !held {
             objects.remove(name);
@@ -170,24 +154,16 @@ impl State {
                     self.writes.push(format!("POST {path}"));
                     respond(StatusCode::CREATED, &created)
                 }
-                Err(name) => status(
-                    StatusCode::CONFLICT,
-                    "AlreadyExists",
-                    &format!("{name} already exists"),
-                ),
+                Err(name) => {
+                    status(StatusCode::CONFLICT, "AlreadyExists", &format!("{name} already exists"))
+                }
             };
         }
         let Some((collection, name)) = path.rsplit_once('/') else {
             return status(StatusCode::NOT_FOUND, "NotFound", path);
         };
-        let plural = [
-            "pods",
-            "persistentvolumeclaims",
-            "persistentvolumes",
-            "secrets",
-            "nodes",
-            "csinodes",
-        ];
+        let plural =
+            ["pods", "persistentvolumeclaims", "persistentvolumes", "secrets", "nodes", "csinodes"];
         if *method == Method::GET && (self.objects.contains_key(path) || plural.contains(&name)) {
             let items = self.all(path);
             return respond(
@@ -196,11 +172,7 @@ impl State {
             );
         }
         let Some(mut object) = self.get(collection, name) else {
-            return status(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                &format!("{name} not found"),
-            );
+            return status(StatusCode::NOT_FOUND, "NotFound", &format!("{name} not found"));
         };
         match *method {
             Method::GET => respond(StatusCode::OK, &object),

@@ -29,12 +29,7 @@ pub struct FakeDriver {
 
 impl FakeDriver {
     pub fn new(api: FakeApi, claim: (String, String)) -> Self {
-        FakeDriver {
-            api,
-            claim,
-            create_answers: Mutex::default(),
-            calls: Arc::default(),
-        }
+        FakeDriver { api, claim, create_answers: Mutex::default(), calls: Arc::default() }
     }
 
     pub fn fail_next_create(&self, error: CsiError) {
@@ -51,11 +46,7 @@ impl FakeDriver {
 }
 
 pub fn status(code: tonic::Code) -> CsiError {
-    CsiError::Status {
-        method: "CreateVolume",
-        code,
-        message: "scripted".into(),
-    }
+    CsiError::Status { method: "CreateVolume", code, message: "scripted".into() }
 }
 
 impl Driver for FakeDriver {
@@ -65,14 +56,9 @@ impl Driver for FakeDriver {
                 let state = self.api.state.lock().unwrap();
                 state.get(&self.claim.0, &self.claim.1)
             };
-            let finalizers = claim
-                .map(|c| c["metadata"]["finalizers"].clone())
-                .unwrap_or(Value::Null);
-            self.calls
-                .lock()
-                .unwrap()
-                .creates
-                .push((request.name.clone(), finalizers));
+            let finalizers =
+                claim.map(|c| c["metadata"]["finalizers"].clone()).unwrap_or(Value::Null);
+            self.calls.lock().unwrap().creates.push((request.name.clone(), finalizers));
             if let Some(error) = self.create_answers.lock().unwrap().pop_front() {
                 return Err(error);
             }

@@ -44,9 +44,7 @@ struct Bench {
 /// Everything of one kind the fake holds, as typed objects.
 fn typed<K: DeserializeOwned>(api: &FakeApi, collection: &str) -> Vec<K> {
     let all = api.state.lock().unwrap().all(collection);
-    all.into_iter()
-        .map(|v| serde_json::from_value(v).expect("a stored object"))
-        .collect()
+    all.into_iter().map(|v| serde_json::from_value(v).expect("a stored object")).collect()
 }
 
 fn relist<K>(writer: &mut Writer<K>, objects: Vec<K>)
@@ -95,10 +93,7 @@ impl Bench {
             controller: ControllerCapabilities::default(),
             node_expansion: false,
         };
-        let backoff = Backoff {
-            start: Duration::from_secs(1),
-            max: Duration::from_secs(300),
-        };
+        let backoff = Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) };
         let controller = Controller::new(
             ApiClients::unlimited(api.client()),
             driver.clone(),
@@ -115,14 +110,7 @@ impl Bench {
                 expansion_workers: 1,
             },
         );
-        let mut bench = Bench {
-            api,
-            driver,
-            controller,
-            claims,
-            volumes,
-            classes,
-        };
+        let mut bench = Bench { api, driver, controller, claims, volumes, classes };
         bench.sync();
         bench
     }
@@ -139,12 +127,7 @@ impl Bench {
     }
 
     fn create(&self, collection: &str, object: Value) -> Value {
-        self.api
-            .state
-            .lock()
-            .unwrap()
-            .create(collection, object)
-            .expect("a new object")
+        self.api.state.lock().unwrap().create(collection, object).expect("a new object")
     }
 
     fn get(&self, collection: &str, name: &str) -> Option<Value> {

@@ -17,38 +17,19 @@ fn request_carries_handle_size_and_capability() {
     }
     assert_eq!(cap.access_mode.unwrap().mode, Mode::SingleNodeWriter as i32);
     let block = request(&pv(json!({"spec": {"volumeMode": "Block"}})), GI, true).unwrap();
-    assert!(matches!(
-        block.volume_capability.unwrap().access_type,
-        Some(AccessType::Block(_))
-    ));
-    assert!(
-        request(
-            &pv(json!({"spec": {"csi": {"volumeHandle": ""}}})),
-            GI,
-            false
-        )
-        .is_err()
-    );
+    assert!(matches!(block.volume_capability.unwrap().access_type, Some(AccessType::Block(_))));
+    assert!(request(&pv(json!({"spec": {"csi": {"volumeHandle": ""}}})), GI, false).is_err());
 }
 
 #[test]
 fn access_modes_for_expansion() {
     let m = |modes: &[&str], snmw| {
-        access_mode(
-            &modes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            snmw,
-        )
+        access_mode(&modes.iter().map(|s| s.to_string()).collect::<Vec<_>>(), snmw)
     };
     assert_eq!(m(&["ReadWriteOnce"], false), Ok(Mode::SingleNodeWriter));
     assert_eq!(m(&["ReadWriteOnce"], true), Ok(Mode::SingleNodeMultiWriter));
-    assert_eq!(
-        m(&["ReadWriteOncePod"], true),
-        Ok(Mode::SingleNodeSingleWriter)
-    );
-    assert_eq!(
-        m(&["ReadWriteMany", "ReadWriteOnce"], false),
-        Ok(Mode::MultiNodeMultiWriter)
-    );
+    assert_eq!(m(&["ReadWriteOncePod"], true), Ok(Mode::SingleNodeSingleWriter));
+    assert_eq!(m(&["ReadWriteMany", "ReadWriteOnce"], false), Ok(Mode::MultiNodeMultiWriter));
     assert_eq!(m(&["ReadOnlyMany"], false), Ok(Mode::MultiNodeReaderOnly));
     assert!(m(&["ReadOnlyMany", "ReadWriteOnce"], false).is_err());
     assert!(m(&["ReadWriteOncePod", "ReadWriteOnce"], false).is_err());
@@ -68,35 +49,19 @@ fn step(c: &PersistentVolumeClaim, p: &PersistentVolume, expander: Expander) -> 
 
 #[test]
 fn decide_leaves_claims_of_other_drivers_and_satisfied_claims_alone() {
-    let other = decide(
-        &claim(json!({})),
-        &pv(json!({})),
-        "x",
-        Expander::Controller,
-        false,
-        NOW,
-    );
+    let other = decide(&claim(json!({})), &pv(json!({})), "x", Expander::Controller, false, NOW);
     assert_eq!(other.step, ResizeStep::None);
     assert_eq!(other.drop_pre_resize, None);
     let satisfied = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
-    assert_eq!(
-        step(&satisfied, &pv(json!({})), Expander::Controller),
-        ResizeStep::None
-    );
+    assert_eq!(step(&satisfied, &pv(json!({})), Expander::Controller), ResizeStep::None);
 }
 
 #[test]
 fn decide_starts_a_new_attempt_with_a_t1_patch() {
     match step(&claim(json!({})), &pv(json!({})), Expander::Controller) {
-        ResizeStep::Expand {
-            bytes,
-            start: Some(p),
-        } => {
+        ResizeStep::Expand { bytes, start: Some(p) } => {
             assert_eq!(bytes, 4 * GI);
-            assert_eq!(
-                p["status"]["allocatedResourceStatuses"]["storage"],
-                CONTROLLER_IN_PROGRESS
-            );
+            assert_eq!(p["status"]["allocatedResourceStatuses"]["storage"], CONTROLLER_IN_PROGRESS);
         }
         other => panic!("{other:?}"),
     }
@@ -117,10 +82,7 @@ fn decide_repeats_a_recorded_attempt_without_writing() {
     }));
     assert_eq!(
         step(&recorded, &pv(json!({})), Expander::Controller),
-        ResizeStep::Expand {
-            bytes: 4 * GI,
-            start: None
-        }
+        ResizeStep::Expand { bytes: 4 * GI, start: None }
     );
     // Without the Resizing condition the attempt is written again.
     let bare = unannotated(json!({

@@ -28,10 +28,7 @@ fn sizes(
 }
 
 fn expand(bytes: u64, restart: bool) -> Target {
-    Target::Expand {
-        bytes: bytes * GI,
-        restart,
-    }
+    Target::Expand { bytes: bytes * GI, restart }
 }
 
 fn claim(extra: Value) -> PersistentVolumeClaim {

@@ -11,10 +11,7 @@ const DRIVER: &str = "d.csi";
 const UID: &str = crate::fixtures::CLAIM_UID;
 
 fn settings() -> Settings {
-    Settings {
-        default_fs_type: None,
-        ..crate::fixtures::settings()
-    }
+    Settings { default_fs_type: None, ..crate::fixtures::settings() }
 }
 
 fn class(provisioner: &str, extra: Value) -> StorageClass {
@@ -36,13 +33,8 @@ fn pv(driver: &str, claim_uid: &str) -> PersistentVolume {
 const INTENT: &str = FINALIZER_PROVISIONING;
 
 /// (case, claim patch, class, PV named after the claim, expected action)
-type Row<'a> = (
-    &'static str,
-    Value,
-    Option<&'a StorageClass>,
-    Option<&'a PersistentVolume>,
-    &'static str,
-);
+type Row<'a> =
+    (&'static str, Value, Option<&'a StorageClass>, Option<&'a PersistentVolume>, &'static str);
 
 /// Runs a decision table; `binds`: whether this process binds.
 fn check(s: &Settings, table: Vec<Row<'_>>, binds: bool) {

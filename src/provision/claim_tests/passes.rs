@@ -19,35 +19,13 @@ fn a_claim_no_binder_handed_over_is_noticed_after_the_grace() {
         ("young", json!({}), &ours, young, false),
         ("handed over", handed, &ours, old, false),
         ("another provisioner's", json!({}), &theirs, old, false),
-        (
-            "bound",
-            json!({"spec": {"volumeName": "v"}}),
-            &ours,
-            old,
-            false,
-        ),
-        (
-            "WaitForFirstConsumer, no node yet",
-            json!({}),
-            &wffc,
-            old,
-            false,
-        ),
+        ("bound", json!({"spec": {"volumeName": "v"}}), &ours, old, false),
+        ("WaitForFirstConsumer, no node yet", json!({}), &wffc, old, false),
         ("WaitForFirstConsumer, node chosen", node, &wffc, old, true),
-        (
-            "carrying our intent",
-            json!({"metadata": {"finalizers": [INTENT]}}),
-            &ours,
-            old,
-            false,
-        ),
+        ("carrying our intent", json!({"metadata": {"finalizers": [INTENT]}}), &ours, old, false),
     ];
     for (case, patch, class, age, want) in table {
-        assert_eq!(
-            awaits_handover(&claim(patch), Some(class), DRIVER, age, grace),
-            want,
-            "{case}"
-        );
+        assert_eq!(awaits_handover(&claim(patch), Some(class), DRIVER, age, grace), want, "{case}");
     }
     assert!(handover_missing_note(DRIVER, old).contains("--binder=driver"));
 }
@@ -66,11 +44,7 @@ fn the_pass_beside_the_cluster_binder() {
             json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "x"}}}),
             Handover::None,
         ),
-        (
-            "intent",
-            json!({"metadata": {"finalizers": [INTENT]}}),
-            Handover::Provision,
-        ),
+        ("intent", json!({"metadata": {"finalizers": [INTENT]}}), Handover::Provision),
         (
             "binder half-way: volumeName without bind-completed",
             json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": "v"}}),
@@ -135,60 +109,23 @@ fn a_clone_protects_its_source_after_the_intent_and_before_create_volume() {
     let mut abandoned = with_intent.clone();
     abandoned["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     let table: [(&str, &Value, &PersistentVolumeClaim, &str); 8] = [
-        (
-            "no intent yet: the intent first",
-            &clone,
-            &bare,
-            "record-intent",
-        ),
+        ("no intent yet: the intent first", &clone, &bare, "record-intent"),
         ("intent, source bare", &with_intent, &bare, "protect-source"),
-        (
-            "intent, source protected",
-            &with_intent,
-            &protected,
-            "provision",
-        ),
-        (
-            "intent, source going",
-            &with_intent,
-            &bare_deleting,
-            "reject",
-        ),
-        (
-            "intent, source protected and going",
-            &with_intent,
-            &protected_deleting,
-            "provision",
-        ),
-        (
-            "given up, source protected and going",
-            &abandoned,
-            &protected_deleting,
-            "abandon",
-        ),
+        ("intent, source protected", &with_intent, &protected, "provision"),
+        ("intent, source going", &with_intent, &bare_deleting, "reject"),
+        ("intent, source protected and going", &with_intent, &protected_deleting, "provision"),
+        ("given up, source protected and going", &abandoned, &protected_deleting, "abandon"),
         ("given up, source bare", &abandoned, &bare, "protect-source"),
-        (
-            "given up, source gone unprotected",
-            &abandoned,
-            &bare_deleting,
-            "cannot-abandon",
-        ),
+        ("given up, source gone unprotected", &abandoned, &bare_deleting, "cannot-abandon"),
     ];
     for (case, patch, src, want) in table {
         let c = claim(patch.clone());
         let ctx = ClaimContext {
             settings: &s,
-            features: Features {
-                clone: true,
-                ..Features::default()
-            },
+            features: Features { clone: true, ..Features::default() },
             class: Some(&ours),
             volume: None,
-            facts: PlanFacts {
-                claim: Some(src),
-                volume: Some(&source_pv),
-                ..PlanFacts::default()
-            },
+            facts: PlanFacts { claim: Some(src), volume: Some(&source_pv), ..PlanFacts::default() },
             binds: true,
             journaled: false,
         };

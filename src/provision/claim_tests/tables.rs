@@ -8,10 +8,7 @@ fn decision_table() {
     let ours = class(DRIVER, json!({}));
     let theirs = class("other.csi", json!({}));
     let wffc = class(DRIVER, json!({"volumeBindingMode": "WaitForFirstConsumer"}));
-    let bad = class(
-        DRIVER,
-        json!({"parameters": {"csi.storage.k8s.io/nope": "x"}}),
-    );
+    let bad = class(DRIVER, json!({"parameters": {"csi.storage.k8s.io/nope": "x"}}));
     let our_pv = pv(DRIVER, UID);
     let their_pv = pv("other.csi", UID);
     let deleting = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
@@ -28,13 +25,7 @@ fn decision_table() {
         json!({"spec": {"dataSourceRef": {"apiGroup": "x.io", "kind": "Thing", "name": "t"}}});
 
     let table: Vec<Row<'_>> = vec![
-        (
-            "other driver's class",
-            json!({}),
-            Some(&theirs),
-            None,
-            "none",
-        ),
+        ("other driver's class", json!({}), Some(&theirs), None, "none"),
         (
             "other driver's class, even with an intent",
             with_intent.clone(),
@@ -42,20 +33,8 @@ fn decision_table() {
             None,
             "none",
         ),
-        (
-            "new claim of ours",
-            json!({}),
-            Some(&ours),
-            None,
-            "record-intent",
-        ),
-        (
-            "deleting before any intent",
-            deleting.clone(),
-            Some(&ours),
-            None,
-            "none",
-        ),
+        ("new claim of ours", json!({}), Some(&ours), None, "record-intent"),
+        ("deleting before any intent", deleting.clone(), Some(&ours), None, "none"),
         (
             "pre-bound by the user",
             json!({"spec": {"volumeName": "pv-x"}}),
@@ -63,50 +42,14 @@ fn decision_table() {
             None,
             "none",
         ),
-        (
-            "WFFC without a node",
-            json!({}),
-            Some(&wffc),
-            None,
-            "wait-for-consumer",
-        ),
-        (
-            "WFFC with a node",
-            node.clone(),
-            Some(&wffc),
-            None,
-            "record-intent",
-        ),
+        ("WFFC without a node", json!({}), Some(&wffc), None, "wait-for-consumer"),
+        ("WFFC with a node", node.clone(), Some(&wffc), None, "record-intent"),
         ("bad class", json!({}), Some(&bad), None, "reject"),
-        (
-            "populator source",
-            populated,
-            Some(&ours),
-            None,
-            "populator",
-        ),
+        ("populator source", populated, Some(&ours), None, "populator"),
         ("class gone, no annotation", json!({}), None, None, "none"),
-        (
-            "class gone, annotated ours",
-            annotated,
-            None,
-            None,
-            "reject",
-        ),
-        (
-            "intent, no PV",
-            with_intent.clone(),
-            Some(&ours),
-            None,
-            "provision",
-        ),
-        (
-            "intent, PV recorded",
-            with_intent.clone(),
-            Some(&ours),
-            Some(&our_pv),
-            "bind",
-        ),
+        ("class gone, annotated ours", annotated, None, None, "reject"),
+        ("intent, no PV", with_intent.clone(), Some(&ours), None, "provision"),
+        ("intent, PV recorded", with_intent.clone(), Some(&ours), Some(&our_pv), "bind"),
         (
             "intent, PV of another driver with our name",
             with_intent.clone(),
@@ -121,13 +64,7 @@ fn decision_table() {
             Some(&our_pv),
             "bind",
         ),
-        (
-            "intent, deleting, no PV",
-            intent_deleting.clone(),
-            Some(&ours),
-            None,
-            "abandon",
-        ),
+        ("intent, deleting, no PV", intent_deleting.clone(), Some(&ours), None, "abandon"),
         (
             "intent, deleting, PV recorded",
             intent_deleting,
@@ -135,28 +72,10 @@ fn decision_table() {
             Some(&our_pv),
             "drop-intent",
         ),
-        (
-            "intent, bound elsewhere",
-            elsewhere,
-            Some(&ours),
-            None,
-            "abandon",
-        ),
+        ("intent, bound elsewhere", elsewhere, Some(&ours), None, "abandon"),
         ("intent, class gone", annotated_intent, None, None, "reject"),
-        (
-            "intent, deleting, class gone",
-            gone_deleting,
-            None,
-            None,
-            "cannot-abandon",
-        ),
-        (
-            "intent, class now bad",
-            with_intent,
-            Some(&bad),
-            None,
-            "reject",
-        ),
+        ("intent, deleting, class gone", gone_deleting, None, None, "cannot-abandon"),
+        ("intent, class now bad", with_intent, Some(&bad), None, "reject"),
     ];
     check(&s, table, true);
 }
@@ -178,27 +97,9 @@ fn decision_table_beside_the_cluster_binder() {
     let table: Vec<Row<'_>> = vec![
         ("not handed over yet", json!({}), Some(&ours), None, "none"),
         ("handed to another driver", other, Some(&ours), None, "none"),
-        (
-            "handed over",
-            handed.clone(),
-            Some(&ours),
-            None,
-            "record-intent",
-        ),
-        (
-            "handed over (beta annotation)",
-            beta,
-            Some(&ours),
-            None,
-            "record-intent",
-        ),
-        (
-            "intent",
-            handed_intent.clone(),
-            Some(&ours),
-            None,
-            "provision",
-        ),
+        ("handed over", handed.clone(), Some(&ours), None, "record-intent"),
+        ("handed over (beta annotation)", beta, Some(&ours), None, "record-intent"),
+        ("intent", handed_intent.clone(), Some(&ours), None, "provision"),
         (
             "intent, PV made: the binder binds",
             handed_intent.clone(),
@@ -220,20 +121,8 @@ fn decision_table_beside_the_cluster_binder() {
             Some(&our_pv),
             "drop-intent",
         ),
-        (
-            "PV made, no intent: the binder's to bind",
-            handed,
-            Some(&ours),
-            Some(&our_pv),
-            "none",
-        ),
-        (
-            "bound by the binder",
-            bound_by_binder,
-            Some(&ours),
-            Some(&our_pv),
-            "none",
-        ),
+        ("PV made, no intent: the binder's to bind", handed, Some(&ours), Some(&our_pv), "none"),
+        ("bound by the binder", bound_by_binder, Some(&ours), Some(&our_pv), "none"),
     ];
     check(&s, table, false);
 }
@@ -250,13 +139,7 @@ fn decision_table_with_the_intent_journal() {
     let elsewhere = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": "static-1"}});
     let table: Vec<Row<'_>> = vec![
         ("journaled", handed.clone(), Some(&ours), None, "provision"),
-        (
-            "journaled, PV made: dropped at once",
-            handed,
-            Some(&ours),
-            Some(&our_pv),
-            "drop-intent",
-        ),
+        ("journaled, PV made: dropped at once", handed, Some(&ours), Some(&our_pv), "drop-intent"),
         (
             "journaled, claim deleted (or gone: its copy)",
             deleting.clone(),
@@ -271,20 +154,8 @@ fn decision_table_with_the_intent_journal() {
             Some(&our_pv),
             "drop-intent",
         ),
-        (
-            "journaled, claim deleted, class gone",
-            deleting,
-            None,
-            None,
-            "cannot-abandon",
-        ),
-        (
-            "journaled, bound to another PV",
-            elsewhere,
-            Some(&ours),
-            None,
-            "abandon",
-        ),
+        ("journaled, claim deleted, class gone", deleting, None, None, "cannot-abandon"),
+        ("journaled, bound to another PV", elsewhere, Some(&ours), None, "abandon"),
     ];
     check_with(&s, table, false, true);
 }
