@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use support::control_plane::{OwnedPlane, client_from_kubeconfig};
+use support::control_plane::OwnedPlane;
 
 const CLAIMS: usize = 500;
 
@@ -22,22 +22,9 @@ fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
     let runtime = support::control_plane::runtime();
     runtime.block_on(async {
         let kubeconfig = owned.plane.admin_kubeconfig.clone();
-        let client = client_from_kubeconfig(&kubeconfig).await;
-        support::control_plane::create_namespace(&client, "burst").await;
-        let (_dir, driver, mut sidecar) =
-            support::sidecar::start_beside_fake(&kubeconfig, &["--retry-interval-start=200ms", "--retry-interval-max=5s", "--binder=all"]).await;
-        assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "not ready:\n{}", sidecar.log_text());
-        let class: k8s_openapi::api::storage::v1::StorageClass = serde_json::from_value(json!({
-            "metadata": {"name": "burst"},
-            "provisioner": driver.config().name,
-            "reclaimPolicy": "Delete",
-            "volumeBindingMode": "Immediate",
-        }))
-        .unwrap();
-        kube::Api::all(client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .expect("class");
+        let args = ["--retry-interval-start=200ms", "--retry-interval-max=5s", "--binder=all"];
+        let (client, _dir, _driver, mut sidecar) =
+            support::sidecar::ready_in_namespace(&kubeconfig, "burst", &args).await;
 
         // The burst: 500 claims from 20 concurrent creators, each retrying through the outage.
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "burst");

@@ -7,7 +7,6 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::cluster::eventually;
@@ -52,26 +51,8 @@ fn an_expired_watch_lists_again_and_misses_nothing() {
     let runtime = support::control_plane::runtime();
     runtime.block_on(async {
         let kubeconfig = owned.plane.admin_kubeconfig.clone();
-        let client = client_from_kubeconfig(&kubeconfig).await;
-        support::control_plane::create_namespace(&client, "expiry").await;
-        let (_dir, driver, mut sidecar) =
-            support::sidecar::start_beside_fake(&kubeconfig, &["--binder=all"]).await;
-        assert!(
-            sidecar.wait_ready(Duration::from_secs(60)).await,
-            "not ready:\n{}",
-            sidecar.log_text()
-        );
-        let class: StorageClass = serde_json::from_value(json!({
-            "metadata": {"name": "expiry"},
-            "provisioner": driver.config().name,
-            "reclaimPolicy": "Delete",
-            "volumeBindingMode": "Immediate",
-        }))
-        .unwrap();
-        Api::<StorageClass>::all(client.clone())
-            .create(&PostParams::default(), &class)
-            .await
-            .expect("class");
+        let (client, _dir, _driver, mut sidecar) =
+            support::sidecar::ready_in_namespace(&kubeconfig, "expiry", &["--binder=all"]).await;
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "expiry");
         create_claims(&claims, "before", 5).await;
         assert!(all_bound(&claims, 5).await, "{}", sidecar.log_text());

@@ -121,6 +121,32 @@ impl Sidecar {
 
 /// The fake driver in a fresh folder and the sidecar beside it on `kubeconfig` with `extra`
 /// flags (not waited for).
+/// A test's own plane made ready for a burst: namespace `name`, the sidecar beside a fake
+/// driver with `extra` args (ready), and an Immediate, Delete StorageClass `name` of that driver.
+pub async fn ready_in_namespace(
+    kubeconfig: &Path,
+    name: &str,
+    extra: &[&str],
+) -> (kube::Client, tempfile::TempDir, super::fake_driver::FakeDriver, Sidecar) {
+    let client = super::control_plane::client_from_kubeconfig(kubeconfig).await;
+    super::control_plane::create_namespace(&client, name).await;
+    let (dir, driver, mut sidecar) = start_beside_fake(kubeconfig, extra).await;
+    let ready = sidecar.wait_ready(std::time::Duration::from_secs(60)).await;
+    assert!(ready, "not ready:\n{}", sidecar.log_text());
+    let class = serde_json::json!({
+        "metadata": {"name": name},
+        "provisioner": driver.config().name,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    });
+    let class: k8s_openapi::api::storage::v1::StorageClass =
+        serde_json::from_value(class).expect("a StorageClass");
+    let classes: kube::Api<k8s_openapi::api::storage::v1::StorageClass> =
+        kube::Api::all(client.clone());
+    classes.create(&Default::default(), &class).await.expect("class");
+    (client, dir, driver, sidecar)
+}
+
 pub async fn start_beside_fake(
     kubeconfig: &Path,
     extra: &[&str],
