@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use support::cluster::{World, eventually};
+use support::cluster::{World, all_bound, eventually};
 use support::fake_driver::DriverConfig;
 use support::sidecar::sample;
 
@@ -53,17 +53,7 @@ async fn beside_a_label_writer(
         })
     };
     let started = Instant::now();
-    let bound = eventually(limit, || async {
-        let list = world.claims().list(&Default::default()).await.ok()?;
-        let bound = list
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        (bound == claims).then_some(())
-    })
-    .await
-    .is_some();
+    let bound = all_bound(&world.claims(), claims, limit).await.is_some();
     let took = started.elapsed();
     stop.store(true, Ordering::SeqCst);
     let patches = writer.await.unwrap_or_default();

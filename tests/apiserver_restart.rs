@@ -58,16 +58,7 @@ fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
         for creator in creators {
             creator.await.unwrap();
         }
-        let bound = support::cluster::eventually(Duration::from_secs(240), || async {
-            let list = claims.list(&Default::default()).await.ok()?;
-            let bound = list
-                .items
-                .iter()
-                .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-                .count();
-            (bound == CLAIMS).then_some(())
-        })
-        .await;
+        let bound = support::cluster::all_bound(&claims, CLAIMS, Duration::from_secs(240)).await;
         let took = killed.elapsed();
         assert!(
             bound.is_some(),

@@ -32,16 +32,7 @@ async fn all_bound(
     count: usize,
     limit: Duration,
 ) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
-    let found = eventually(limit, || async {
-        let claims = world.claims().list(&Default::default()).await.ok()?;
-        let bound = claims
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        (bound == count).then_some(claims.items)
-    })
-    .await;
+    let found = support::cluster::all_bound(&world.claims(), count, limit).await;
     found.unwrap_or_else(|| panic!("not all bound:\n{}", world.sidecar.log_text()))
 }
 

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use support::cluster::{INTENT_JOURNAL, World, eventually, journal_entries};
+use support::cluster::{INTENT_JOURNAL, World, all_bound, eventually, journal_entries};
 use support::control_plane::fresh_plane;
 use support::hostpath::{Hostpath, TOPOLOGY_KEY};
 use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
@@ -269,17 +269,9 @@ async fn kill_nine_during_a_burst_and_its_deletion() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     world.kill_and_restart();
     kills += 1;
-    let bound = eventually(Duration::from_secs(300), || async {
-        let claims = world.claims().list(&ListParams::default()).await.ok()?;
-        let n = claims
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        (n == N).then_some(claims.items)
-    })
-    .await
-    .unwrap_or_else(|| panic!("not all Bound; sidecar:\n{}", world.sidecar.log_text()));
+    let bound = all_bound(&world.claims(), N, Duration::from_secs(300))
+        .await
+        .unwrap_or_else(|| panic!("not all Bound; sidecar:\n{}", world.sidecar.log_text()));
     let (orphans, duplicates, lost) = audit(&world, &bound).await;
     println!(
         "after the burst: {N} claims, {kills} sidecar kills, 1 driver kill: {orphans} orphaned, {duplicates} duplicated, {lost} lost"

@@ -29,17 +29,7 @@ async fn create_claims(claims: &Api<PersistentVolumeClaim>, prefix: &str, count:
 }
 
 async fn all_bound(claims: &Api<PersistentVolumeClaim>, count: usize) -> bool {
-    eventually(Duration::from_secs(60), || async {
-        let list = claims.list(&Default::default()).await.ok()?;
-        let bound = list
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        (bound == count).then_some(())
-    })
-    .await
-    .is_some()
+    support::cluster::all_bound(claims, count, Duration::from_secs(60)).await.is_some()
 }
 
 /// The sidecar is frozen while the apiserver restarts (its watches break), claims are made and

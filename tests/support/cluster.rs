@@ -437,6 +437,23 @@ where
 }
 
 /// JSON merge (objects merge, anything else replaces).
+/// The claims in `claims`, once exactly `count` of them are Bound; None after `limit`.
+pub async fn all_bound(
+    claims: &Api<PersistentVolumeClaim>,
+    count: usize,
+    limit: Duration,
+) -> Option<Vec<PersistentVolumeClaim>> {
+    eventually(limit, || async {
+        let list = claims.list(&ListParams::default()).await.ok()?;
+        let is_bound = |c: &&PersistentVolumeClaim| {
+            c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+        };
+        let bound = list.items.iter().filter(is_bound).count();
+        (bound == count).then_some(list.items)
+    })
+    .await
+}
+
 pub fn merge(base: &mut Value, extra: Value) {
     match (base, extra) {
         (Value::Object(b), Value::Object(e)) => {
