@@ -24,4 +24,5 @@ pub mod modify;
 pub mod names;
 pub mod provision;
 pub mod queue;
+pub mod resync;
 pub mod rollback;

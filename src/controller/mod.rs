@@ -46,7 +46,7 @@ use crate::cluster::client::ApiClients;
 use crate::cluster::objects::Cluster;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, Driver, DriverInfo};
-use crate::model::{ClaimExt, VolumeExt, VolumePhase};
+use crate::model::{ClaimExt, VolumeExt};
 use crate::provision::plan::{self, Features, Settings};
 use crate::queue::{Backoff, WorkQueue};
 

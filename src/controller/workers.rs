@@ -42,12 +42,9 @@ impl Controller {
                 loop {
                     tick.tick().await;
                     me.report_activity();
-                    let full = last_full.elapsed() >= options.resync;
-                    if full || me.scope.binder.binds() {
+                    if last_full.elapsed() >= options.resync {
                         me.enqueue_all();
-                        if full {
-                            last_full = Instant::now();
-                        }
+                        last_full = Instant::now();
                     } else {
                         me.enqueue_unsettled();
                     }
@@ -68,21 +65,12 @@ impl Controller {
         }
     }
 
-    /// Queues every claim and volume (resync), after bringing the index up to the store: a
-    /// PV the store has not had for two resyncs in a row was deleted while the watch was down.
+    /// Queues every claim and volume (the full resync), after bringing the index up to the store.
     pub fn enqueue_all(&self) {
         let volumes = self.stores.volumes.state();
+        self.forget_unseen_volumes(&volumes);
         {
             let mut index = self.index_mut();
-            let present: std::collections::HashSet<String> =
-                volumes.iter().map(|v| v.name_any()).collect();
-            let mut unseen = self.unseen.lock().unwrap_or_else(|p| p.into_inner());
-            let missing: std::collections::HashSet<String> =
-                index.names().into_iter().filter(|n| !present.contains(n)).collect();
-            for gone in missing.intersection(&unseen) {
-                index.remove(gone);
-            }
-            *unseen = missing;
             for v in &volumes {
                 index.upsert(v.clone());
             }
@@ -95,30 +83,56 @@ impl Controller {
         }
     }
 
-    /// Beside the cluster's binder, the periodic pass looks only at what can still change with
-    /// time: claims and PVs not Bound (a handover awaited, a Released volume to delete) and
-    /// claims with a resize under way (one may wait for its pods to go). Settled ones wait for
-    /// a change or the full resync.
+    /// The periodic pass between full resyncs: only what can still change with time
+    /// (`resync`); a settled object waits for a change, which its watch queues.
     fn enqueue_unsettled(&self) {
-        for c in self.stores.claims.state() {
-            let status = c.status.as_ref();
-            let resizing = status.is_some_and(|s| {
-                s.allocated_resource_statuses.as_ref().is_some_and(|r| !r.is_empty())
-                    || s.conditions.as_ref().is_some_and(|r| !r.is_empty())
-            }) || c
-                .spec
-                .as_ref()
-                .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
-                != status.and_then(|s| s.capacity.as_ref()?.get("storage"));
-            if resizing || !c.is_bound() {
-                self.queues.claims.add(ObjectRef::from_obj(&*c));
+        let volumes = self.stores.volumes.state();
+        self.forget_unseen_volumes(&volumes);
+        let binds = self.scope.binder.binds();
+        let by_name: std::collections::HashMap<&str, &PersistentVolume> =
+            volumes.iter().map(|v| (v.name(), &**v)).collect();
+        let claims = self.stores.claims.state();
+        let by_key: std::collections::HashMap<(&str, &str), &PersistentVolumeClaim> = claims
+            .iter()
+            .map(|c| {
+                let meta = &c.metadata;
+                let key = (
+                    meta.namespace.as_deref().unwrap_or_default(),
+                    meta.name.as_deref().unwrap_or_default(),
+                );
+                (key, &**c)
+            })
+            .collect();
+        for c in &claims {
+            let volume = c.named_volume().and_then(|v| by_name.get(v).copied());
+            if crate::resync::claim_needs_pass(c, volume, binds) {
+                self.queues.claims.add(ObjectRef::from_obj(&**c));
             }
         }
-        for v in self.stores.volumes.state() {
-            if v.phase() != Some(VolumePhase::Bound) {
+        for v in &volumes {
+            let claim = v.claim_ref().and_then(|r| {
+                let key = (r.namespace.as_deref()?, r.name.as_deref()?);
+                by_key.get(&key).copied()
+            });
+            if crate::resync::volume_needs_pass(v, claim, binds) {
                 self.queues.volumes.add(v.name_any());
             }
         }
+    }
+
+    /// Drops from the index a PV the store has not had for two passes in a row: it was deleted
+    /// while the watch was down (a relist brings no delete event). One pass is not enough: a
+    /// PV we just created is in the index before the watch brings it.
+    fn forget_unseen_volumes(&self, volumes: &[Arc<PersistentVolume>]) {
+        let mut index = self.index_mut();
+        let present: std::collections::HashSet<&str> = volumes.iter().map(|v| v.name()).collect();
+        let mut unseen = self.unseen.lock().unwrap_or_else(|p| p.into_inner());
+        let missing: std::collections::HashSet<String> =
+            index.names().into_iter().filter(|n| !present.contains(n.as_str())).collect();
+        for gone in missing.intersection(&unseen) {
+            index.remove(gone);
+        }
+        *unseen = missing;
     }
 
     /// Every log line of a pass sits in a span naming the object (`namespace/name`) and, once

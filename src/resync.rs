@@ -1,0 +1,81 @@
+//! Which objects the periodic pass (`--pvclaimbinder-sync-period`) looks at again. The watches
+//! queue every change, so a pass over an object nothing has touched can only matter when its
+//! next step waits on time: a claim not yet Bound (a backoff, a handover, WaitForFirstConsumer),
+//! a resize or attributes change under way, a volume on its way to reclaim, anything being
+//! deleted. A Bound pair that agrees with itself, or an Available PV nobody names, is settled
+//! and waits for a change or for the full resync (`--resync-period`). See docs/binder.md §4.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+
+use crate::model::{ClaimExt, VolumeExt, VolumePhase};
+
+/// Whether the periodic pass looks at `claim` again. `volume`: the PV it names, from the store.
+/// `binds`: this process is the binder, so a Bound claim is settled only when its PV agrees.
+pub fn claim_needs_pass(
+    claim: &PersistentVolumeClaim,
+    volume: Option<&PersistentVolume>,
+    binds: bool,
+) -> bool {
+    if claim.metadata.deletion_timestamp.is_some() || claim.has_intent() || !claim.is_bound() {
+        return true;
+    }
+    if resizing(claim) || modifying(claim) {
+        return true;
+    }
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    let (namespace, name) =
+        (claim.metadata.namespace.as_deref().unwrap_or_default(), claim.metadata.name.as_deref());
+    let agrees = volume.is_some_and(|pv| {
+        pv.phase() == Some(VolumePhase::Bound)
+            && pv.bound_to_claim(namespace, name.unwrap_or_default(), uid)
+    });
+    binds && !agrees
+}
+
+/// Whether the periodic pass looks at `volume` again. `claim`: the claim its claimRef names,
+/// from the store. `binds` as for claims.
+pub fn volume_needs_pass(
+    volume: &PersistentVolume,
+    claim: Option<&PersistentVolumeClaim>,
+    binds: bool,
+) -> bool {
+    if volume.metadata.deletion_timestamp.is_some() {
+        return true;
+    }
+    match volume.phase() {
+        Some(VolumePhase::Available) => volume.claim_ref().is_some(),
+        Some(VolumePhase::Bound) => {
+            let agrees = claim.is_some_and(|c| {
+                c.named_volume() == Some(volume.name())
+                    && volume.claim_ref_uid().is_some_and(|u| Some(u) == c.metadata.uid.as_deref())
+            });
+            binds && !agrees
+        }
+        // Pending, Released, Failed or unknown: reclaim or a first phase is still to come.
+        _ => true,
+    }
+}
+
+/// A resize is under way or owed: the request differs from the capacity, or the status
+/// records a resize in progress or a condition.
+fn resizing(claim: &PersistentVolumeClaim) -> bool {
+    let status = claim.status.as_ref();
+    let recorded = status.is_some_and(|s| {
+        s.allocated_resource_statuses.as_ref().is_some_and(|r| !r.is_empty())
+            || s.conditions.as_ref().is_some_and(|r| !r.is_empty())
+    });
+    let requested =
+        claim.spec.as_ref().and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"));
+    recorded || requested != status.and_then(|s| s.capacity.as_ref()?.get("storage"))
+}
+
+/// A VolumeAttributesClass change is owed or under way (an Infeasible one is retried slowly).
+fn modifying(claim: &PersistentVolumeClaim) -> bool {
+    let wanted = claim.spec.as_ref().and_then(|s| s.volume_attributes_class_name.as_deref());
+    let status = claim.status.as_ref();
+    let current = status.and_then(|s| s.current_volume_attributes_class_name.as_deref());
+    wanted != current || status.is_some_and(|s| s.modify_volume_status.is_some())
+}
+
+#[cfg(test)]
+mod tests;

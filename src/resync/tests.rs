@@ -1,0 +1,115 @@
+//! The periodic pass's choice, by table: (case, claim or PV change, binds, looked at again).
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use serde_json::{Value, json};
+
+use super::*;
+use crate::fixtures::{CLAIM_UID, claim, object};
+
+/// A Bound claim of 1Gi on PV `pv`, whose status agrees with its spec.
+fn bound_claim(extra: Value) -> PersistentVolumeClaim {
+    let base = claim(json!({
+        "spec": {"volumeName": "pv"},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}
+    }));
+    object(serde_json::to_value(base).expect("a claim"), extra)
+}
+
+/// PV `pv`, Bound to the fixture claim.
+fn bound_pv(extra: Value) -> PersistentVolume {
+    object(
+        json!({
+            "metadata": {"name": "pv"},
+            "spec": {"claimRef": {"namespace": "ns", "name": "c", "uid": CLAIM_UID}},
+            "status": {"phase": "Bound"}
+        }),
+        extra,
+    )
+}
+
+#[test]
+fn claims() {
+    let pv = bound_pv(json!({}));
+    let released = bound_pv(json!({"status": {"phase": "Released"}}));
+    let table: [(&str, Value, Option<&PersistentVolume>, bool, bool); 12] = [
+        ("Bound pair, binding", json!({}), Some(&pv), true, false),
+        ("Bound pair, beside the binder", json!({}), Some(&pv), false, false),
+        ("Pending", json!({"status": {"phase": "Pending"}}), None, false, true),
+        ("Lost", json!({"status": {"phase": "Lost"}}), Some(&pv), true, true),
+        ("its PV not in the store, binding", json!({}), None, true, true),
+        ("its PV not in the store, beside the binder", json!({}), None, false, false),
+        ("its PV Released, binding", json!({}), Some(&released), true, true),
+        (
+            "being deleted",
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            Some(&pv),
+            false,
+            true,
+        ),
+        (
+            "provisioning intent still on",
+            json!({"metadata": {"finalizers": [crate::names::FINALIZER_PROVISIONING]}}),
+            Some(&pv),
+            true,
+            true,
+        ),
+        (
+            "resize asked",
+            json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
+            Some(&pv),
+            false,
+            true,
+        ),
+        (
+            "resize recorded",
+            json!({"status": {"allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"}}}),
+            Some(&pv),
+            true,
+            true,
+        ),
+        (
+            "attributes class to change",
+            json!({"spec": {"volumeAttributesClassName": "fast"}}),
+            Some(&pv),
+            false,
+            true,
+        ),
+    ];
+    for (case, change, volume, binds, looked_at) in table {
+        assert_eq!(claim_needs_pass(&bound_claim(change), volume, binds), looked_at, "{case}");
+    }
+}
+
+#[test]
+fn volumes() {
+    let c = bound_claim(json!({}));
+    let other_uid = bound_claim(json!({"metadata": {"uid": "another"}}));
+    let elsewhere = bound_claim(json!({"spec": {"volumeName": "other-pv"}}));
+    let table: [(&str, Value, Option<&PersistentVolumeClaim>, bool, bool); 10] = [
+        ("Bound pair, binding", json!({}), Some(&c), true, false),
+        ("Bound pair, beside the binder", json!({}), Some(&c), false, false),
+        ("claim not in the store, binding", json!({}), None, true, true),
+        ("claim not in the store, beside the binder", json!({}), None, false, false),
+        ("claim recreated (another UID), binding", json!({}), Some(&other_uid), true, true),
+        ("claim names another PV, binding", json!({}), Some(&elsewhere), true, true),
+        (
+            "Available, nobody named",
+            json!({"spec": {"claimRef": null}, "status": {"phase": "Available"}}),
+            None,
+            true,
+            false,
+        ),
+        ("Available, pre-bound", json!({"status": {"phase": "Available"}}), None, true, true),
+        ("Released", json!({"status": {"phase": "Released"}}), None, false, true),
+        (
+            "being deleted",
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            Some(&c),
+            true,
+            true,
+        ),
+    ];
+    for (case, change, claim, binds, looked_at) in table {
+        assert_eq!(volume_needs_pass(&bound_pv(change), claim, binds), looked_at, "{case}");
+    }
+}
