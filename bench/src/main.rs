@@ -42,11 +42,13 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Which scenarios: burst (100 claims), lifecycle (burst of --claims, expand, delete),
-    /// static (--static-volumes PVs, --claims claims), rest (--rest-pairs bound pairs).
+    /// static (--static-volumes PVs, --claims claims), rest (--rest-pairs bound pairs), ceiling
+    /// (the apiserver's own write rate, no stack; once per run).
     #[arg(long, value_delimiter = ',', default_value = "burst,lifecycle,static,rest")]
     scenarios: Vec<String>,
     /// Which throttles: defaults (each component's own), equal (all at --equal-qps/burst), off
-    /// (no client-side limit in any component).
+    /// (no client-side limit in any component), budget (the same total for each stack:
+    /// --equal-qps/burst per upstream role, ours the sum of the roles it takes over).
     #[arg(long, value_delimiter = ',', default_value = "defaults,equal,off")]
     throttles: Vec<String>,
     /// Which stacks: upstream, ours (we bind; kube-controller-manager's binder off), beside (ours
@@ -73,9 +75,17 @@ struct Args {
     /// Available PVs in the static scenario.
     #[arg(long, default_value_t = 10_000)]
     static_volumes: usize,
-    /// Bound pairs at rest.
-    #[arg(long, default_value_t = 10_000)]
-    rest_pairs: usize,
+    /// Bound pairs at rest; several (1000,10000,50000) make one rest run per count.
+    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    rest_pairs: Vec<usize>,
+    /// The ceiling scenario: separate client connections, writers per connection, and how
+    /// long they write.
+    #[arg(long, default_value_t = 8)]
+    ceiling_clients: usize,
+    #[arg(long, default_value_t = 16)]
+    ceiling_in_flight: usize,
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    ceiling_window: Duration,
     /// How long the sidecars are watched at rest, for CPU (Go-style: 60s, 1m).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     rest_window: Duration,
@@ -184,13 +194,13 @@ impl Bench {
                 "static" => {
                     scenario::create_available_volumes(&client, DRIVER, args.static_volumes).await?
                 }
-                "rest" => {
-                    scenario::create_bound_pairs(&client, NAMESPACE, DRIVER, args.rest_pairs)
-                        .await?
+                _ => {
+                    if let Some(pairs) = rest_pairs(scenario) {
+                        scenario::create_bound_pairs(&client, NAMESPACE, DRIVER, pairs).await?
+                    }
                 }
-                _ => {}
             }
-            if matches!(scenario, "static" | "rest") {
+            if scenario == "static" || rest_pairs(scenario).is_some() {
                 println!("    scene set up in {:.1}s", setup.elapsed().as_secs_f64());
             }
             Ok::<_, String>((client, driver))
@@ -332,41 +342,79 @@ impl Bench {
                 let name = format!("static {} PVs, {n} claims", self.args.static_volumes);
                 self.figure(id, &name, "time to all Bound", "s", Better::Lower, burst.seconds);
             }
-            "rest" => {
-                // Let start-up work (lists, the first resync) finish, then watch a quiet window.
-                tokio::time::sleep(Duration::from_secs(20)).await;
-                let pids: Vec<u32> = stack.sidecars().map(|p| p.pid()).collect();
-                let sum = |pids: &[u32]| {
-                    pids.iter().filter_map(|p| stack::usage(*p)).fold(
-                        stack::Usage::default(),
-                        |a, u| stack::Usage {
-                            rss_bytes: a.rss_bytes + u.rss_bytes,
-                            cpu_seconds: a.cpu_seconds + u.cpu_seconds,
-                        },
-                    )
-                };
-                let start = sum(&pids);
-                tokio::time::sleep(self.args.rest_window).await;
-                let end = sum(&pids);
-                let name = format!("at rest, {} bound pairs", self.args.rest_pairs);
-                let mib = end.rss_bytes as f64 / (1024.0 * 1024.0);
-                self.figure(
-                    id,
-                    &name,
-                    "resident memory of the sidecars",
-                    "MiB",
-                    Better::Lower,
-                    mib,
-                );
-                let cpu = (end.cpu_seconds - start.cpu_seconds)
-                    / self.args.rest_window.as_secs_f64()
-                    * 100.0;
-                self.figure(id, &name, "CPU of the sidecars", "% of a core", Better::Lower, cpu);
+            other if rest_pairs(other).is_some() => {
+                let pairs = rest_pairs(other).unwrap_or_default();
+                self.at_rest(id, pairs, stack).await;
             }
             other => return Err(format!("unknown scenario {other:?}")),
         }
         Ok(())
     }
+}
+
+impl Bench {
+    /// The apiserver's write ceiling on a fresh plane with no stack running.
+    fn ceiling(&mut self, runtime: &tokio::runtime::Runtime, run: usize) -> Result<(), String> {
+        println!("==> ceiling / run {}", run + 1);
+        let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
+        let (clients, in_flight, window) =
+            (self.args.ceiling_clients, self.args.ceiling_in_flight, self.args.ceiling_window);
+        let rate = runtime.block_on(async {
+            let admin = plane.plane.client().await;
+            create_namespace(&admin, NAMESPACE).await;
+            let mut connections = Vec::new();
+            for _ in 0..clients {
+                connections.push(plane.plane.client().await);
+            }
+            scenario::write_ceiling(connections, NAMESPACE, in_flight, window).await
+        })?;
+        println!("    {rate:.1} claim status writes/s ({clients} connections × {in_flight})");
+        self.results.ceiling.push(rate);
+        Ok(())
+    }
+
+    /// Memory and CPU of a settled stack holding `pairs` bound pairs: the sidecars
+    /// (csi-provisioner + csi-resizer, or ours) and kube-controller-manager, whose binder is part
+    /// of the upstream stack's work at rest.
+    async fn at_rest(&mut self, id: RunId, pairs: usize, stack: &Stack) {
+        // Let start-up work (lists, the first resync) finish, then watch a quiet window.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let sum = |procs: &[&stack::Proc]| {
+            procs.iter().filter_map(|p| stack::usage(p.pid())).fold(
+                stack::Usage::default(),
+                |a, u| stack::Usage {
+                    rss_bytes: a.rss_bytes + u.rss_bytes,
+                    cpu_seconds: a.cpu_seconds + u.cpu_seconds,
+                },
+            )
+        };
+        let sidecars: Vec<&stack::Proc> = stack.sidecars().collect();
+        let kcm: Vec<&stack::Proc> = stack.kube_controller_manager().collect();
+        let start = (sum(&sidecars), sum(&kcm));
+        tokio::time::sleep(self.args.rest_window).await;
+        let end = (sum(&sidecars), sum(&kcm));
+        let name = format!("at rest, {pairs} bound pairs");
+        let mib = end.0.rss_bytes as f64 / (1024.0 * 1024.0);
+        self.figure(id, &name, "resident memory of the sidecars", "MiB", Better::Lower, mib);
+        let per_pair = end.0.rss_bytes as f64 / pairs.max(1) as f64;
+        self.figure(id, &name, "sidecars' memory per pair", "bytes", Better::Lower, per_pair);
+        let window = self.args.rest_window.as_secs_f64();
+        let cpu = |from: &stack::Usage, to: &stack::Usage| {
+            (to.cpu_seconds - from.cpu_seconds) / window * 100.0
+        };
+        let (sidecar_cpu, kcm_cpu) = (cpu(&start.0, &end.0), cpu(&start.1, &end.1));
+        self.figure(id, &name, "CPU of the sidecars", "% of a core", Better::Lower, sidecar_cpu);
+        let (figure, unit) = ("CPU of kube-controller-manager", "% of a core");
+        self.figure(id, &name, figure, unit, Better::Lower, kcm_cpu);
+        let total = sidecar_cpu + kcm_cpu;
+        let figure = "CPU of the sidecars and kube-controller-manager";
+        self.figure(id, &name, figure, unit, Better::Lower, total);
+    }
+}
+
+/// The pair count of a rest run (`rest@10000`).
+fn rest_pairs(scenario: &str) -> Option<usize> {
+    scenario.strip_prefix("rest@")?.parse().ok()
 }
 
 /// With BENCH_KEEP_LOGS=<folder>, the run's process logs are copied there before the run's
@@ -401,6 +449,7 @@ fn throttle_label(t: Throttle) -> String {
         Throttle::Defaults => "defaults".into(),
         Throttle::Equal { qps, burst } => format!("all {qps}/{burst}"),
         Throttle::Off => "no limit".into(),
+        Throttle::Budget { qps, burst } => format!("equal total {qps}/{burst} per role"),
     }
 }
 
@@ -478,11 +527,14 @@ fn main() -> ExitCode {
         match t.as_str() {
             "defaults" => throttles.push(Throttle::Defaults),
             "off" => throttles.push(Throttle::Off),
+            "budget" => {
+                throttles.push(Throttle::Budget { qps: args.equal_qps, burst: args.equal_burst })
+            }
             "equal" => {
                 throttles.push(Throttle::Equal { qps: args.equal_qps, burst: args.equal_burst })
             }
             other => {
-                eprintln!("unknown throttle {other:?}: defaults or equal");
+                eprintln!("unknown throttle {other:?}: defaults, equal, off or budget");
                 return ExitCode::FAILURE;
             }
         }
@@ -501,11 +553,25 @@ fn main() -> ExitCode {
         },
         ..Results::default()
     };
-    let scenarios = args.scenarios.clone();
+    // One rest run per pair count.
+    let scenarios: Vec<String> = args
+        .scenarios
+        .iter()
+        .flat_map(|s| match s.as_str() {
+            "rest" => args.rest_pairs.iter().map(|n| format!("rest@{n}")).collect(),
+            _ => vec![s.clone()],
+        })
+        .collect();
     let runs = args.runs;
     let mut bench = Bench { args, results };
     for run in 0..runs {
         for scenario in &scenarios {
+            if scenario == "ceiling" {
+                if let Err(e) = bench.ceiling(&runtime, run) {
+                    bench.results.failures.push(format!("ceiling / run {}: {e}", run + 1));
+                }
+                continue;
+            }
             for &throttle in &throttles {
                 // Alternate which stack goes first, so neither always gets the cooler machine.
                 let order = if run % 2 == 0 {
@@ -518,7 +584,7 @@ fn main() -> ExitCode {
                         continue;
                     }
                     // At rest nothing is written, so the throttle cannot matter: measured once.
-                    if scenario == "rest" && throttle != throttles[0] {
+                    if rest_pairs(scenario).is_some() && throttle != throttles[0] {
                         continue;
                     }
                     let id = RunId { kind, throttle, run };

@@ -49,6 +49,8 @@ pub struct Results {
     pub driver: String,
     pub figures: Vec<Figure>,
     pub latencies: Vec<Latencies>,
+    /// The apiserver's write ceiling of each run (claim status writes/s, no stack running).
+    pub ceiling: Vec<f64>,
     /// Runs that did not finish, with the reason: reported, never dropped silently.
     pub failures: Vec<String>,
 }
@@ -155,6 +157,7 @@ pub fn markdown(results: &Results) -> String {
             ratio(beside),
         );
     }
+    ceiling_section(results, &mut out);
     if !results.failures.is_empty() {
         let _ = writeln!(out, "\n## Runs that did not finish\n");
         for failure in &results.failures {
@@ -162,6 +165,78 @@ pub fn markdown(results: &Results) -> String {
         }
     }
     out
+}
+
+/// The apiserver's write ceiling, and each stack's big burst as a fraction of what the ceiling
+/// allows at that stack's writes per claim (claims + PVs), per throttle.
+fn ceiling_section(results: &Results, out: &mut String) {
+    let Some(ceiling) = Spread::of(&results.ceiling) else { return };
+    let _ = writeln!(
+        out,
+        "\n## The apiserver's write ceiling\n\nClaim status patches from many connections, no \
+         stack running: {} writes/s (median of {} runs). A burst's limit is the ceiling over the \
+         stack's writes per claim (claims + PVs); the fraction is its throughput over that limit.\n",
+        fmt_spread(Some(ceiling)),
+        results.ceiling.len()
+    );
+    let _ = writeln!(
+        out,
+        "| stack | throttle | burst | claims/s | writes per claim | limit | fraction |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let median = |stack: StackKind, scenario: &str, metric: &str, throttle: &str| {
+        let values: Vec<f64> = results
+            .figures
+            .iter()
+            .filter(|f| {
+                f.stack == stack
+                    && f.scenario == scenario
+                    && f.metric == metric
+                    && f.throttle == throttle
+            })
+            .map(|f| f.value)
+            .collect();
+        Spread::of(&values).map(|s| s.median)
+    };
+    let mut throttles: Vec<&str> = Vec::new();
+    for f in &results.figures {
+        if !throttles.contains(&f.throttle.as_str()) {
+            throttles.push(&f.throttle);
+        }
+    }
+    let bursts: Vec<&str> = {
+        let mut b: Vec<&str> = results
+            .figures
+            .iter()
+            .filter(|f| f.scenario.starts_with("burst ") && f.metric == "throughput")
+            .map(|f| f.scenario.as_str())
+            .collect();
+        b.sort();
+        b.dedup();
+        b
+    };
+    for stack in [StackKind::Upstream, StackKind::Ours, StackKind::Beside] {
+        for throttle in &throttles {
+            let writes =
+                median(stack, "API writes per provisioned claim", "claims + PVs", throttle);
+            for burst in &bursts {
+                let (Some(rate), Some(writes)) =
+                    (median(stack, burst, "throughput", throttle), writes)
+                else {
+                    continue;
+                };
+                let limit = ceiling.median / writes.max(1e-9);
+                let _ = writeln!(
+                    out,
+                    "| {stack} | {throttle} | {burst} | {} | {} | {} | {:.0}% |",
+                    round(rate),
+                    round(writes),
+                    round(limit),
+                    rate / limit * 100.0
+                );
+            }
+        }
+    }
 }
 
 /// A CDF of creation → Bound latency for one burst scenario: one line per stack and throttle,
@@ -295,5 +370,27 @@ mod tests {
         results.figures.push(figure(StackKind::Ours, 0, 0.5));
         let text = markdown(&results);
         assert!(text.contains("| — | 0.500 | — | — | — | lower |"), "{text}");
+    }
+
+    #[test]
+    fn the_ceiling_gives_each_burst_its_fraction() {
+        let mut results = Results { ceiling: vec![1000.0, 1200.0, 1100.0], ..Results::default() };
+        let mut add = |scenario: &str, metric: &'static str, value: f64| {
+            let f = Figure {
+                scenario: scenario.into(),
+                metric,
+                throttle: "no limit".into(),
+                ..figure(StackKind::Ours, 0, value)
+            };
+            results.figures.push(f);
+        };
+        add("burst 1000", "throughput", 110.0);
+        add("API writes per provisioned claim", "claims + PVs", 5.0);
+        let text = markdown(&results);
+        assert!(text.contains("1100 (1000–1200) writes/s (median of 3 runs)"), "{text}");
+        assert!(
+            text.contains("| ours | no limit | burst 1000 | 110 | 5.00 | 220 | 50% |"),
+            "{text}"
+        );
     }
 }

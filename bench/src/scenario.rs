@@ -429,3 +429,53 @@ pub async fn create_bound_pairs(
     })
     .await
 }
+
+/// The apiserver's own write ceiling on this machine: `clients` separate connections, each with
+/// `in_flight` writers, patch the status of their own claim (a merge patch that changes a
+/// condition's message every time, so that every write reaches etcd: the same path as a
+/// controller's status writes) for `window`. Returns status writes per second.
+pub async fn write_ceiling(
+    clients: Vec<kube::Client>,
+    namespace: &str,
+    in_flight: usize,
+    window: Duration,
+) -> Result<f64, String> {
+    let mut writers = Vec::new();
+    for (c, client) in clients.iter().enumerate() {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+        for w in 0..in_flight {
+            let name = format!("ceiling-{c:03}-{w:03}");
+            // A class nobody serves: no controller runs during this scenario anyway.
+            claims
+                .create(&PostParams::default(), &claim(&name, "unserved", "1Gi", None))
+                .await
+                .map_err(|e| format!("create {name}: {e}"))?;
+            writers.push((claims.clone(), name));
+        }
+    }
+    let deadline = Instant::now() + window;
+    let tasks: Vec<_> = writers
+        .into_iter()
+        .map(|(claims, name)| {
+            tokio::spawn(async move {
+                let mut written = 0u64;
+                while Instant::now() < deadline {
+                    let status = json!({"status": {"conditions": [{
+                        "type": "Bench", "status": "True", "message": format!("write {written}"),
+                    }]}});
+                    let patch = Patch::Merge(&status);
+                    if claims.patch_status(&name, &PatchParams::default(), &patch).await.is_ok() {
+                        written += 1;
+                    }
+                }
+                written
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let mut total = 0u64;
+    for task in tasks {
+        total += task.await.map_err(|e| format!("writer: {e}"))?;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64().max(1e-9))
+}

@@ -49,16 +49,26 @@ pub enum Throttle {
     /// Every client-side limiter off (client-go's QPS -1, ours too): the design alone, paced
     /// only by the apiserver.
     Off,
+    /// The same total budget for each stack: every upstream role (binder, provisioner, resizer)
+    /// at `qps`/`burst`, and csi-pv-controller at that times the roles it takes over (3 as the
+    /// binder, 2 beside kube-controller-manager's binder).
+    Budget {
+        qps: u32,
+        burst: u32,
+    },
 }
 
 impl Throttle {
-    fn flags(self) -> Vec<String> {
+    /// The client flags of a process that does the work of `roles` upstream roles.
+    fn flags(self, roles: u32) -> Vec<String> {
+        let limit = |qps: u32, burst: u32| {
+            vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={burst}")]
+        };
         match self {
             Throttle::Defaults => vec![],
             Throttle::Off => vec!["--kube-api-qps=-1".into()],
-            Throttle::Equal { qps, burst } => {
-                vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={burst}")]
-            }
+            Throttle::Equal { qps, burst } => limit(qps, burst),
+            Throttle::Budget { qps, burst } => limit(qps * roles, burst * roles),
         }
     }
 }
@@ -69,6 +79,9 @@ impl fmt::Display for Throttle {
             Throttle::Defaults => f.write_str("each component's default QPS/burst"),
             Throttle::Equal { qps, burst } => write!(f, "all at QPS {qps}/burst {burst}"),
             Throttle::Off => f.write_str("no client-side limit anywhere"),
+            Throttle::Budget { qps, burst } => {
+                write!(f, "QPS {qps}/burst {burst} per upstream role, ours the sum of its roles")
+            }
         }
     }
 }
@@ -151,7 +164,8 @@ impl Stack {
             "--secure-port=0".into(),
             "--use-service-account-credentials=false".into(),
         ];
-        kcm_args.extend(throttle.flags());
+        // Its binder is a role of its own; the protection controllers are the same in every stack.
+        kcm_args.extend(throttle.flags(1));
         let mut procs = vec![Proc::start(
             "kube-controller-manager",
             &peer("kube-controller-manager"),
@@ -171,7 +185,7 @@ impl Stack {
                         "--leader-election=false".into(),
                         format!("{workers}={WORKERS}"),
                     ];
-                    args.extend(throttle.flags());
+                    args.extend(throttle.flags(1));
                     procs.push(Proc::start(name, &peer(name), &args, dir)?);
                 }
             }
@@ -188,7 +202,9 @@ impl Stack {
                     // As deploy/ runs it: provisioning intents in files, not claim finalizers.
                     args.push(format!("--intent-journal={}", dir.join("intents").display()));
                 }
-                args.extend(throttle.flags());
+                // Provisioner and resizer, and the binder when kube-controller-manager's is off.
+                let roles = if kind == StackKind::Ours { 3 } else { 2 };
+                args.extend(throttle.flags(roles));
                 procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);
             }
         }
@@ -198,6 +214,10 @@ impl Stack {
     /// The processes that replace each other: csi-provisioner + csi-resizer, or ours.
     pub fn sidecars(&self) -> impl Iterator<Item = &Proc> {
         self.procs.iter().filter(|p| p.name != "kube-controller-manager")
+    }
+
+    pub fn kube_controller_manager(&self) -> impl Iterator<Item = &Proc> {
+        self.procs.iter().filter(|p| p.name == "kube-controller-manager")
     }
 
     pub fn check_alive(&mut self) -> Result<(), String> {
