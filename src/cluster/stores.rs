@@ -269,7 +269,7 @@ where
                 Err(_) => health.failed(&kind),
             }
             match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                Ok(watcher::Event::Apply(o)) => {
                     // The store already holds this version: hand its Arc on, not a copy.
                     let shared = store
                         .get(&reflector::ObjectRef::from_obj(&o))
@@ -277,11 +277,67 @@ where
                         .unwrap_or_else(|| Arc::new(o));
                     on_change(seen(&shared));
                 }
+                // A (re)list is told once it is whole, from the store: while it runs the objects
+                // sit in the writer's buffer, and an Arc made here would be a second copy that
+                // the PV index kept (54 MiB of 185 at rest, with 10,000 bound pairs).
+                Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
+                Ok(watcher::Event::InitDone) => {
+                    for o in store.state() {
+                        on_change(seen(&o));
+                    }
+                }
                 Ok(watcher::Event::Delete(o)) => on_change(gone(&Arc::new(o))),
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
             }
             futures::future::ready(())
         });
     (reader, run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::VolumeExt;
+
+    fn pv(name: &str, version: &str) -> PersistentVolume {
+        crate::fixtures::object(
+            serde_json::json!({"metadata": {"name": name, "resourceVersion": version}}),
+            serde_json::json!({}),
+        )
+    }
+
+    /// A list is told once it is whole, with the store's own Arcs (no second copy for the PV
+    /// index to keep); a later change hands on the store's Arc too.
+    #[tokio::test]
+    async fn listed_objects_are_told_with_the_stores_own_copy() {
+        let told: Arc<Mutex<Vec<Arc<PersistentVolume>>>> = Arc::default();
+        let sink = told.clone();
+        let on_change: OnChange = Arc::new(move |change| {
+            if let Change::Volume(v) = change {
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(v.clone());
+            }
+        });
+        let events = vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(pv("a", "1"))),
+            Ok(watcher::Event::InitApply(pv("b", "1"))),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(pv("a", "2"))),
+        ];
+        let health = Arc::new(WatchHealth::default());
+        let (store, run) = reflect(health, futures::stream::iter(events), on_change, VOLUME, None);
+        run.await;
+        let told = told.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let names: Vec<(&str, &str)> = told
+            .iter()
+            .map(|v| (v.name(), v.metadata.resource_version.as_deref().unwrap_or("")))
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names[..2].contains(&("a", "1")) && names[..2].contains(&("b", "1")), "{names:?}");
+        assert_eq!(names[2], ("a", "2"));
+        let b = store.get(&reflector::ObjectRef::new("b")).expect("b in the store");
+        assert!(told.iter().any(|t| Arc::ptr_eq(t, &b)), "b was told as a copy of its own");
+        let a = store.get(&reflector::ObjectRef::new("a")).expect("a in the store");
+        assert!(Arc::ptr_eq(&told[2], &a), "the change was told as a copy of its own");
+    }
 }
