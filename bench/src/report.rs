@@ -121,19 +121,7 @@ pub fn markdown(results: &Results) -> String {
         }
     }
     for (scenario, metric, unit, throttle, better) in keys {
-        let values = |stack: StackKind| -> Vec<f64> {
-            results
-                .figures
-                .iter()
-                .filter(|f| {
-                    f.scenario == scenario
-                        && f.metric == metric
-                        && f.throttle == throttle
-                        && f.stack == stack
-                })
-                .map(|f| f.value)
-                .collect()
-        };
+        let values = |stack: StackKind| values_of(results, stack, scenario, metric, throttle);
         let upstream = Spread::of(&values(StackKind::Upstream));
         let ours = Spread::of(&values(StackKind::Ours));
         let beside = Spread::of(&values(StackKind::Beside));
@@ -167,6 +155,20 @@ pub fn markdown(results: &Results) -> String {
     out
 }
 
+/// Every run's value of one figure of one stack.
+fn values_of(
+    results: &Results,
+    stack: StackKind,
+    scenario: &str,
+    metric: &str,
+    throttle: &str,
+) -> Vec<f64> {
+    let wanted = |f: &&Figure| {
+        f.stack == stack && f.scenario == scenario && f.metric == metric && f.throttle == throttle
+    };
+    results.figures.iter().filter(wanted).map(|f| f.value).collect()
+}
+
 /// The apiserver's write ceiling, and each stack's big burst as a fraction of what the ceiling
 /// allows at that stack's writes per claim (claims + PVs), per throttle.
 fn ceiling_section(results: &Results, out: &mut String) {
@@ -185,18 +187,7 @@ fn ceiling_section(results: &Results, out: &mut String) {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     let median = |stack: StackKind, scenario: &str, metric: &str, throttle: &str| {
-        let values: Vec<f64> = results
-            .figures
-            .iter()
-            .filter(|f| {
-                f.stack == stack
-                    && f.scenario == scenario
-                    && f.metric == metric
-                    && f.throttle == throttle
-            })
-            .map(|f| f.value)
-            .collect();
-        Spread::of(&values).map(|s| s.median)
+        Spread::of(&values_of(results, stack, scenario, metric, throttle)).map(|s| s.median)
     };
     let mut throttles: Vec<&str> = Vec::new();
     for f in &results.figures {

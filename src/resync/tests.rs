@@ -4,7 +4,13 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::expand::CONTROLLER_IN_PROGRESS as RESIZING;
 use crate::fixtures::{CLAIM_UID, claim, object};
+use crate::names::FINALIZER_PROVISIONING as INTENT;
+
+fn deleting() -> Value {
+    json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+}
 
 /// A Bound claim of 1Gi on PV `pv`, whose status agrees with its spec.
 fn bound_claim(extra: Value) -> PersistentVolumeClaim {
@@ -39,16 +45,10 @@ fn claims() {
         ("its PV not in the store, binding", json!({}), None, true, true),
         ("its PV not in the store, beside the binder", json!({}), None, false, false),
         ("its PV Released, binding", json!({}), Some(&released), true, true),
-        (
-            "being deleted",
-            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
-            Some(&pv),
-            false,
-            true,
-        ),
+        ("being deleted", deleting(), Some(&pv), false, true),
         (
             "provisioning intent still on",
-            json!({"metadata": {"finalizers": [crate::names::FINALIZER_PROVISIONING]}}),
+            json!({"metadata": {"finalizers": [INTENT]}}),
             Some(&pv),
             true,
             true,
@@ -62,14 +62,14 @@ fn claims() {
         ),
         (
             "resize recorded",
-            json!({"status": {"allocatedResourceStatuses": {"storage": "ControllerResizeInProgress"}}}),
+            json!({"status": {"allocatedResourceStatuses": {"storage": RESIZING}}}),
             Some(&pv),
             true,
             true,
         ),
         (
             "attributes class to change",
-            json!({"spec": {"volumeAttributesClassName": "fast"}}),
+            json!({"spec": {"volumeAttributesClassName": "x"}}),
             Some(&pv),
             false,
             true,
@@ -101,13 +101,7 @@ fn volumes() {
         ),
         ("Available, pre-bound", json!({"status": {"phase": "Available"}}), None, true, true),
         ("Released", json!({"status": {"phase": "Released"}}), None, false, true),
-        (
-            "being deleted",
-            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
-            Some(&c),
-            true,
-            true,
-        ),
+        ("being deleted", deleting(), Some(&c), true, true),
     ];
     for (case, change, claim, binds, looked_at) in table {
         assert_eq!(volume_needs_pass(&bound_pv(change), claim, binds), looked_at, "{case}");
