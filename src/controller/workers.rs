@@ -89,32 +89,18 @@ impl Controller {
         let volumes = self.stores.volumes.state();
         self.forget_unseen_volumes(&volumes);
         let binds = self.scope.binder.binds();
-        let by_name: std::collections::HashMap<&str, &PersistentVolume> =
-            volumes.iter().map(|v| (v.name(), &**v)).collect();
-        let claims = self.stores.claims.state();
-        let by_key: std::collections::HashMap<(&str, &str), &PersistentVolumeClaim> = claims
-            .iter()
-            .map(|c| {
-                let meta = &c.metadata;
-                let key = (
-                    meta.namespace.as_deref().unwrap_or_default(),
-                    meta.name.as_deref().unwrap_or_default(),
-                );
-                (key, &**c)
-            })
-            .collect();
-        for c in &claims {
-            let volume = c.named_volume().and_then(|v| by_name.get(v).copied());
-            if crate::resync::claim_needs_pass(c, volume, binds) {
-                self.queues.claims.add(ObjectRef::from_obj(&**c));
+        for c in self.stores.claims.state() {
+            let volume = c.named_volume().and_then(|v| self.stores.volumes.get(&ObjectRef::new(v)));
+            if crate::resync::claim_needs_pass(&c, volume.as_deref(), binds) {
+                self.queues.claims.add(ObjectRef::from_obj(&*c));
             }
         }
         for v in &volumes {
             let claim = v.claim_ref().and_then(|r| {
-                let key = (r.namespace.as_deref()?, r.name.as_deref()?);
-                by_key.get(&key).copied()
+                let key = ObjectRef::new(r.name.as_deref()?).within(r.namespace.as_deref()?);
+                self.stores.claims.get(&key)
             });
-            if crate::resync::volume_needs_pass(v, claim, binds) {
+            if crate::resync::volume_needs_pass(v, claim.as_deref(), binds) {
                 self.queues.volumes.add(v.name_any());
             }
         }
