@@ -55,6 +55,14 @@ impl BenchDriver {
         }
     }
 
+    /// The driver's own process; None for the fake, which runs inside the benchmark.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            BenchDriver::Hostpath(h) => h.pid(),
+            BenchDriver::Fake(_) => None,
+        }
+    }
+
     /// How many volumes the driver holds, by its own account.
     pub async fn volume_count(&self) -> Result<usize, String> {
         match self {

@@ -466,6 +466,11 @@ impl OwnedPlane {
     pub fn apiserver_pid(&self) -> Option<u32> {
         self.children.get(1).map(Child::id)
     }
+
+    /// etcd's process id, for resource figures.
+    pub fn etcd_pid(&self) -> Option<u32> {
+        self.children.first().map(Child::id)
+    }
 }
 
 impl Drop for OwnedPlane {

@@ -52,6 +52,11 @@ pub struct Hostpath {
 }
 
 impl Hostpath {
+    /// The driver's process id while it runs, for resource figures.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref()?.id()
+    }
+
     /// Starts the driver with its socket and state under `dir` and waits until it answers Probe.
     pub async fn start(dir: &Path, config: HostpathConfig) -> Hostpath {
         let mut driver = Hostpath {
