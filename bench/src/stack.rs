@@ -56,6 +56,11 @@ pub enum Throttle {
         qps: u32,
         burst: u32,
     },
+    /// No client-side limit, as `Off`, while `cores` other processes keep the machine's cores
+    /// busy for the whole scenario.
+    Busy {
+        cores: usize,
+    },
 }
 
 impl Throttle {
@@ -66,7 +71,7 @@ impl Throttle {
         };
         match self {
             Throttle::Defaults => vec![],
-            Throttle::Off => vec!["--kube-api-qps=-1".into()],
+            Throttle::Off | Throttle::Busy { .. } => vec!["--kube-api-qps=-1".into()],
             Throttle::Equal { qps, burst } => limit(qps, burst),
             Throttle::Budget { qps, burst } => limit(qps * roles, burst * roles),
         }
@@ -79,6 +84,9 @@ impl fmt::Display for Throttle {
             Throttle::Defaults => f.write_str("each component's default QPS/burst"),
             Throttle::Equal { qps, burst } => write!(f, "all at QPS {qps}/burst {burst}"),
             Throttle::Off => f.write_str("no client-side limit anywhere"),
+            Throttle::Busy { cores } => {
+                write!(f, "no client-side limit, {cores} busy-looping processes beside")
+            }
             Throttle::Budget { qps, burst } => {
                 write!(f, "QPS {qps}/burst {burst} per upstream role, ours the sum of its roles")
             }
@@ -223,29 +231,4 @@ impl Stack {
     pub fn check_alive(&mut self) -> Result<(), String> {
         self.procs.iter_mut().try_for_each(Proc::check_alive)
     }
-}
-
-/// Resident memory and CPU time of a process, from /proc.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Usage {
-    pub rss_bytes: u64,
-    pub cpu_seconds: f64,
-}
-
-pub fn usage(pid: u32) -> Option<Usage> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which sits in parentheses and may contain spaces.
-    let after = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf reads a constant of the running system.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(Usage { rss_bytes: rss_kib * 1024, cpu_seconds: ticks / hz.max(1.0) })
 }
