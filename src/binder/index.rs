@@ -59,8 +59,9 @@ impl VolumeIndex {
         self.volumes.get(name).cloned()
     }
 
-    pub fn names(&self) -> Vec<String> {
-        self.volumes.keys().cloned().collect()
+    /// The PVs' names, borrowed: the periodic pass walks them all and should not copy them.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.volumes.keys().map(String::as_str)
     }
 
     /// Stores `pv` unless a newer version is known; true if stored.

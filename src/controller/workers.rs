@@ -114,7 +114,7 @@ impl Controller {
         let present: std::collections::HashSet<&str> = volumes.iter().map(|v| v.name()).collect();
         let mut unseen = self.unseen.lock().unwrap_or_else(|p| p.into_inner());
         let missing: std::collections::HashSet<String> =
-            index.names().into_iter().filter(|n| !present.contains(n.as_str())).collect();
+            index.names().filter(|n| !present.contains(n)).map(str::to_string).collect();
         for gone in missing.intersection(&unseen) {
             index.remove(gone);
         }
