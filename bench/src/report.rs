@@ -51,6 +51,9 @@ pub struct Results {
     pub latencies: Vec<Latencies>,
     /// The apiserver's write ceiling of each run (claim status writes/s, no stack running).
     pub ceiling: Vec<f64>,
+    /// Per ceiling run, what one write cost in CPU (ms) per role: the apiserver, etcd, the
+    /// writers.
+    pub ceiling_cpu: Vec<Vec<(&'static str, f64)>>,
     /// Runs that did not finish, with the reason: reported, never dropped silently.
     pub failures: Vec<String>,
 }
@@ -146,6 +149,7 @@ pub fn markdown(results: &Results) -> String {
         );
     }
     ceiling_section(results, &mut out);
+    ceiling_cpu_section(results, &mut out);
     if !results.failures.is_empty() {
         let _ = writeln!(out, "\n## Runs that did not finish\n");
         for failure in &results.failures {
@@ -233,6 +237,80 @@ fn ceiling_section(results: &Results, out: &mut String) {
                 );
             }
         }
+    }
+}
+
+/// What one ceiling write cost the machine, and what one claim of each burst cost it, in the
+/// same unit: a burst whose claims cost k ceiling writes of CPU goes no faster than ceiling ÷ k
+/// once the cores are full, whatever its writes per claim.
+fn ceiling_cpu_section(results: &Results, out: &mut String) {
+    let mut per_write: Vec<(&str, f64)> = Vec::new();
+    for metric in results.ceiling_cpu.iter().flatten().map(|(m, _)| *m) {
+        if per_write.iter().any(|(m, _)| *m == metric) {
+            continue;
+        }
+        let values: Vec<f64> = results
+            .ceiling_cpu
+            .iter()
+            .flatten()
+            .filter(|(m, _)| *m == metric)
+            .map(|(_, v)| *v)
+            .collect();
+        if let Some(spread) = Spread::of(&values) {
+            per_write.push((metric, spread.median));
+        }
+    }
+    let write_ms: f64 = per_write.iter().map(|(_, v)| v).sum();
+    if write_ms <= 0.0 {
+        return;
+    }
+    let parts: Vec<String> = per_write
+        .iter()
+        .map(|(m, v)| format!("{} {}", m.trim_start_matches("CPU per write: "), round(*v)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nOne ceiling write cost {} ms of CPU ({}). A claim's whole work (every role but the \
+         competing load) in the same unit:\n",
+        round(write_ms),
+        parts.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "| stack | throttle | burst | CPU per claim (ms) | of it kube-apiserver | in ceiling writes |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let mut rows: Vec<(StackKind, &str, &str)> = Vec::new();
+    for f in results.figures.iter().filter(|f| f.metric == "CPU per claim: kube-apiserver") {
+        if f.scenario.starts_with("burst ")
+            && !rows.contains(&(f.stack, f.throttle.as_str(), f.scenario.as_str()))
+        {
+            rows.push((f.stack, &f.throttle, &f.scenario));
+        }
+    }
+    for (stack, throttle, burst) in rows {
+        let median = |metric: &str| {
+            Spread::of(&values_of(results, stack, burst, metric, throttle)).map(|s| s.median)
+        };
+        let mut metrics: Vec<&str> = results
+            .figures
+            .iter()
+            .map(|f| f.metric)
+            .filter(|m| {
+                m.starts_with("CPU per claim: ") && *m != "CPU per claim: the competing load"
+            })
+            .collect();
+        metrics.sort();
+        metrics.dedup();
+        let claim_ms: f64 = metrics.iter().filter_map(|m| median(m)).sum();
+        let apiserver = median("CPU per claim: kube-apiserver").unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {stack} | {throttle} | {burst} | {} | {} | {} |",
+            round(claim_ms),
+            round(apiserver),
+            round(claim_ms / write_ms)
+        );
     }
 }
 
@@ -384,7 +462,21 @@ mod tests {
         add("burst 1000", "throughput", 110.0);
         add("API writes per provisioned claim", "claims + PVs", 5.0);
         add("API writes per provisioned claim", "all", 8.0);
+        add("burst 1000", "CPU per claim: kube-apiserver", 9.0);
+        add("burst 1000", "CPU per claim: the sidecars", 3.0);
+        add("burst 1000", "CPU per claim: the competing load", 50.0);
+        results.ceiling_cpu = vec![
+            vec![("CPU per write: kube-apiserver", 1.5), ("CPU per write: etcd", 0.5)],
+            vec![("CPU per write: kube-apiserver", 1.0), ("CPU per write: etcd", 0.5)],
+        ];
         let text = markdown(&results);
+        assert!(
+            text.contains(
+                "One ceiling write cost 1.75 ms of CPU (kube-apiserver 1.25, etcd 0.500)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("| ours | no limit | burst 1000 | 12.0 | 9.00 | 6.86 |"), "{text}");
         assert!(text.contains("1100 (1000–1200) writes/s (median of 3 runs)"), "{text}");
         assert!(
             text.contains(

@@ -291,17 +291,35 @@ impl Bench {
         let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
         let (clients, in_flight, window) =
             (self.args.ceiling_clients, self.args.ceiling_in_flight, self.args.ceiling_window);
-        let rate = runtime.block_on(async {
+        let mut roles = Roles::default();
+        let plane_pids = [plane.apiserver_pid(), plane.etcd_pid()];
+        for (role, pid) in ["kube-apiserver", "etcd"].into_iter().zip(plane_pids) {
+            pid.into_iter().for_each(|pid| roles.add(role, pid));
+        }
+        roles.add("benchmark", std::process::id());
+        let (ceiling, before, after) = runtime.block_on(async {
             let admin = plane.plane.client().await;
             create_namespace(&admin, NAMESPACE).await;
             let mut connections = Vec::new();
             for _ in 0..clients {
                 connections.push(plane.plane.client().await);
             }
-            scenario::write_ceiling(connections, NAMESPACE, in_flight, window).await
-        })?;
+            let before = roles.sample();
+            let ceiling = scenario::write_ceiling(connections, NAMESPACE, in_flight, window).await;
+            (ceiling, before, roles.sample())
+        });
+        let ceiling = ceiling?;
+        let rate = ceiling.writes as f64 / ceiling.seconds.max(1e-9);
         println!("    {rate:.1} claim status writes/s ({clients} connections × {in_flight})");
+        // What one write cost the machine, to set beside what one claim of a burst costs it.
+        let mut per_write = Vec::new();
+        for (role, seconds) in measure::cpu_between(&before, &after) {
+            let ms = seconds * 1000.0 / ceiling.writes.max(1) as f64;
+            println!("    {}: {ms:.3} ms", ceiling_cpu_metric(role));
+            per_write.push((ceiling_cpu_metric(role), ms));
+        }
         self.results.ceiling.push(rate);
+        self.results.ceiling_cpu.push(per_write);
         Ok(())
     }
 
@@ -339,6 +357,15 @@ impl Bench {
 /// Every GET the apiserver answered.
 fn gets(counts: &scenario::Counts) -> f64 {
     counts.gets.values().sum()
+}
+
+/// The figure name of a role's CPU per ceiling write.
+fn ceiling_cpu_metric(role: &str) -> &'static str {
+    match role {
+        "kube-apiserver" => "CPU per write: kube-apiserver",
+        "etcd" => "CPU per write: etcd",
+        _ => "CPU per write: the writers",
+    }
 }
 
 /// The figure name of a role's CPU per claim.

@@ -99,7 +99,16 @@ fn panel<DB: DrawingBackend>(
         .x_label_area_size(44)
         .y_label_area_size(60)
         .build_cartesian_2d((x0 * 0.8..x1 * 1.25).log_scale(), (y0 * 0.6..y1 * 1.6).log_scale())?;
-    chart.configure_mesh().x_desc("claims").y_desc(unit).draw()?;
+    // Few whole-number labels: a log axis labels every minor step otherwise, and they overlap.
+    chart
+        .configure_mesh()
+        .x_labels(4)
+        .y_labels(6)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_desc("claims")
+        .y_desc(unit)
+        .draw()?;
     let colors = [RED, BLUE, MAGENTA, CYAN, GREEN, BLACK];
     for (i, (label, points)) in lines.iter().enumerate() {
         let color = colors[i % colors.len()];

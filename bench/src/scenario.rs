@@ -433,13 +433,13 @@ pub async fn create_bound_pairs(
 /// The apiserver's own write ceiling on this machine: `clients` separate connections, each with
 /// `in_flight` writers, patch the status of their own claim (a merge patch that changes a
 /// condition's message every time, so that every write reaches etcd: the same path as a
-/// controller's status writes) for `window`. Returns status writes per second.
+/// controller's status writes) for `window`.
 pub async fn write_ceiling(
     clients: Vec<kube::Client>,
     namespace: &str,
     in_flight: usize,
     window: Duration,
-) -> Result<f64, String> {
+) -> Result<Ceiling, String> {
     let mut writers = Vec::new();
     for (c, client) in clients.iter().enumerate() {
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
@@ -477,5 +477,11 @@ pub async fn write_ceiling(
     for task in tasks {
         total += task.await.map_err(|e| format!("writer: {e}"))?;
     }
-    Ok(total as f64 / started.elapsed().as_secs_f64().max(1e-9))
+    Ok(Ceiling { writes: total, seconds: started.elapsed().as_secs_f64() })
+}
+
+/// Status writes the ceiling's writers made, and over how long.
+pub struct Ceiling {
+    pub writes: u64,
+    pub seconds: f64,
 }
