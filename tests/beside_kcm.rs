@@ -75,12 +75,16 @@ use serde_json::Value;
 /// Warning events in the world's namespace and on PVs: (object, reason, note).
 async fn warnings(world: &World<Hostpath>) -> Vec<(String, String, String)> {
     let mut found = Vec::new();
-    for api in [
-        Api::<Event>::namespaced(world.client.clone(), &world.namespace),
-        Api::<Event>::namespaced(world.client.clone(), "default"),
+    // PV events live in "default", beside the apiserver's own (its Service IP repair loop may
+    // warn about the "kubernetes" Service at any time): from there, only those about PVs count.
+    for (api, only_volumes) in [
+        (Api::<Event>::namespaced(world.client.clone(), &world.namespace), false),
+        (Api::<Event>::namespaced(world.client.clone(), "default"), true),
     ] {
         for e in api.list(&ListParams::default()).await.unwrap().items {
-            if e.type_.as_deref() == Some("Warning") {
+            let about_volume =
+                e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("PersistentVolume");
+            if e.type_.as_deref() == Some("Warning") && (about_volume || !only_volumes) {
                 found.push((
                     e.regarding.and_then(|r| r.name).unwrap_or_default(),
                     e.reason.unwrap_or_default(),
