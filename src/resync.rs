@@ -5,6 +5,8 @@
 //! deleted. A Bound pair that agrees with itself, or an Available PV nobody names, is settled
 //! and waits for a change or for the full resync (`--resync-period`). See docs/binder.md §4.
 
+use std::collections::HashSet;
+
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use crate::model::{ClaimExt, VolumeExt, VolumePhase};
@@ -75,6 +77,42 @@ fn modifying(claim: &PersistentVolumeClaim) -> bool {
     let status = claim.status.as_ref();
     let current = status.and_then(|s| s.current_volume_attributes_class_name.as_deref());
     wanted != current || status.is_some_and(|s| s.modify_volume_status.is_some())
+}
+
+/// What a pass makes of the PV names the index may hold while the store does not (`suspects`):
+/// names our own writes put in the index ahead of the watch, and after a relist every name (a
+/// PV deleted while the watch was down brings no delete event).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// Missing from the store at this pass and the one before: dropped from the index.
+    pub gone: Vec<String>,
+    /// Missing from the store for the first time: still suspects, gone if missing next time.
+    pub unseen: HashSet<String>,
+}
+
+/// Sorts the suspects: a name the store has, or the index no longer has, is cleared; one the
+/// store lacked at the last pass too (`unseen_before`) is gone; any other the store lacks is
+/// unseen. One pass is not enough: a PV we just created is in the index before the watch
+/// brings it.
+pub fn sweep(
+    suspects: impl IntoIterator<Item = String>,
+    in_store: impl Fn(&str) -> bool,
+    in_index: impl Fn(&str) -> bool,
+    unseen_before: &HashSet<String>,
+) -> Sweep {
+    let mut sweep = Sweep::default();
+    for name in suspects {
+        if in_store(&name) || !in_index(&name) {
+            continue;
+        }
+        if unseen_before.contains(&name) {
+            sweep.gone.push(name);
+        } else {
+            sweep.unseen.insert(name);
+        }
+    }
+    sweep.gone.sort();
+    sweep
 }
 
 #[cfg(test)]

@@ -387,6 +387,35 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
     assert!(before < 20, "{before} Lost decisions before the claim was Lost");
 }
 
+/// A settled pair is not walked by the periodic pass, yet a change to one side still reaches the
+/// other: when an admin points a Bound PV at another claim, the watch queues the PV and the new
+/// claim only, and the claim it was settled with is judged again at the next pass (marked through
+/// the PV's old claimRef) and is Lost with ClaimMisbound, long before the full resync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_claim_hears_of_its_volume_moving_to_another_claim() {
+    let world =
+        World::start("bind-moved", DriverConfig::default(), &["--pvclaimbinder-sync-period=2s"])
+            .await;
+    world.create_class("std", json!({})).await;
+    world.create_claim("mine", "std", "1Gi", json!({})).await;
+    let (_, pv) = world.bound("mine", LIMIT).await;
+    let name = pv.metadata.name.clone().unwrap_or_default();
+    // Two passes: the pair is settled and no longer looked at.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let moved = json!({"spec": {
+        "persistentVolumeReclaimPolicy": "Retain",
+        "claimRef": {"name": "other", "uid": "00000000-0000-0000-0000-000000000002"}
+    }});
+    world
+        .volumes()
+        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&moved))
+        .await
+        .unwrap();
+    let text = "Two claims are bound to the same volume, this one is bound incorrectly";
+    world.event("mine", "ClaimMisbound", text, Duration::from_secs(20)).await;
+    assert_eq!(world.phase("mine").await.as_deref(), Some("Lost"));
+}
+
 /// A claim bound to a PV of a VolumeAttributesClass reports that class as its current one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binding_records_the_volume_attributes_class() {

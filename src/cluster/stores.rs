@@ -101,6 +101,9 @@ pub enum Change<'a> {
     /// A CSINode, Node or VolumeAttributesClass changed: nothing waits on it (a claim that
     /// needed one retries after its backoff).
     Reference,
+    /// The watch of this kind listed again, and every object in it was told: one deleted
+    /// while the watch was down is simply not there (no delete event).
+    Listed(&'a str),
 }
 
 /// Told of every change the watches see.
@@ -285,6 +288,7 @@ where
                     for o in store.state() {
                         on_change(seen(&o));
                     }
+                    on_change(Change::Listed(&kind));
                 }
                 Ok(watcher::Event::Delete(o)) => on_change(gone(&Arc::new(o))),
                 Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),

@@ -17,6 +17,7 @@ mod queues;
 mod reads;
 mod sources;
 mod stranded;
+mod unsettled;
 mod volumes;
 mod workers;
 mod writes;
@@ -37,6 +38,7 @@ pub use finalizers::drop_finalizer;
 use finalizers::{set_finalizers, with, without};
 pub use journal::{Journal, JournalError};
 pub use queues::Queues;
+use unsettled::{Candidates, Unsettled};
 use writes::Part;
 
 use crate::binder::usage::ClaimUse;
@@ -86,8 +88,6 @@ pub struct Controller {
     /// The work queues, the PV index (the last known version of every PV, ours included) and
     /// which claim each PV served.
     queues: Queues,
-    /// PV names the store did not have at the last resync (dropped from the index at the next).
-    unseen: Mutex<std::collections::HashSet<String>>,
     scope: Scope,
     settings: Settings,
     features: Features,
@@ -146,7 +146,6 @@ impl Controller {
             events: events::Events::new(clients.events, &settings.driver, &settings.identity),
             scope: Scope { driver: settings.driver.clone(), binder: switches.binder },
             queues,
-            unseen: Mutex::default(),
             cluster: Cluster::kube(clients.state.clone(), clients.writes.client.clone()),
             client: clients.state,
             writes: clients.writes,
@@ -204,7 +203,10 @@ impl Controller {
 
     /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
     fn remember(&self, pv: &PersistentVolume) {
-        self.index_mut().upsert(pv.clone());
+        let mut index = self.index_mut();
+        let old = index.get(&pv.name_any());
+        self.queues.unsettled.volume_written(old.as_deref(), pv);
+        index.upsert(pv.clone());
     }
 
     /// True while a failed driver call on this version of the claim waits for its retry.

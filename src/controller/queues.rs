@@ -15,6 +15,8 @@ pub struct Queues {
     pub classes: WorkQueue<String>,
     /// Which claim each PV served, for the deletion check.
     pub usage: Arc<Mutex<ClaimUse>>,
+    /// What the periodic pass looks at (unsettled.rs).
+    pub unsettled: Arc<Unsettled>,
 }
 
 impl Queues {
@@ -25,6 +27,7 @@ impl Queues {
             volumes: WorkQueue::named(backoff, "volumes"),
             classes: WorkQueue::named(backoff, "classes"),
             usage: Arc::default(),
+            unsettled: Arc::default(),
         }
     }
 
@@ -45,6 +48,7 @@ impl Queues {
         Arc::new(move |change| match change {
             Change::Claim(c) | Change::ClaimGone(c) => {
                 queues.usage().saw_claim(c);
+                queues.unsettled.claim_changed(c);
                 queues.claims.add(ObjectRef::from_obj(c));
                 // A clone that moves may free its source's protection.
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
@@ -62,6 +66,8 @@ impl Queues {
                 }
             }
             Change::Volume(v) | Change::VolumeGone(v) => {
+                let old = queues.index().get(&v.name_any());
+                queues.unsettled.volume_changed(old.as_deref(), v);
                 let opened = match change {
                     Change::VolumeGone(_) => {
                         queues.index().remove(&v.name_any());
@@ -86,6 +92,11 @@ impl Queues {
             }
             // A node the capacity objects may be made for (or an attributes class).
             Change::Reference => crate::capacity::publisher::nodes_changed(),
+            Change::Listed(kind) => {
+                if kind == "PersistentVolume" {
+                    queues.unsettled.volumes_relisted();
+                }
+            }
             // An attachment that comes or goes may hold or free a deletion.
             Change::Attachment(a) => {
                 if let Some(pv) = a.spec.source.persistent_volume_name.clone() {

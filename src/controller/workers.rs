@@ -65,16 +65,17 @@ impl Controller {
         }
     }
 
-    /// Queues every claim and volume (the full resync), after bringing the index up to the store.
+    /// Queues every claim and volume (the full resync), after bringing the index up to the store;
+    /// every name in the index is checked against the store from the next pass on.
     pub fn enqueue_all(&self) {
         let volumes = self.stores.volumes.state();
-        self.forget_unseen_volumes(&volumes);
         {
             let mut index = self.index_mut();
             for v in &volumes {
                 index.upsert(v.clone());
             }
         }
+        self.queues.unsettled.volumes_relisted();
         for c in self.stores.claims.state() {
             self.queues.claims.add(ObjectRef::from_obj(&*c));
         }
@@ -84,41 +85,54 @@ impl Controller {
     }
 
     /// The periodic pass between full resyncs: only what can still change with time
-    /// (`resync`); a settled object waits for a change, which its watch queues.
+    /// (`resync`), among what changed since the last pass or was unsettled at it (unsettled.rs);
+    /// a settled object waits for a change, which its watch queues and marks.
     fn enqueue_unsettled(&self) {
-        let volumes = self.stores.volumes.state();
-        self.forget_unseen_volumes(&volumes);
+        let candidates = self.queues.unsettled.take();
         let binds = self.scope.binder.binds();
-        for c in self.stores.claims.state() {
+        let mut kept =
+            self.sweep_index(candidates.suspects, &candidates.unseen, candidates.relisted);
+        for key in candidates.claims {
+            let Some(c) = self.stores.claims.get(&key) else { continue };
             let volume = c.named_volume().and_then(|v| self.stores.volumes.get(&ObjectRef::new(v)));
             if crate::resync::claim_needs_pass(&c, volume.as_deref(), binds) {
-                self.queues.claims.add(ObjectRef::from_obj(&*c));
+                self.queues.claims.add(key.clone());
+                kept.claims.insert(key);
             }
         }
-        for v in &volumes {
+        for name in candidates.volumes {
+            let Some(v) = self.stores.volumes.get(&ObjectRef::new(&name)) else { continue };
             let claim = v.claim_ref().and_then(|r| {
                 let key = ObjectRef::new(r.name.as_deref()?).within(r.namespace.as_deref()?);
                 self.stores.claims.get(&key)
             });
-            if crate::resync::volume_needs_pass(v, claim.as_deref(), binds) {
-                self.queues.volumes.add(v.name_any());
+            if crate::resync::volume_needs_pass(&v, claim.as_deref(), binds) {
+                self.queues.volumes.add(name.clone());
+                kept.volumes.insert(name);
             }
         }
+        self.queues.unsettled.keep(kept);
     }
 
-    /// Drops from the index a PV the store has not had for two passes in a row: it was deleted
-    /// while the watch was down (a relist brings no delete event). One pass is not enough: a
-    /// PV we just created is in the index before the watch brings it.
-    fn forget_unseen_volumes(&self, volumes: &[Arc<PersistentVolume>]) {
+    /// Drops from the index a PV the store has not had for two passes in a row (`resync::sweep`):
+    /// our own write ahead of a delete event, or one deleted while the watch was down (after a
+    /// relist every name is checked). What stays suspect or unseen is kept for the next pass.
+    fn sweep_index(
+        &self,
+        mut suspects: std::collections::HashSet<String>,
+        unseen: &std::collections::HashSet<String>,
+        relisted: bool,
+    ) -> Candidates {
         let mut index = self.index_mut();
-        let present: std::collections::HashSet<&str> = volumes.iter().map(|v| v.name()).collect();
-        let mut unseen = self.unseen.lock().unwrap_or_else(|p| p.into_inner());
-        let missing: std::collections::HashSet<String> =
-            index.names().filter(|n| !present.contains(n)).map(str::to_string).collect();
-        for gone in missing.intersection(&unseen) {
+        if relisted {
+            suspects.extend(index.names().map(str::to_string));
+        }
+        let in_store = |n: &str| self.stores.volumes.get(&ObjectRef::new(n)).is_some();
+        let sweep = crate::resync::sweep(suspects, in_store, |n| index.get(n).is_some(), unseen);
+        for gone in &sweep.gone {
             index.remove(gone);
         }
-        *unseen = missing;
+        Candidates { suspects: sweep.unseen.clone(), unseen: sweep.unseen, ..Candidates::default() }
     }
 
     /// Every log line of a pass sits in a span naming the object (`namespace/name`) and, once

@@ -3,6 +3,8 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
+use std::collections::HashSet;
+
 use super::*;
 use crate::expand::CONTROLLER_IN_PROGRESS as RESIZING;
 use crate::fixtures::{CLAIM_UID, claim, object};
@@ -105,5 +107,31 @@ fn volumes() {
     ];
     for (case, change, claim, binds, looked_at) in table {
         assert_eq!(volume_needs_pass(&bound_pv(change), claim, binds), looked_at, "{case}");
+    }
+}
+
+#[test]
+fn index_sweeps() {
+    let store = ["listed"];
+    let index = ["listed", "ours-new", "deleted-while-down", "ours-new-again"];
+    let unseen_before: HashSet<String> =
+        ["deleted-while-down", "dropped-meanwhile"].map(String::from).into();
+    // (case, suspect, gone, unseen after)
+    let table = [
+        ("the store has it", "listed", false, false),
+        ("first time missing: a PV we just made, ahead of the watch", "ours-new", false, true),
+        ("missing at two passes in a row", "deleted-while-down", true, false),
+        ("the index dropped it meanwhile", "dropped-meanwhile", false, false),
+        ("in neither", "never", false, false),
+    ];
+    for (case, suspect, gone, unseen) in table {
+        let s = sweep(
+            [suspect.to_string()],
+            |n| store.contains(&n),
+            |n| index.contains(&n),
+            &unseen_before,
+        );
+        assert_eq!(s.gone.contains(&suspect.to_string()), gone, "{case}");
+        assert_eq!(s.unseen.contains(suspect), unseen, "{case}");
     }
 }
