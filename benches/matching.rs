@@ -86,14 +86,14 @@ fn indexed(pvs: &[PersistentVolume], claims: &[ClaimFacts]) -> (Duration, Durati
     let start = Instant::now();
     let mut index = VolumeIndex::default();
     for pv in pvs {
-        index.upsert(pv.clone());
+        index.upsert(pv);
     }
     let built = start.elapsed();
     let start = Instant::now();
     let mut bound = 0;
     for claim in claims {
         if let Some(pv) = index.best_match(claim, false) {
-            index.upsert(take(&pv, claim));
+            index.upsert(&take(&pv, claim));
             bound += 1;
         }
     }

@@ -7,18 +7,21 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::PersistentVolume;
 
 use super::matching::{ClaimFacts, Verdict, key_modes, modes_key, verdict};
+use crate::model::compact::Compact;
 use crate::model::{VolumeExt, VolumePhase};
 /// The last known version of every PV, indexed for matching. Fed by the watch and by the
-/// results of our own writes; an older resourceVersion never replaces a newer one.
+/// results of our own writes; an older resourceVersion never replaces a newer one. PVs are held
+/// compact (the watch store's copy, shared) and decoded when read.
 #[derive(Debug, Default)]
 pub struct VolumeIndex {
-    volumes: HashMap<String, Arc<PersistentVolume>>,
+    volumes: HashMap<String, Arc<Compact<PersistentVolume>>>,
     /// Every access-mode key present, with how many PVs have it.
     keys: BTreeMap<String, usize>,
     /// Available PVs without claimRef, by (access-mode key, class), sorted by (bytes, name).
     available: HashMap<(String, String), BTreeSet<(u64, String)>>,
-    /// PVs by the claim their claimRef names: (namespace, name) → PV names.
-    claimed: HashMap<(String, String), BTreeSet<String>>,
+    /// PVs by the claim their claimRef names: (namespace, name) → PV names, sorted. Almost
+    /// always one: a sorted Vec, not a B-tree node of 280 bytes per bound PV.
+    claimed: HashMap<(String, String), Vec<String>>,
     /// Available PVs a claim pass chose and is binding now → that claim (namespace, name).
     /// Passes run concurrently, unlike upstream's single binder: without this, every claim that
     /// fits the same smallest PV races for it, and all but one lose a conflict and back off.
@@ -30,10 +33,6 @@ pub fn is_available(pv: &PersistentVolume) -> bool {
     pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
         && pv.phase() == Some(VolumePhase::Available)
         && pv.metadata.deletion_timestamp.is_none()
-}
-
-fn resource_version(pv: &PersistentVolume) -> Option<u64> {
-    pv.metadata.resource_version.as_deref()?.parse().ok()
 }
 
 /// The namespace and name of the claim the PV's claimRef names.
@@ -55,8 +54,13 @@ impl VolumeIndex {
         self.volumes.is_empty()
     }
 
+    /// The PV, whole.
     pub fn get(&self, name: &str) -> Option<Arc<PersistentVolume>> {
-        self.volumes.get(name).cloned()
+        self.volumes.get(name)?.open()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.volumes.contains_key(name)
     }
 
     /// The PVs' names, borrowed: the periodic pass walks them all and should not copy them.
@@ -65,22 +69,31 @@ impl VolumeIndex {
     }
 
     /// Stores `pv` unless a newer version is known; true if stored.
-    pub fn upsert(&mut self, pv: impl Into<Arc<PersistentVolume>>) -> bool {
-        let pv: Arc<PersistentVolume> = pv.into();
+    pub fn upsert(&mut self, pv: &PersistentVolume) -> bool {
+        self.upsert_held(pv, Arc::new(Compact::of(pv)))
+    }
+
+    /// As `upsert`, with `held` as the copy kept: the watch store's, shared.
+    pub fn upsert_held(
+        &mut self,
+        pv: &PersistentVolume,
+        held: Arc<Compact<PersistentVolume>>,
+    ) -> bool {
         let Some(name) = pv.metadata.name.clone() else {
             return false;
         };
         if let Some(old) = self.volumes.get(&name) {
-            if let (Some(o), Some(n)) = (resource_version(old), resource_version(&pv))
+            if let (Some(o), Some(n)) = (old.version(), held.version())
                 && o > n
             {
                 return false;
             }
-            let old = old.clone();
-            self.unlink(&old);
+            if let Some(old) = old.open() {
+                self.unlink(&old);
+            }
         }
-        self.link(&pv);
-        self.volumes.insert(name, pv);
+        self.link(pv);
+        self.volumes.insert(name, held);
         true
     }
 
@@ -110,7 +123,7 @@ impl VolumeIndex {
     }
 
     pub fn remove(&mut self, name: &str) {
-        if let Some(old) = self.volumes.remove(name) {
+        if let Some(old) = self.volumes.remove(name).and_then(|held| held.open()) {
             self.unlink(&old);
         }
     }
@@ -126,7 +139,10 @@ impl VolumeIndex {
             self.available.entry(key).or_default().insert((pv.capacity_bytes(), name.clone()));
         }
         if let Some(claim) = claim_ref_key(pv) {
-            self.claimed.entry(claim).or_default().insert(name);
+            let names = self.claimed.entry(claim).or_default();
+            if let Err(at) = names.binary_search(&name) {
+                names.insert(at, name);
+            }
         }
     }
 
@@ -150,7 +166,7 @@ impl VolumeIndex {
         if let Some(claim) = claim_ref_key(pv)
             && let Some(set) = self.claimed.get_mut(&claim)
         {
-            set.remove(&name);
+            set.retain(|n| *n != name);
             if set.is_empty() {
                 self.claimed.remove(&claim);
             }
@@ -181,13 +197,13 @@ impl VolumeIndex {
         let prebound = self.claimed.get(&(claim.namespace.clone(), claim.name.clone()));
         for group in self.groups(claim) {
             for name in prebound.into_iter().flatten() {
-                let Some(pv) = self.volumes.get(name) else {
+                let Some(pv) = self.get(name) else {
                     continue;
                 };
-                if pv_modes_key(pv) == group
-                    && verdict(claim, pv, delay_binding) == Verdict::PreBound
+                if pv_modes_key(&pv) == group
+                    && verdict(claim, &pv, delay_binding) == Verdict::PreBound
                 {
-                    return Some(pv.clone());
+                    return Some(pv);
                 }
             }
             if delay_binding {
@@ -200,10 +216,10 @@ impl VolumeIndex {
                 if self.reserved_for_another(name, claim) {
                     continue;
                 }
-                if let Some(pv) = self.volumes.get(name)
-                    && verdict(claim, pv, false) == Verdict::Candidate
+                if let Some(pv) = self.get(name)
+                    && verdict(claim, &pv, false) == Verdict::Candidate
                 {
-                    return Some(pv.clone());
+                    return Some(pv);
                 }
             }
         }
@@ -219,7 +235,11 @@ impl VolumeIndex {
         let mut all: Vec<_> = self
             .volumes
             .values()
-            .map(|pv| (pv.clone(), verdict(claim, pv, delay_binding)))
+            .filter_map(|held| held.open())
+            .map(|pv| {
+                let v = verdict(claim, &pv, delay_binding);
+                (pv, v)
+            })
             .collect();
         all.sort_by(|a, b| a.0.metadata.name.cmp(&b.0.metadata.name));
         all

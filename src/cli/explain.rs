@@ -33,7 +33,7 @@ pub async fn run(config: &Config, target: &str) -> anyhow::Result<()> {
         .context("cannot list PersistentVolumes")?
         .items
     {
-        volumes.upsert(pv);
+        volumes.upsert(&pv);
     }
     let class_name = claim.class();
     let class = classes.iter().find(|c| c.metadata.name.as_deref() == Some(class_name));

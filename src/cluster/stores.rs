@@ -11,19 +11,24 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{
     CSINode, StorageClass, VolumeAttachment, VolumeAttributesClass,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::warn;
+
+use crate::model::compact::Compact;
 
 /// Read-only caches of the objects this sidecar decides on. Reads may be slightly stale; every
 /// write is preconditioned on the resourceVersion it was decided from.
 #[derive(Clone)]
 pub struct Stores {
-    pub claims: Store<PersistentVolumeClaim>,
-    pub volumes: Store<PersistentVolume>,
+    /// Claims and PVs are held compact (model::compact) and read back whole.
+    pub claims: Held<PersistentVolumeClaim>,
+    pub volumes: Held<PersistentVolume>,
     pub classes: Store<StorageClass>,
     /// VolumeAttachments, watched when the driver attaches volumes (PUBLISH_UNPUBLISH_VOLUME):
     /// a volume still attached somewhere is never deleted.
@@ -35,6 +40,118 @@ pub struct Stores {
     pub attributes_classes: Option<Store<VolumeAttributesClass>>,
     /// Whether each watch is keeping its store current.
     pub watches: Arc<WatchHealth>,
+}
+
+/// A kind whose objects a store holds compact.
+pub trait Compactable:
+    Resource<DynamicType = ()>
+    + k8s_openapi::Metadata<Ty = ObjectMeta>
+    + Serialize
+    + DeserializeOwned
+    + Clone
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Compactable for K where
+    K: Resource<DynamicType = ()>
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The store key of a compact object: its kind's, and its identity as held.
+impl<K: Resource<DynamicType = ()>> reflector::Lookup for Compact<K> {
+    type DynamicType = ();
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        K::kind(&())
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        K::group(&())
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        K::version(&())
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        K::plural(&())
+    }
+    fn name(&self) -> Option<std::borrow::Cow<'_, str>> {
+        Some(self.name.as_ref().into())
+    }
+    fn namespace(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.namespace.as_deref().map(Into::into)
+    }
+    fn resource_version(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.resource_version.as_deref().map(Into::into)
+    }
+    fn uid(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.uid.as_deref().map(Into::into)
+    }
+}
+
+/// A store of compact objects of kind `K`, read back whole: a read decodes the object asked
+/// for, so a caller holds it only while it works on it.
+pub struct Held<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<Compact<K>>,
+}
+
+impl<K: Resource<DynamicType = ()>> Clone for Held<K> {
+    fn clone(&self) -> Self {
+        Held { store: self.store.clone() }
+    }
+}
+
+impl<K: Compactable> Held<K> {
+    /// The store a writer fills (`reflector::store::<Compact<K>>()`).
+    pub fn new(store: Store<Compact<K>>) -> Self {
+        Held { store }
+    }
+
+    /// The object at `key`, whole.
+    pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+        self.held(key)?.open()
+    }
+
+    /// The object at `key` as held (no decoding).
+    pub fn held(&self, key: &ObjectRef<K>) -> Option<Arc<Compact<K>>> {
+        self.store.get(&held_key(&key.name, key.namespace.as_deref()))
+    }
+
+    /// Every object as held.
+    pub fn held_state(&self) -> Vec<Arc<Compact<K>>> {
+        self.store.state()
+    }
+
+    /// Every object, whole: the full resync and the class worker only.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state().iter().filter_map(|h| h.open()).collect()
+    }
+
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.store.wait_until_ready().await
+    }
+}
+
+/// The store key of the object `name` in `namespace`.
+fn held_key<K: Resource<DynamicType = ()>>(
+    name: &str,
+    namespace: Option<&str>,
+) -> ObjectRef<Compact<K>> {
+    let key = ObjectRef::new(name);
+    match namespace {
+        Some(ns) => key.within(ns),
+        None => key,
+    }
 }
 
 /// The stores topology-aware provisioning reads.
@@ -92,9 +209,10 @@ impl WatchHealth {
 pub enum Change<'a> {
     Claim(&'a PersistentVolumeClaim),
     ClaimGone(&'a PersistentVolumeClaim),
-    /// The store's own copy, so that the PV index can share it rather than hold a second.
-    Volume(&'a Arc<PersistentVolume>),
-    VolumeGone(&'a Arc<PersistentVolume>),
+    /// The PV whole, and the store's compact copy, which the PV index shares rather than
+    /// holding a second.
+    Volume(&'a PersistentVolume, &'a Arc<Compact<PersistentVolume>>),
+    VolumeGone(&'a PersistentVolume),
     Class(&'a StorageClass),
     /// A VolumeAttachment added, changed or deleted.
     Attachment(&'a VolumeAttachment),
@@ -132,8 +250,8 @@ impl Stores {
     ) -> (Stores, impl Future<Output = ()> + Send + 'static) {
         let watches = Arc::new(WatchHealth::default());
         let r = Reflecting { client, health: watches.clone(), on_change };
-        let (claims, claims_run) = r.reflect(CLAIM, None);
-        let (volumes, volumes_run) = r.reflect(VOLUME, inspect_volume);
+        let (claims, claims_run) = r.reflect_held(CLAIM, None);
+        let (volumes, volumes_run) = r.reflect_held(VOLUME, inspect_volume);
         let (classes, classes_run) = r.reflect(CLASS, None);
         let (attachments, attachments_run) =
             watched.attachments.then(|| r.reflect(ATTACHMENT, None)).unzip();
@@ -193,11 +311,13 @@ async fn if_watched(run: Option<impl Future<Output = ()>>) {
     }
 }
 
-/// The watch of every object of kind `K`, whole.
 /// How a kind's objects are told: as seen (applied) and as gone (deleted).
 type Told<K> = (Wrap<K>, Wrap<K>);
-const CLAIM: Told<PersistentVolumeClaim> = (|o| Change::Claim(o), |o| Change::ClaimGone(o));
-const VOLUME: Told<PersistentVolume> = (|o| Change::Volume(o), |o| Change::VolumeGone(o));
+/// The same for a kind held compact: seen with the store's compact copy.
+type HeldTold<K> =
+    (for<'a> fn(&'a K, &'a Arc<Compact<K>>) -> Change<'a>, for<'a> fn(&'a K) -> Change<'a>);
+const CLAIM: HeldTold<PersistentVolumeClaim> = (|o, _| Change::Claim(o), |o| Change::ClaimGone(o));
+const VOLUME: HeldTold<PersistentVolume> = (|o, h| Change::Volume(o, h), |o| Change::VolumeGone(o));
 const CLASS: Told<StorageClass> = (|o| Change::Class(o), |o| Change::Class(o));
 const ATTACHMENT: Told<VolumeAttachment> = (|o| Change::Attachment(o), |o| Change::Attachment(o));
 
@@ -221,6 +341,16 @@ impl Reflecting<'_> {
     {
         let stream = whole::<K>(self.client);
         reflect(self.health.clone(), stream, self.on_change.clone(), told, inspect)
+    }
+
+    /// A store of every `K`, held compact, and the future that fills it.
+    fn reflect_held<K: Compactable>(
+        &self,
+        told: HeldTold<K>,
+        inspect: Option<Inspect<K>>,
+    ) -> (Held<K>, impl Future<Output = ()> + Send + use<K>) {
+        let stream = whole::<K>(self.client);
+        reflect_held(self.health.clone(), stream, self.on_change.clone(), told, inspect)
     }
 }
 
@@ -263,7 +393,7 @@ where
             if let Some(inspect) = &inspect {
                 inspect(o);
             }
-            o.managed_fields_mut().clear();
+            o.meta_mut().managed_fields = None;
         })
         .reflect(writer)
         .for_each(move |event| {
@@ -298,6 +428,66 @@ where
     (reader, run)
 }
 
+/// As `reflect`, for a kind held compact: each object the watch brings is encoded once for the
+/// store and told whole, then dropped; a (re)list is told once it is whole, each object decoded
+/// from the store in turn.
+fn reflect_held<K: Compactable>(
+    health: Arc<WatchHealth>,
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    on_change: OnChange,
+    (seen, gone): HeldTold<K>,
+    inspect: Option<Inspect<K>>,
+) -> (Held<K>, impl Future<Output = ()> + Send + 'static) {
+    let mut writer = reflector::store::Writer::<Compact<K>>::default();
+    let store = writer.as_reader();
+    let reader = Held::new(store.clone());
+    let kind = K::kind(&()).to_string();
+    let run = stream
+        .default_backoff()
+        .modify(move |o| {
+            if let Some(inspect) = &inspect {
+                inspect(o);
+            }
+            o.meta_mut().managed_fields = None;
+        })
+        .for_each(move |event| {
+            match &event {
+                Ok(_) => health.succeeded(&kind),
+                Err(_) => health.failed(&kind),
+            }
+            match event {
+                Ok(watcher::Event::Apply(o)) => {
+                    let held = Compact::of(&o);
+                    writer.apply_watcher_event(&watcher::Event::Apply(held));
+                    let key = held_key(&o.name_any(), o.meta().namespace.as_deref());
+                    if let Some(shared) = store.get(&key) {
+                        on_change(seen(&o, &shared));
+                    }
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    writer.apply_watcher_event(&watcher::Event::Delete(Compact::of(&o)));
+                    on_change(gone(&o));
+                }
+                Ok(watcher::Event::Init) => writer.apply_watcher_event(&watcher::Event::Init),
+                Ok(watcher::Event::InitApply(o)) => {
+                    writer.apply_watcher_event(&watcher::Event::InitApply(Compact::of(&o)));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    writer.apply_watcher_event(&watcher::Event::InitDone);
+                    for held in store.state() {
+                        if let Some(o) = held.open() {
+                            on_change(seen(&o, &held));
+                        }
+                    }
+                    on_change(Change::Listed(&kind));
+                }
+                Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
+            }
+            futures::future::ready(())
+        });
+    (reader, run)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,38 +500,61 @@ mod tests {
         )
     }
 
-    /// A list is told once it is whole, with the store's own Arcs (no second copy for the PV
-    /// index to keep); a later change hands on the store's Arc too.
+    /// A list is told once it is whole, each PV with the store's own compact copy (no second
+    /// copy for the PV index to keep), then that the list is whole; a later change hands on the
+    /// store's copy too, and a deletion leaves the store.
     #[tokio::test]
     async fn listed_objects_are_told_with_the_stores_own_copy() {
-        let told: Arc<Mutex<Vec<Arc<PersistentVolume>>>> = Arc::default();
+        type Told = (String, String, Option<Arc<Compact<PersistentVolume>>>);
+        let told: Arc<Mutex<Vec<Told>>> = Arc::default();
         let sink = told.clone();
         let on_change: OnChange = Arc::new(move |change| {
-            if let Change::Volume(v) = change {
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(v.clone());
-            }
+            let entry = match change {
+                Change::Volume(v, held) => (
+                    v.name().to_string(),
+                    v.metadata.resource_version.clone().unwrap_or_default(),
+                    Some(held.clone()),
+                ),
+                Change::VolumeGone(v) => (v.name().to_string(), "gone".into(), None),
+                Change::Listed(kind) => (kind.to_string(), "listed".into(), None),
+                _ => return,
+            };
+            sink.lock().unwrap_or_else(|p| p.into_inner()).push(entry);
         });
         let events = vec![
             Ok(watcher::Event::Init),
             Ok(watcher::Event::InitApply(pv("a", "1"))),
             Ok(watcher::Event::InitApply(pv("b", "1"))),
+            Ok(watcher::Event::InitApply(pv("c", "1"))),
             Ok(watcher::Event::InitDone),
             Ok(watcher::Event::Apply(pv("a", "2"))),
+            Ok(watcher::Event::Delete(pv("c", "1"))),
         ];
         let health = Arc::new(WatchHealth::default());
-        let (store, run) = reflect(health, futures::stream::iter(events), on_change, VOLUME, None);
+        let (store, run) =
+            reflect_held(health, futures::stream::iter(events), on_change, VOLUME, None);
         run.await;
         let told = told.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let names: Vec<(&str, &str)> = told
-            .iter()
-            .map(|v| (v.name(), v.metadata.resource_version.as_deref().unwrap_or("")))
-            .collect();
-        assert_eq!(names.len(), 3, "{names:?}");
-        assert!(names[..2].contains(&("a", "1")) && names[..2].contains(&("b", "1")), "{names:?}");
-        assert_eq!(names[2], ("a", "2"));
-        let b = store.get(&reflector::ObjectRef::new("b")).expect("b in the store");
-        assert!(told.iter().any(|t| Arc::ptr_eq(t, &b)), "b was told as a copy of its own");
-        let a = store.get(&reflector::ObjectRef::new("a")).expect("a in the store");
-        assert!(Arc::ptr_eq(&told[2], &a), "the change was told as a copy of its own");
+        let names: Vec<(&str, &str)> =
+            told.iter().map(|(n, v, _)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(names.len(), 6, "{names:?}");
+        for listed in [("a", "1"), ("b", "1"), ("c", "1")] {
+            assert!(names[..3].contains(&listed), "{names:?}");
+        }
+        assert_eq!(names[3..], [("PersistentVolume", "listed"), ("a", "2"), ("c", "gone")]);
+        let b = store.held(&reflector::ObjectRef::new("b")).expect("b in the store");
+        let shared = |name: &str, held: &Arc<Compact<PersistentVolume>>| {
+            told.iter()
+                .any(|(n, _, t)| n == name && t.as_ref().is_some_and(|t| Arc::ptr_eq(t, held)))
+        };
+        assert!(shared("b", &b), "b was told with a copy of its own");
+        let a = store.held(&reflector::ObjectRef::new("a")).expect("a in the store");
+        assert!(
+            shared("a", &a) && a.version() == Some(2),
+            "the change was told with a copy of its own"
+        );
+        let whole = store.get(&reflector::ObjectRef::new("a")).expect("a decoded");
+        assert_eq!(*whole, pv("a", "2"));
+        assert!(store.held(&reflector::ObjectRef::new("c")).is_none(), "c deleted");
     }
 }

@@ -206,7 +206,7 @@ impl Controller {
         let mut index = self.index_mut();
         let old = index.get(&pv.name_any());
         self.queues.unsettled.volume_written(old.as_deref(), pv);
-        index.upsert(pv.clone());
+        index.upsert(pv);
     }
 
     /// True while a failed driver call on this version of the claim waits for its retry.

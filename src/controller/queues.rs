@@ -17,6 +17,10 @@ pub struct Queues {
     pub usage: Arc<Mutex<ClaimUse>>,
     /// What the periodic pass looks at (unsettled.rs).
     pub unsettled: Arc<Unsettled>,
+    /// The claims not bound to a PV yet, with their class: those a class's change, or a PV of
+    /// the class becoming Available, is worth another look for. Kept as the watch sees claims,
+    /// so that finding them reads no claim (the stores hold claims compact).
+    pub unbound: Arc<Mutex<std::collections::HashMap<ClaimKey, String>>>,
 }
 
 impl Queues {
@@ -28,11 +32,28 @@ impl Queues {
             classes: WorkQueue::named(backoff, "classes"),
             usage: Arc::default(),
             unsettled: Arc::default(),
+            unbound: Arc::default(),
         }
     }
 
     fn usage(&self) -> MutexGuard<'_, ClaimUse> {
         self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The unbound claims of `class`.
+    pub fn unbound_of(&self, class: &str) -> Vec<ClaimKey> {
+        let unbound = self.unbound.lock().unwrap_or_else(|p| p.into_inner());
+        unbound.iter().filter(|(_, c)| c.as_str() == class).map(|(k, _)| k.clone()).collect()
+    }
+
+    fn saw_claim(&self, claim: &PersistentVolumeClaim, gone: bool) {
+        let key = ObjectRef::from_obj(claim);
+        let mut unbound = self.unbound.lock().unwrap_or_else(|p| p.into_inner());
+        if gone || claim.volume_name().is_some() {
+            unbound.remove(&key);
+        } else {
+            unbound.insert(key, claim.class().to_string());
+        }
     }
 
     fn index(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
@@ -49,6 +70,7 @@ impl Queues {
             Change::Claim(c) | Change::ClaimGone(c) => {
                 queues.usage().saw_claim(c);
                 queues.unsettled.claim_changed(c);
+                queues.saw_claim(c, matches!(change, Change::ClaimGone(_)));
                 queues.claims.add(ObjectRef::from_obj(c));
                 // A clone that moves may free its source's protection.
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
@@ -65,16 +87,19 @@ impl Queues {
                     ));
                 }
             }
-            Change::Volume(v) | Change::VolumeGone(v) => {
+            Change::Volume(v, _) | Change::VolumeGone(v) => {
                 let old = queues.index().get(&v.name_any());
                 queues.unsettled.volume_changed(old.as_deref(), v);
                 let opened = match change {
-                    Change::VolumeGone(_) => {
+                    Change::Volume(_, held) => {
+                        queues.index().upsert_held(v, held.clone())
+                            && crate::binder::index::is_available(v)
+                    }
+                    _ => {
                         queues.index().remove(&v.name_any());
                         queues.usage().volume_gone(&v.name_any());
                         false
                     }
-                    _ => queues.index().upsert(v.clone()) && crate::binder::index::is_available(v),
                 };
                 if opened {
                     queues.classes.add(v.class().to_string());
@@ -104,5 +129,45 @@ impl Queues {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{claim, object};
+    use serde_json::json;
+
+    fn named(name: &str, extra: serde_json::Value) -> PersistentVolumeClaim {
+        let base =
+            serde_json::to_value(claim(json!({"metadata": {"name": name}}))).expect("a claim");
+        object(base, extra)
+    }
+
+    /// A class's change looks again at exactly its unbound claims: a claim joins when the watch
+    /// shows it without a volume, and leaves when it names one or is gone.
+    #[test]
+    fn unbound_claims_are_kept_by_class() {
+        let queues =
+            Queues::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(2) });
+        let tell = queues.on_change("pvc".into(), None);
+        let gold = |n: &str| named(n, json!({"spec": {"storageClassName": "gold"}}));
+        let (a, b, c) =
+            (gold("a"), gold("b"), named("c", json!({"spec": {"storageClassName": "tin"}})));
+        for claim in [&a, &b, &c] {
+            tell(Change::Claim(claim));
+        }
+        let names = |class: &str| {
+            let mut n: Vec<String> = queues.unbound_of(class).into_iter().map(|k| k.name).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names("gold"), ["a", "b"]);
+        assert_eq!(names("tin"), ["c"]);
+        let bound = named("a", json!({"spec": {"storageClassName": "gold", "volumeName": "pv-a"}}));
+        tell(Change::Claim(&bound));
+        tell(Change::ClaimGone(&b));
+        assert!(names("gold").is_empty());
+        assert_eq!(names("tin"), ["c"]);
     }
 }

@@ -68,19 +68,25 @@ impl Controller {
     /// Queues every claim and volume (the full resync), after bringing the index up to the store;
     /// every name in the index is checked against the store from the next pass on.
     pub fn enqueue_all(&self) {
-        let volumes = self.stores.volumes.state();
+        let volumes = self.stores.volumes.held_state();
         {
             let mut index = self.index_mut();
-            for v in &volumes {
-                index.upsert(v.clone());
+            for held in &volumes {
+                if let Some(v) = held.open() {
+                    index.upsert_held(&v, held.clone());
+                }
             }
         }
         self.queues.unsettled.volumes_relisted();
-        for c in self.stores.claims.state() {
-            self.queues.claims.add(ObjectRef::from_obj(&*c));
+        for c in self.stores.claims.held_state() {
+            let key = ObjectRef::new(&c.name);
+            self.queues.claims.add(match c.namespace.as_deref() {
+                Some(ns) => key.within(ns),
+                None => key,
+            });
         }
         for v in volumes {
-            self.queues.volumes.add(v.name_any());
+            self.queues.volumes.add(v.name.to_string());
         }
     }
 
@@ -127,8 +133,8 @@ impl Controller {
         if relisted {
             suspects.extend(index.names().map(str::to_string));
         }
-        let in_store = |n: &str| self.stores.volumes.get(&ObjectRef::new(n)).is_some();
-        let sweep = crate::resync::sweep(suspects, in_store, |n| index.get(n).is_some(), unseen);
+        let in_store = |n: &str| self.stores.volumes.held(&ObjectRef::new(n)).is_some();
+        let sweep = crate::resync::sweep(suspects, in_store, |n| index.contains(n), unseen);
         for gone in &sweep.gone {
             index.remove(gone);
         }
@@ -150,11 +156,8 @@ impl Controller {
     /// A class changed (or appeared): its unbound claims may now be provisionable.
     async fn class_worker(&self) {
         while let Some(class) = self.queues.classes.next().await {
-            for c in self.stores.claims.state() {
-                let unbound = c.volume_name().is_none();
-                if unbound && c.class() == class {
-                    self.queues.claims.add(ObjectRef::from_obj(&*c));
-                }
+            for key in self.queues.unbound_of(&class) {
+                self.queues.claims.add(key);
             }
             self.queues.classes.done(&class);
         }

@@ -6,6 +6,7 @@
 //! the k8s-openapi type's place behind the same trait.
 
 pub mod claim;
+pub mod compact;
 pub mod pod;
 pub mod quantity;
 pub mod volume;

@@ -236,12 +236,12 @@ fn s2_2_is_delay_binding_mode() {
 #[test]
 fn s2_2_index_ignores_older_resource_version() {
     let mut i = VolumeIndex::default();
-    assert!(i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "2"}}))));
-    assert!(i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "2"}}))));
-    assert!(i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "10"}}))));
-    assert!(!i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "9"}}))));
+    assert!(i.upsert(&pv("x", "1Gi", json!({"metadata": {"resourceVersion": "2"}}))));
+    assert!(i.upsert(&pv("x", "1Gi", json!({"metadata": {"resourceVersion": "2"}}))));
+    assert!(i.upsert(&pv("x", "1Gi", json!({"metadata": {"resourceVersion": "10"}}))));
+    assert!(!i.upsert(&pv("x", "1Gi", json!({"metadata": {"resourceVersion": "9"}}))));
     // Claimed in the newer version: no longer a candidate, even though an older copy said Available.
-    i.upsert(pv("x", "1Gi", json!({"metadata": {"resourceVersion": "11"}, "spec": {"claimRef": {"name": "o", "namespace": "ns", "uid": "u"}}})));
+    i.upsert(&pv("x", "1Gi", json!({"metadata": {"resourceVersion": "11"}, "spec": {"claimRef": {"name": "o", "namespace": "ns", "uid": "u"}}})));
     let facts = ClaimFacts::of(&claim(json!({}))).unwrap();
     assert!(i.best_match(&facts, false).is_none());
     i.remove("x");

@@ -46,7 +46,7 @@ fn class(mode: Option<&str>) -> StorageClass {
 fn index(pvs: Vec<PersistentVolume>) -> VolumeIndex {
     let mut i = VolumeIndex::default();
     for p in pvs {
-        i.upsert(p);
+        i.upsert(&p);
     }
     i
 }

@@ -122,7 +122,8 @@ async fn no_delete_volume_while_the_live_claim_holds_the_volume() {
                "status": {"phase": "Released"}}),
     );
     // The stores see the PV Released and its claim gone: a cache that is wrong.
-    relist(&mut bench.volumes, typed(&bench.api, VOLUMES));
+    let volumes: Vec<PersistentVolume> = typed(&bench.api, VOLUMES);
+    relist(&mut bench.volumes, volumes.iter().map(Compact::of).collect());
     for pv in typed::<PersistentVolume>(&bench.api, VOLUMES) {
         bench.controller.remember(&pv);
     }

@@ -20,8 +20,10 @@ use super::{ClaimKey, Controller, Queues, Switches};
 use crate::binder::Binder;
 use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
+use crate::cluster::stores::Held;
 use crate::csi::{ControllerCapabilities, DriverInfo, PluginCapabilities};
 use crate::fixtures::{DRIVER, settings};
+use crate::model::compact::Compact;
 use crate::queue::Backoff;
 use fake_api::FakeApi;
 use fake_driver::FakeDriver;
@@ -36,8 +38,8 @@ struct Bench {
     api: FakeApi,
     driver: Arc<FakeDriver>,
     controller: Arc<Controller>,
-    claims: Writer<PersistentVolumeClaim>,
-    volumes: Writer<PersistentVolume>,
+    claims: Writer<Compact<PersistentVolumeClaim>>,
+    volumes: Writer<Compact<PersistentVolume>>,
     classes: Writer<StorageClass>,
 }
 
@@ -49,7 +51,7 @@ fn typed<K: DeserializeOwned>(api: &FakeApi, collection: &str) -> Vec<K> {
 
 fn relist<K>(writer: &mut Writer<K>, objects: Vec<K>)
 where
-    K: kube::Resource + Clone + 'static,
+    K: kube::runtime::reflector::Lookup + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
     writer.apply_watcher_event(&watcher::Event::Init);
@@ -78,8 +80,8 @@ impl Bench {
         let (volumes_store, volumes) = reflector::store();
         let (classes_store, classes) = reflector::store();
         let stores = Stores {
-            claims: claims_store,
-            volumes: volumes_store,
+            claims: Held::new(claims_store),
+            volumes: Held::new(volumes_store),
             classes: classes_store,
             attachments: None,
             topology: None,
@@ -117,13 +119,14 @@ impl Bench {
 
     /// The watch delivers: the stores and the PV index take the API's state.
     fn sync(&mut self) {
-        relist(&mut self.claims, typed(&self.api, CLAIMS));
+        let claims: Vec<PersistentVolumeClaim> = typed(&self.api, CLAIMS);
+        relist(&mut self.claims, claims.iter().map(Compact::of).collect());
         relist(&mut self.classes, typed(&self.api, CLASSES));
         let volumes: Vec<PersistentVolume> = typed(&self.api, VOLUMES);
         for pv in &volumes {
             self.controller.remember(pv);
         }
-        relist(&mut self.volumes, volumes);
+        relist(&mut self.volumes, volumes.iter().map(Compact::of).collect());
     }
 
     fn create(&self, collection: &str, object: Value) -> Value {
