@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod gate;
+pub mod held;
 pub mod objects;
 pub mod ratelimit;
 pub mod stores;

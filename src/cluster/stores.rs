@@ -11,15 +11,15 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{
     CSINode, StorageClass, VolumeAttachment, VolumeAttributesClass,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
+pub use super::held::Held;
+use super::held::{Compactable, held_key};
 use crate::model::compact::Compact;
 
 /// Read-only caches of the objects this sidecar decides on. Reads may be slightly stale; every
@@ -40,118 +40,6 @@ pub struct Stores {
     pub attributes_classes: Option<Store<VolumeAttributesClass>>,
     /// Whether each watch is keeping its store current.
     pub watches: Arc<WatchHealth>,
-}
-
-/// A kind whose objects a store holds compact.
-pub trait Compactable:
-    Resource<DynamicType = ()>
-    + k8s_openapi::Metadata<Ty = ObjectMeta>
-    + Serialize
-    + DeserializeOwned
-    + Clone
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> Compactable for K where
-    K: Resource<DynamicType = ()>
-        + k8s_openapi::Metadata<Ty = ObjectMeta>
-        + Serialize
-        + DeserializeOwned
-        + Clone
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
-/// The store key of a compact object: its kind's, and its identity as held.
-impl<K: Resource<DynamicType = ()>> reflector::Lookup for Compact<K> {
-    type DynamicType = ();
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        K::kind(&())
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        K::group(&())
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        K::version(&())
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        K::plural(&())
-    }
-    fn name(&self) -> Option<std::borrow::Cow<'_, str>> {
-        Some(self.name.as_ref().into())
-    }
-    fn namespace(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.namespace.as_deref().map(Into::into)
-    }
-    fn resource_version(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.resource_version.as_deref().map(Into::into)
-    }
-    fn uid(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.uid.as_deref().map(Into::into)
-    }
-}
-
-/// A store of compact objects of kind `K`, read back whole: a read decodes the object asked
-/// for, so a caller holds it only while it works on it.
-pub struct Held<K: Resource<DynamicType = ()> + 'static> {
-    store: Store<Compact<K>>,
-}
-
-impl<K: Resource<DynamicType = ()>> Clone for Held<K> {
-    fn clone(&self) -> Self {
-        Held { store: self.store.clone() }
-    }
-}
-
-impl<K: Compactable> Held<K> {
-    /// The store a writer fills (`reflector::store::<Compact<K>>()`).
-    pub fn new(store: Store<Compact<K>>) -> Self {
-        Held { store }
-    }
-
-    /// The object at `key`, whole.
-    pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
-        self.held(key)?.open()
-    }
-
-    /// The object at `key` as held (no decoding).
-    pub fn held(&self, key: &ObjectRef<K>) -> Option<Arc<Compact<K>>> {
-        self.store.get(&held_key(&key.name, key.namespace.as_deref()))
-    }
-
-    /// Every object as held.
-    pub fn held_state(&self) -> Vec<Arc<Compact<K>>> {
-        self.store.state()
-    }
-
-    /// Every object, whole: the full resync and the class worker only.
-    pub fn state(&self) -> Vec<Arc<K>> {
-        self.store.state().iter().filter_map(|h| h.open()).collect()
-    }
-
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.store.wait_until_ready().await
-    }
-}
-
-/// The store key of the object `name` in `namespace`.
-fn held_key<K: Resource<DynamicType = ()>>(
-    name: &str,
-    namespace: Option<&str>,
-) -> ObjectRef<Compact<K>> {
-    let key = ObjectRef::new(name);
-    match namespace {
-        Some(ns) => key.within(ns),
-        None => key,
-    }
 }
 
 /// The stores topology-aware provisioning reads.
