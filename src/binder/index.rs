@@ -28,6 +28,13 @@ pub struct VolumeIndex {
     reserved: HashMap<String, (String, String)>,
 }
 
+/// What an upsert did: whether the new copy was stored, and the copy the index knew before
+/// (decoded once, for the caller as for the index's own bookkeeping).
+pub struct Upserted {
+    pub stored: bool,
+    pub known: Option<Arc<PersistentVolume>>,
+}
+
 /// Available, unclaimed and not being deleted: a PV a claim without a pre-bound PV can get.
 pub fn is_available(pv: &PersistentVolume) -> bool {
     pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_none())
@@ -70,7 +77,7 @@ impl VolumeIndex {
 
     /// Stores `pv` unless a newer version is known; true if stored.
     pub fn upsert(&mut self, pv: &PersistentVolume) -> bool {
-        self.upsert_held(pv, Arc::new(Compact::of(pv)))
+        self.upsert_held(pv, Arc::new(Compact::of(pv))).stored
     }
 
     /// As `upsert`, with `held` as the copy kept: the watch store's, shared.
@@ -78,23 +85,23 @@ impl VolumeIndex {
         &mut self,
         pv: &PersistentVolume,
         held: Arc<Compact<PersistentVolume>>,
-    ) -> bool {
+    ) -> Upserted {
         let Some(name) = pv.metadata.name.clone() else {
-            return false;
+            return Upserted { stored: false, known: None };
         };
-        if let Some(old) = self.volumes.get(&name) {
-            if let (Some(o), Some(n)) = (old.version(), held.version())
-                && o > n
-            {
-                return false;
-            }
-            if let Some(old) = old.open() {
-                self.unlink(&old);
-            }
+        let kept = self.volumes.get(&name).cloned();
+        let known = kept.as_ref().and_then(|k| k.open());
+        if let (Some(o), Some(n)) = (kept.and_then(|k| k.version()), held.version())
+            && o > n
+        {
+            return Upserted { stored: false, known };
+        }
+        if let Some(old) = &known {
+            self.unlink(old);
         }
         self.link(pv);
         self.volumes.insert(name, held);
-        true
+        Upserted { stored: true, known }
     }
 
     /// Sets `pv` aside for `claim` (namespace, name) while it binds: other claims' matching
@@ -122,10 +129,11 @@ impl VolumeIndex {
             .is_some_and(|(ns, name)| *ns != claim.namespace || *name != claim.name)
     }
 
-    pub fn remove(&mut self, name: &str) {
-        if let Some(old) = self.volumes.remove(name).and_then(|held| held.open()) {
-            self.unlink(&old);
-        }
+    /// Drops the PV; the copy it held, decoded.
+    pub fn remove(&mut self, name: &str) -> Option<Arc<PersistentVolume>> {
+        let old = self.volumes.remove(name).and_then(|held| held.open())?;
+        self.unlink(&old);
+        Some(old)
     }
 
     fn available_key(pv: &PersistentVolume) -> Option<(String, String)> {

@@ -92,7 +92,7 @@ impl<K: Compactable> Held<K> {
 
     /// The object at `key` as held (no decoding).
     pub fn held(&self, key: &ObjectRef<K>) -> Option<Arc<Compact<K>>> {
-        self.store.get(&held_key(&key.name, key.namespace.as_deref()))
+        self.store.get(&object_key(&key.name, key.namespace.as_deref()))
     }
 
     /// Every object as held.
@@ -100,21 +100,16 @@ impl<K: Compactable> Held<K> {
         self.store.state()
     }
 
-    /// Every object, whole: the full resync and the class worker only.
-    pub fn state(&self) -> Vec<Arc<K>> {
-        self.store.state().iter().filter_map(|h| h.open()).collect()
-    }
-
     pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
         self.store.wait_until_ready().await
     }
 }
 
-/// The store key of the object `name` in `namespace`.
-pub(super) fn held_key<K: Resource<DynamicType = ()>>(
+/// The key of the object `name` in `namespace`, for a store or a queue of `T`.
+pub fn object_key<T: reflector::Lookup<DynamicType = ()>>(
     name: &str,
     namespace: Option<&str>,
-) -> ObjectRef<Compact<K>> {
+) -> ObjectRef<T> {
     let key = ObjectRef::new(name);
     match namespace {
         Some(ns) => key.within(ns),

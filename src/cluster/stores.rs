@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 pub use super::held::Held;
-use super::held::{Compactable, held_key};
+use super::held::{Compactable, object_key};
 use crate::model::compact::Compact;
 
 /// Read-only caches of the objects this sidecar decides on. Reads may be slightly stale; every
@@ -345,7 +345,7 @@ fn reflect_held<K: Compactable>(
             Ok(watcher::Event::Apply(o)) => {
                 let held = Compact::of(&o);
                 writer.apply_watcher_event(&watcher::Event::Apply(held));
-                let key = held_key(&o.name_any(), o.meta().namespace.as_deref());
+                let key = object_key(&o.name_any(), o.meta().namespace.as_deref());
                 if let Some(shared) = store.get(&key) {
                     on_change(seen(&o, &shared));
                 }

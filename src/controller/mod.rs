@@ -48,6 +48,7 @@ use crate::cluster::client::ApiClients;
 use crate::cluster::objects::Cluster;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, Driver, DriverInfo};
+use crate::model::compact::Compact;
 use crate::model::{ClaimExt, VolumeExt};
 use crate::provision::plan::{self, Features, Settings};
 use crate::queue::{Backoff, WorkQueue};
@@ -203,10 +204,8 @@ impl Controller {
 
     /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
     fn remember(&self, pv: &PersistentVolume) {
-        let mut index = self.index_mut();
-        let old = index.get(&pv.name_any());
-        self.queues.unsettled.volume_written(old.as_deref(), pv);
-        index.upsert(pv);
+        let known = self.index_mut().upsert_held(pv, Arc::new(Compact::of(pv))).known;
+        self.queues.unsettled.volume_written(known.as_deref(), pv);
     }
 
     /// True while a failed driver call on this version of the claim waits for its retry.

@@ -46,7 +46,8 @@ impl Queues {
         unbound.iter().filter(|(_, c)| c.as_str() == class).map(|(k, _)| k.clone()).collect()
     }
 
-    fn saw_claim(&self, claim: &PersistentVolumeClaim, gone: bool) {
+    /// Keeps `unbound` up to the claim the watch shows.
+    fn track_unbound(&self, claim: &PersistentVolumeClaim, gone: bool) {
         let key = ObjectRef::from_obj(claim);
         let mut unbound = self.unbound.lock().unwrap_or_else(|p| p.into_inner());
         if gone || claim.volume_name().is_some() {
@@ -70,7 +71,7 @@ impl Queues {
             Change::Claim(c) | Change::ClaimGone(c) => {
                 queues.usage().saw_claim(c);
                 queues.unsettled.claim_changed(c);
-                queues.saw_claim(c, matches!(change, Change::ClaimGone(_)));
+                queues.track_unbound(c, matches!(change, Change::ClaimGone(_)));
                 queues.claims.add(ObjectRef::from_obj(c));
                 // A clone that moves may free its source's protection.
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
@@ -88,19 +89,19 @@ impl Queues {
                 }
             }
             Change::Volume(v, _) | Change::VolumeGone(v) => {
-                let old = queues.index().get(&v.name_any());
-                queues.unsettled.volume_changed(old.as_deref(), v);
-                let opened = match change {
+                let (known, opened) = match change {
                     Change::Volume(_, held) => {
-                        queues.index().upsert_held(v, held.clone())
-                            && crate::binder::index::is_available(v)
+                        let upserted = queues.index().upsert_held(v, held.clone());
+                        let opened = upserted.stored && crate::binder::index::is_available(v);
+                        (upserted.known, opened)
                     }
                     _ => {
-                        queues.index().remove(&v.name_any());
+                        let known = queues.index().remove(&v.name_any());
                         queues.usage().volume_gone(&v.name_any());
-                        false
+                        (known, false)
                     }
                 };
+                queues.unsettled.volume_changed(known.as_deref(), v);
                 if opened {
                     queues.classes.add(v.class().to_string());
                 }

@@ -26,9 +26,10 @@ pub struct Candidates {
     /// Changed since the last pass, or unsettled at it.
     pub claims: HashSet<ClaimKey>,
     pub volumes: HashSet<String>,
-    /// PV names the index may hold while the store does not (`resync::sweep`).
+    /// PV names the index may hold while the store does not (`resync::sweep`): written by us
+    /// since the last pass, and not checked yet.
     pub suspects: HashSet<String>,
-    /// Suspects the store lacked at the last pass.
+    /// Names the store lacked at the last pass: checked again, and dropped at a second miss.
     pub unseen: HashSet<String>,
     /// The PV watch listed again since the last pass: every name in the index is a suspect.
     pub relisted: bool,

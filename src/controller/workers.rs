@@ -2,6 +2,7 @@
 //! class worker, and the periodic passes (resync).
 
 use super::*;
+use crate::cluster::held::object_key;
 
 impl Controller {
     /// Runs `workers` claim workers and as many volume workers until `stop` resolves.
@@ -79,11 +80,7 @@ impl Controller {
         }
         self.queues.unsettled.volumes_relisted();
         for c in self.stores.claims.held_state() {
-            let key = ObjectRef::new(&c.name);
-            self.queues.claims.add(match c.namespace.as_deref() {
-                Some(ns) => key.within(ns),
-                None => key,
-            });
+            self.queues.claims.add(object_key(&c.name, c.namespace.as_deref()));
         }
         for v in volumes {
             self.queues.volumes.add(v.name.to_string());
@@ -130,6 +127,8 @@ impl Controller {
         relisted: bool,
     ) -> Candidates {
         let mut index = self.index_mut();
+        // The unseen are suspects still: a second miss drops them.
+        suspects.extend(unseen.iter().cloned());
         if relisted {
             suspects.extend(index.names().map(str::to_string));
         }
@@ -138,7 +137,7 @@ impl Controller {
         for gone in &sweep.gone {
             index.remove(gone);
         }
-        Candidates { suspects: sweep.unseen.clone(), unseen: sweep.unseen, ..Candidates::default() }
+        Candidates { unseen: sweep.unseen, ..Candidates::default() }
     }
 
     /// Every log line of a pass sits in a span naming the object (`namespace/name`) and, once

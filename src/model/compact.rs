@@ -82,11 +82,6 @@ where
     pub fn version(&self) -> Option<u64> {
         self.resource_version.as_deref()?.parse().ok()
     }
-
-    /// Bytes held, for the memory figures.
-    pub fn size(&self) -> usize {
-        self.json.len()
-    }
 }
 
 #[cfg(test)]
@@ -122,7 +117,7 @@ mod tests {
         let held = Compact::of(&pv);
         assert_eq!(held.open().as_deref(), Some(&pv));
         assert_eq!((&*held.name, held.version()), ("pv-1", Some(42)));
-        assert!(held.size() < 1200, "{} bytes", held.size());
+        assert!(held.json.len() < 1200, "{} bytes", held.json.len());
 
         let claim: PersistentVolumeClaim = serde_json::from_value(json!({
             "metadata": {"name": "c", "namespace": "ns", "uid": "cu", "resourceVersion": "8",
