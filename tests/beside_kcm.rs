@@ -144,6 +144,23 @@ fn writes(world: &World<Hostpath>) -> Writes {
     w
 }
 
+/// kube-controller-manager's writes, by verb, resource and answer code: "update
+/// persistentvolumeclaims 200" and so on.
+fn binder_requests(world: &World<Hostpath>) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for write in world.plane.audited_writes() {
+        if write.user_agent.starts_with("kube-controller-manager/") {
+            let resource = if write.subresource.is_empty() {
+                write.resource
+            } else {
+                format!("{}/{}", write.resource, write.subresource)
+            };
+            *by.entry(format!("{} {resource} {}", write.verb, write.code)).or_default() += 1;
+        }
+    }
+    by
+}
+
 async fn claims_bound(
     world: &World<Hostpath>,
     names: &[String],
@@ -291,6 +308,10 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     let watch = DoubleBindWatch::start(world.client.clone(), &world.namespace);
     let mut names = world.create_claims("up", "fast", UP).await;
     claims_bound(&world, &names).await;
+    // Events are sent after the pass that queued them: a kill may drop one still queued.
+    for name in &names {
+        world.event(name, "ProvisioningSucceeded", "Successfully provisioned volume", LIMIT).await;
+    }
     let _ = world.sidecar.child.start_kill();
     let _ = world.sidecar.child.wait().await;
     names.extend(world.create_claims("down", "fast", DOWN).await);
@@ -334,10 +355,20 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
         w.kcm,
         w.conflicts_kcm
     );
-    assert_eq!(w.conflicts_ours, 0, "our writes never conflict with the binder's");
-    // Upstream's five: the hand-over annotation, the PV, the binder's three. The intent that
-    // makes a kill -9 between CreateVolume and the PV leak nothing is a journal file, no write.
-    assert!(per_claim <= 5.0, "{per_claim} writes per claim");
+    println!("kube-controller-manager's requests by kind: {:?}", binder_requests(&world));
+    // We finish the binding of the PV we made (docs/binder.md §5): the binder's own writes are
+    // its hand-over, one per claim, and the rare bind it starts in the same instant as ours
+    // (then both write the same values and the second meets a conflict).
+    let n = (UP + DOWN) as f64;
+    let binder = w.kcm as f64 / n;
+    assert!((1.0..=1.5).contains(&binder), "binder writes per claim {binder}");
+    // Ours: the PV, its phase, the claim and its status, but where the binder came first.
+    assert!(w.ours * 2 >= 7 * (UP + DOWN), "our writes: {}", w.ours);
+    assert!(w.conflicts_ours + w.conflicts_kcm <= (UP + DOWN) / 4, "conflicts");
+    // Upstream's five (the hand-over annotation, the PV, the binder's three), and a few
+    // conflicts. The intent that makes a kill -9 between CreateVolume and the PV leak nothing
+    // is a journal file, no write.
+    assert!(per_claim <= 5.5, "{per_claim} writes per claim");
     assert_eq!(journal_entries(world.dir.path()), Vec::<String>::new());
 
     // Expansion: ControllerExpandVolume, then the node's part is pending (no kubelet here).

@@ -234,6 +234,23 @@ impl VolumeIndex {
         None
     }
 
+    /// Beside the cluster's binder, whether its matching can take only `pv` for `claim`: it is
+    /// the match, and no other PV is pre-bound to the claim. Then whoever binds the claim
+    /// writes the same pair with the same values (docs/binder.md §5).
+    pub fn takes_only(&self, claim: &ClaimFacts, pv: &str) -> bool {
+        let others = self
+            .claimed
+            .get(&(claim.namespace.clone(), claim.name.clone()))
+            .into_iter()
+            .flatten()
+            .filter(|name| *name != pv)
+            .filter_map(|name| self.get(name));
+        let mut others = others;
+        let alone = !others.any(|o| o.bound_to_claim(&claim.namespace, &claim.name, &claim.uid));
+        alone
+            && self.best_match(claim, false).is_some_and(|m| m.metadata.name.as_deref() == Some(pv))
+    }
+
     /// Every PV with its verdict for `claim`, for `explain`.
     pub fn verdicts(
         &self,

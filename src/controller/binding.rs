@@ -293,11 +293,12 @@ impl Controller {
 
     /// The binding, in upstream's order: PV spec, PV status, claim spec, claim status. Each
     /// write is skipped when already done and preconditioned on the version it was built from.
+    /// Returns the claim as the last claim write left it.
     pub(super) async fn bind(
         &self,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
-    ) -> Result<(), SyncError> {
+    ) -> Result<PersistentVolumeClaim, SyncError> {
         let mut pv = pv.clone();
         let name = pv.name_any();
         if let Some(patch) = bind::volume_spec(&pv, claim) {
@@ -313,7 +314,7 @@ impl Controller {
             wrote = true;
         }
         if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
-            self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound").await?;
+            claim = self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound").await?;
             wrote = true;
             if let Some(seconds) =
                 claim.metadata.creation_timestamp.as_ref().and_then(crate::metrics::seconds_since)
@@ -324,7 +325,7 @@ impl Controller {
         if wrote {
             info!(volume = %name, "bound");
         }
-        Ok(())
+        Ok(claim)
     }
 }
 

@@ -156,6 +156,7 @@ impl Controller {
                 },
                 binds: self.scope.binder.binds(),
                 journaled: self.journaled(claim),
+                binder_takes_ours: self.binder_takes(claim, volume.as_deref()),
             },
         )
     }
@@ -227,16 +228,19 @@ impl Controller {
         };
         let pv = self.save_volume(&pv, claim).await?;
         self.remember(&pv);
-        self.finish(claim, &pv).await?;
-        self.clear_backoff(key);
         crate::metrics::metrics().provision(class, source, true, started.elapsed());
         crate::capacity::publisher::nudge();
+        // Said once the PV records the volume, as upstream does, before the binding is written:
+        // a claim is never Bound before its event is on its way.
         self.succeeded(claim, &plan.volume_name).await;
+        self.finish(claim, &pv).await?;
+        self.clear_backoff(key);
         Ok(Outcome::Done)
     }
 
     /// The volume is in a PV pre-bound to the claim: bind it in the same pass. Beside
-    /// kube-controller-manager's binder, leave the binding to it, and drop the intent once it
+    /// kube-controller-manager's binder, the same when its matching can take only this PV
+    /// (`claim::completes_binding`); else leave the binding to it, and drop the intent once it
     /// has bound the claim (see `provision::claim`).
     async fn finish(
         &self,
@@ -244,13 +248,32 @@ impl Controller {
         pv: &PersistentVolume,
     ) -> Result<(), SyncError> {
         if self.scope.binder.binds() {
-            self.bind(claim, pv).await
+            self.bind(claim, pv).await.map(drop)
+        } else if claim::completes_binding(
+            claim,
+            &self.settings.driver,
+            self.binder_takes(claim, Some(pv)),
+        ) {
+            // The claim write took a finalizer intent with it; a journal entry goes now.
+            let bound = self.bind(claim, pv).await?;
+            self.drop_intent(&bound).await
         } else if claim::claim_bound(claim) || !claim.has_intent() {
             // A journal entry goes now; a finalizer once the binder has bound the claim.
             self.drop_intent(claim).await
         } else {
             Ok(())
         }
+    }
+
+    /// Beside the cluster's binder: its matching, which is ours, can take only `pv` for the
+    /// claim (`VolumeIndex::takes_only`). Never when we bind, nor without the PV.
+    fn binder_takes(&self, claim: &PersistentVolumeClaim, pv: Option<&PersistentVolume>) -> bool {
+        let Some(name) = pv.and_then(|pv| pv.metadata.name.as_deref()) else {
+            return false;
+        };
+        !self.scope.binder.binds()
+            && crate::binder::matching::ClaimFacts::of(claim)
+                .is_ok_and(|facts| self.index().takes_only(&facts, name))
     }
 
     /// Removes `volume.kubernetes.io/selected-node`, so that the scheduler picks a node again.
@@ -297,7 +320,7 @@ impl Controller {
     }
 
     async fn succeeded(&self, claim: &PersistentVolumeClaim, volume: &str) {
-        info!(%volume, "provisioned and bound");
+        info!(%volume, "provisioned");
         self.events
             .normal(
                 &reference(claim),

@@ -60,7 +60,7 @@ impl Controller {
                 }
                 VolumeStep::CheckClaim => Ok(Outcome::Done),
                 VolumeStep::Release => self.release(&pv, live).await,
-                VolumeStep::Reclaim(Reclaim::Delete) => self.reclaim(&pv).await,
+                VolumeStep::Reclaim(Reclaim::Delete) => self.reclaim(&pv, live).await,
                 VolumeStep::Reclaim(Reclaim::Fail(notice)) => {
                     self.fail_volume(&pv, &notice).await?;
                     Ok(Outcome::Done)
@@ -163,8 +163,13 @@ impl Controller {
     }
 
     /// Reclaims a PV the cache says is Released with policy Delete, after confirming that on the
-    /// live PV and the live claim.
-    async fn reclaim(&self, cached: &PersistentVolume) -> Result<Outcome, SyncError> {
+    /// live PV and the live claim. `read`: the claim as this pass already read it from the API
+    /// (after the PV was released), which need not be read again.
+    async fn reclaim(
+        &self,
+        cached: &PersistentVolume,
+        read: Option<Option<PersistentVolumeClaim>>,
+    ) -> Result<Outcome, SyncError> {
         let name = cached.name_any();
         let live = self
             .cluster
@@ -172,7 +177,8 @@ impl Controller {
             .get(None, &name)
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?;
-        let mut claim = None;
+        // A claim read before the PV was Released says nothing of the claim since.
+        let mut claim = read.filter(|_| VolumePhase::settled(cached.phase()));
         loop {
             let step = binder::volume::recheck_reclaim(
                 live.as_ref(),

@@ -12,9 +12,11 @@
 //!
 //! Beside kube-controller-manager's binder (`binds` false) a claim is ours to provision only
 //! once that binder has handed it to the driver (`volume.kubernetes.io/storage-provisioner`),
-//! which it does only when no existing PV matches. The binder binds the PV we made pre-bound to
-//! the claim, and `Bind` only drops our intent, once the claim is Bound (not while the binder is
-//! writing the claim, which would make its writes conflict).
+//! which it does only when no existing PV matches. Once the PV we made is the one its matching
+//! must take for the claim, and no other PV is pre-bound to it (`binder_takes_ours`), `Bind`
+//! writes the binding exactly as that binder would, so that it finds the pair complete and
+//! writes nothing (docs/binder.md §5). Otherwise the binder binds, and `Bind` only drops our
+//! intent once the claim is Bound.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -40,6 +42,9 @@ pub struct ClaimContext<'a> {
     pub binds: bool,
     /// The claim's intent is in the intent journal (`--intent-journal`) rather than a finalizer.
     pub journaled: bool,
+    /// Beside the cluster's binder: its matching takes the PV named after the claim, and no
+    /// other PV is pre-bound to the claim (`VolumeIndex::takes_only`).
+    pub binder_takes_ours: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -60,8 +65,8 @@ pub enum ClaimAction {
     RecordIntent(Box<Plan>),
     /// Create the volume (again, idempotently), record it in a PV and bind.
     Provision(Box<Plan>),
-    /// The PV exists and points at the claim: finish the claim side of the binding (beside
-    /// kube-controller-manager's binder: only drop the intent; it binds).
+    /// The PV exists and points at the claim: finish the binding (beside kube-controller-manager's
+    /// binder only when `completes_binding`; else only drop the intent once it bound the claim).
     Bind { volume: String },
     /// The intent is settled (the volume is recorded in a PV).
     DropIntent,
@@ -110,11 +115,16 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             && pv.claim_ref_uid() == Some(claim_uid)
     });
 
+    let completes = !ctx.binds
+        && our_pv.is_some()
+        && completes_binding(claim, &ctx.settings.driver, ctx.binder_takes_ours);
     if !has_intent {
         if deleting {
             return ClaimAction::None;
         }
         return match (bound_to, our_pv) {
+            // The volume is recorded (a journal entry went with it), the binding is not written.
+            (None, Some(_)) if completes => ClaimAction::Bind { volume: volume_name },
             // Bound by kube-controller-manager's binder, or not yet: either way not ours to do.
             (_, Some(_)) if !ctx.binds => ClaimAction::None,
             (None, None) if !ctx.binds && !claim.handed_to(&ctx.settings.driver) => {
@@ -134,6 +144,9 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     if our_pv.is_some() {
         return if deleting || bound_to.is_some_and(|b| b != volume_name) {
             ClaimAction::DropIntent
+        } else if completes {
+            // The binding's claim write takes the finalizer with it; the journal entry goes after.
+            ClaimAction::Bind { volume: volume_name }
         } else if !ctx.binds && !finalizer {
             // A journal entry goes at once: no claim write to conflict with the binder's.
             ClaimAction::DropIntent
@@ -174,6 +187,22 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         (false, Ok(plan)) => ClaimAction::Provision(Box::new(plan)),
         (false, Err(e)) => ClaimAction::Reject(e),
     }
+}
+
+/// Beside the cluster's binder, whether we write the binding of the claim and the PV we made
+/// for it: the binder handed the claim to our driver, the claim names no volume, it is not
+/// being deleted, and the binder's matching can take only our PV (`binder_takes_ours`). The
+/// binder's own pass then finds the pair bound and writes nothing; were it to bind at the same
+/// instant, both write the same pair and one write meets a conflict.
+pub fn completes_binding(
+    claim: &PersistentVolumeClaim,
+    driver: &str,
+    binder_takes_ours: bool,
+) -> bool {
+    binder_takes_ours
+        && claim.named_volume().is_none()
+        && claim.handed_to(driver)
+        && claim.metadata.deletion_timestamp.is_none()
 }
 
 /// The claim belongs to this driver: its class names the driver, or, with the class gone, the

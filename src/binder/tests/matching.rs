@@ -287,3 +287,64 @@ fn s2_3_check_volume_satisfy_claim_order_and_messages() {
         assert_eq!(got, want.map_err(String::from), "{name}");
     }
 }
+
+// §5 beside the cluster's binder: may we write the binding of the PV we made?
+
+#[test]
+fn s5_the_binder_takes_only_our_pv_when_it_is_the_match_and_alone() {
+    let c = claim(json!({}));
+    let facts = ClaimFacts::of(&c).unwrap();
+    let ours = || pv("pvc-ours", "1Gi", claimed_by("c", UID));
+    let takes = |pvs: Vec<PersistentVolume>| index(pvs).takes_only(&facts, "pvc-ours");
+    let table: Vec<(&str, Vec<PersistentVolume>, bool)> = vec![
+        ("ours alone", vec![ours()], true),
+        ("not in the index", vec![], false),
+        ("an unrelated Available PV beside", vec![ours(), pv("big", "5Gi", json!({}))], true),
+        (
+            "another PV pre-bound to the claim by name",
+            vec![
+                ours(),
+                pv("admin", "5Gi", json!({"spec": {"claimRef": {"name": "c", "namespace": "ns"}}})),
+            ],
+            false,
+        ),
+        (
+            "another PV pre-bound with the claim's UID",
+            vec![ours(), pv("twin", "1Gi", claimed_by("c", UID))],
+            false,
+        ),
+        (
+            "an old PV of an earlier claim of that name",
+            vec![ours(), pv("old", "1Gi", claimed_by("c", "u-old"))],
+            true,
+        ),
+        (
+            "ours too small for the request",
+            vec![pv("pvc-ours", "1Mi", claimed_by("c", UID))],
+            false,
+        ),
+        (
+            "an Available PV in a group of fewer modes wins over ours",
+            vec![
+                pv(
+                    "pvc-ours",
+                    "1Gi",
+                    merge_json(
+                        claimed_by("c", UID),
+                        json!({"spec": {"accessModes": ["ReadWriteOnce", "ReadWriteMany"]}}),
+                    ),
+                ),
+                pv("static", "1Gi", json!({})),
+            ],
+            false,
+        ),
+    ];
+    for (case, pvs, want) in table {
+        assert_eq!(takes(pvs), want, "{case}");
+    }
+}
+
+fn merge_json(mut a: Value, b: Value) -> Value {
+    merge(&mut a, b);
+    a
+}

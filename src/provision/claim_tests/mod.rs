@@ -43,6 +43,11 @@ fn check(s: &Settings, table: Vec<Row<'_>>, binds: bool) {
 
 /// As `check`; `journaled`: the claim's intent is in the intent journal.
 fn check_with(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool) {
+    check_beside(s, table, binds, journaled, false);
+}
+
+/// As `check_with`; `binder_takes_ours`: the cluster's binder can take only our PV.
+fn check_beside(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool, takes: bool) {
     for (case, patch, class, volume, want) in table {
         let c = claim(patch);
         let ctx = ClaimContext {
@@ -53,6 +58,7 @@ fn check_with(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool) {
             facts: PlanFacts::default(),
             binds,
             journaled,
+            binder_takes_ours: takes,
         };
         assert_eq!(decide(&c, &ctx).name(), want, "{case}");
     }

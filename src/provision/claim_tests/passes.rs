@@ -128,6 +128,7 @@ fn a_clone_protects_its_source_after_the_intent_and_before_create_volume() {
             facts: PlanFacts { claim: Some(src), volume: Some(&source_pv), ..PlanFacts::default() },
             binds: true,
             journaled: false,
+            binder_takes_ours: false,
         };
         assert_eq!(decide(&c, &ctx).name(), want, "{case}");
     }

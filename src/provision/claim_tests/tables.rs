@@ -127,6 +127,81 @@ fn decision_table_beside_the_cluster_binder() {
     check(&s, table, false);
 }
 
+/// Beside the cluster's binder, once its matching can take only the PV we made: we write the
+/// binding ourselves (docs/binder.md §5), in both intent forms, and only for a claim it handed
+/// to us that names no volume and is not being deleted.
+#[test]
+fn beside_the_cluster_binder_we_finish_the_binding_of_our_pv() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let our_pv = pv(DRIVER, UID);
+    let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let handed_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let other = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "x.csi"}}});
+    let named = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": format!("pvc-{UID}")}});
+    let named_intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}, "spec": {"volumeName": format!("pvc-{UID}")}});
+    let deleting = json!({"metadata": {"finalizers": [INTENT], "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let bound = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
+    let finalizer_rows = || -> Vec<Row<'_>> {
+        vec![
+            ("finalizer, PV made", handed_intent.clone(), Some(&ours), Some(&our_pv), "bind"),
+            ("no intent left, PV made", handed.clone(), Some(&ours), Some(&our_pv), "bind"),
+            ("no PV yet", handed_intent.clone(), Some(&ours), None, "provision"),
+            ("handed to another driver", other.clone(), Some(&ours), Some(&our_pv), "none"),
+            (
+                "the claim names the PV: the binder's to finish",
+                named.clone(),
+                Some(&ours),
+                Some(&our_pv),
+                "none",
+            ),
+            (
+                "finalizer, the claim names the PV",
+                named_intent.clone(),
+                Some(&ours),
+                Some(&our_pv),
+                "none",
+            ),
+            (
+                "finalizer, claim deleted",
+                deleting.clone(),
+                Some(&ours),
+                Some(&our_pv),
+                "drop-intent",
+            ),
+            ("bound", bound.clone(), Some(&ours), Some(&our_pv), "none"),
+        ]
+    };
+    check_beside(&s, finalizer_rows(), false, false, true);
+    let journal: Vec<Row<'_>> = vec![
+        ("journaled, PV made", handed.clone(), Some(&ours), Some(&our_pv), "bind"),
+        ("journaled, no PV yet", handed.clone(), Some(&ours), None, "provision"),
+        (
+            "journaled, the claim names the PV",
+            named.clone(),
+            Some(&ours),
+            Some(&our_pv),
+            "drop-intent",
+        ),
+    ];
+    check_beside(&s, journal, false, true, true);
+    // Another PV pre-bound to the claim, or our PV not the binder's match: the binder binds.
+    let not_ours: Vec<Row<'_>> = vec![
+        ("finalizer, PV made", handed_intent.clone(), Some(&ours), Some(&our_pv), "none"),
+        ("no intent left, PV made", handed.clone(), Some(&ours), Some(&our_pv), "none"),
+    ];
+    check_beside(&s, not_ours, false, false, false);
+    check_beside(
+        &s,
+        vec![("journaled", handed.clone(), Some(&ours), Some(&our_pv), "drop-intent")],
+        false,
+        true,
+        false,
+    );
+    // Our own binder binds whatever the flag says.
+    check_beside(&s, finalizer_rows().into_iter().take(1).collect(), true, false, false);
+}
+
 /// The intent in the journal (`--intent-journal`): the same guard before CreateVolume, and
 /// it goes as soon as the PV records the volume, with no claim write.
 #[test]
