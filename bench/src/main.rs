@@ -13,6 +13,7 @@
 mod support;
 
 mod driver;
+mod kcm_requests;
 mod measure;
 mod plan;
 mod report;
@@ -231,7 +232,7 @@ fn main() -> ExitCode {
         }
     };
     let runs = args.runs;
-    let mut bench = Bench { args, results };
+    let mut bench = Bench { args, results, kcm_port: None };
     for run in 0..runs {
         for &scenario in &scenarios {
             if scenario == Scenario::Ceiling {

@@ -26,6 +26,8 @@ pub struct RunId {
 pub struct Bench {
     pub args: Args,
     pub results: Results,
+    /// kube-controller-manager's metrics port in the running stack.
+    pub kcm_port: Option<u16>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -160,6 +162,7 @@ impl Bench {
         driver.pid().into_iter().for_each(|pid| roles.add("driver", pid));
         roles.add("benchmark", std::process::id());
         load.iter().flat_map(Load::pids).for_each(|pid| roles.add("competing load", pid));
+        self.kcm_port = Some(stack.kcm_port);
         let outcome = runtime.block_on(self.scenario(id, scenario, &client, &driver, &roles));
         drop(load);
         let alive = stack.check_alive();
@@ -230,10 +233,18 @@ impl Bench {
         roles: &Roles,
     ) -> Result<scenario::Burst, String> {
         let before = scenario::write_counts(client).await?;
+        let binder_before = self.kcm_port.map(crate::kcm_requests::scrape).transpose()?;
         let cost_before = roles.sample();
         let burst = scenario::burst(client, NAMESPACE, DYNAMIC_CLASS, n, self.args.limit).await?;
         let cost_after = roles.sample();
         let after = scenario::settled_write_counts(client).await?;
+        let binder_after = self.kcm_port.map(crate::kcm_requests::scrape).transpose()?;
+        if let (Some(b), Some(a)) = (binder_before, binder_after) {
+            let name = "kube-controller-manager's requests per provisioned claim";
+            for (kind, per_claim) in crate::kcm_requests::per_claim(&b, &a, n) {
+                self.figure(id, name, kind, "requests", Better::Lower, per_claim);
+            }
+        }
         println!("    requests in the burst, {}", before.describe_since(&after));
         let name = format!("burst {n}");
         self.burst_figures(id, &name, &burst);

@@ -143,6 +143,14 @@ impl Drop for Proc {
 /// A running stack.
 pub struct Stack {
     pub procs: Vec<Proc>,
+    /// kube-controller-manager's HTTPS port (/metrics).
+    pub kcm_port: u16,
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 impl Stack {
@@ -165,11 +173,17 @@ impl Stack {
                 "persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
             }
         };
+        // Its /metrics (with a self-signed certificate, open to anonymous reads) tells the
+        // binder's requests from the sidecars'.
+        let kcm_port = free_port()?;
         let mut kcm_args = vec![
             kubeconfig.clone(),
             format!("--controllers={controllers}"),
             "--leader-elect=false".into(),
-            "--secure-port=0".into(),
+            format!("--secure-port={kcm_port}"),
+            "--bind-address=127.0.0.1".into(),
+            format!("--cert-dir={}", dir.join("kcm-certs").display()),
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
             "--use-service-account-credentials=false".into(),
         ];
         // Its binder is a role of its own; the protection controllers are the same in every stack.
@@ -216,7 +230,7 @@ impl Stack {
                 procs.push(Proc::start("csi-pv-controller", sidecar, &args, dir)?);
             }
         }
-        Ok(Stack { procs })
+        Ok(Stack { procs, kcm_port })
     }
 
     /// The processes that replace each other: csi-provisioner + csi-resizer, or ours.

@@ -73,8 +73,12 @@ impl Controller {
                         }
                     }
                     claim = self.record_intent(&claim).await?;
-                    // A journaled intent wrote nothing: the copy is still the cache's.
-                    fresh = self.switches.journal.is_none();
+                    // The finalizer's write answered with the live claim. A journaled intent
+                    // wrote nothing, and the cache's copy is as good: it shows the binder's
+                    // hand-over, moments old, and should the claim have been deleted or bound
+                    // elsewhere since, the intent that now outlives us makes `Abandon` take the
+                    // volume back (docs/provisioning.md §3.2). No read of the claim per volume.
+                    fresh = true;
                 }
                 ClaimAction::Provision(plan) | ClaimAction::Abandon(plan) if !fresh => {
                     let _ = plan;
