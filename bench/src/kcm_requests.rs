@@ -36,18 +36,9 @@ pub fn scrape(port: u16) -> Result<BTreeMap<String, f64>, String> {
 
 fn by_method(metrics: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("rest_client_requests_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let method = labels.split(',').find_map(|l| l.strip_prefix("method=\""));
-        let (Some(method), Ok(value)) = (method, value.trim().parse::<f64>()) else {
-            continue;
-        };
-        *out.entry(method.trim_end_matches('"').to_string()).or_default() += value;
+    for (labels, value) in crate::stats::samples(metrics, "rest_client_requests_total") {
+        let method = labels.get("method").cloned().unwrap_or_default();
+        *out.entry(method).or_default() += value;
     }
     out
 }

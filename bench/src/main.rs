@@ -107,6 +107,11 @@ pub struct Args {
     /// Longest wait for one scenario step.
     #[arg(long, default_value = "2400s", value_parser = humantime::parse_duration)]
     limit: Duration,
+    /// Where the beside stack keeps its intent journal. By default in the run's folder, on the
+    /// disk where etcd syncs its log too: on one machine the journal's syncs slow etcd's, which
+    /// in a cluster live on other nodes. A folder on another device (or /dev/shm) separates them.
+    #[arg(long)]
+    journal_dir: Option<PathBuf>,
     /// The csi-pv-controller binary (a release build).
     #[arg(long, env = "SIDECAR_BIN")]
     sidecar: PathBuf,

@@ -144,8 +144,15 @@ impl Bench {
         })?;
         // Processes are started from this (the main) thread: they die with it, not with a
         // runtime worker.
-        let mut stack =
-            Stack::start(id.kind, id.throttle, &plane.plane, driver.socket(), &args.sidecar, &dir)?;
+        let mut stack = Stack::start(
+            id.kind,
+            id.throttle,
+            &plane.plane,
+            driver.socket(),
+            &args.sidecar,
+            &dir,
+            args.journal_dir.as_deref(),
+        )?;
         // At rest the stack is measured alone, whatever the throttle.
         let load = match (id.throttle, scenario) {
             (_, Scenario::Rest(_)) => None,

@@ -154,7 +154,8 @@ fn free_port() -> Result<u16, String> {
 }
 
 impl Stack {
-    /// Starts `kind` against `plane` with the driver on `socket`.
+    /// Starts `kind` against `plane` with the driver on `socket`; the beside stack's intent
+    /// journal in `journal_root` when given (else in the run's folder, beside etcd's data).
     pub fn start(
         kind: StackKind,
         throttle: Throttle,
@@ -162,6 +163,7 @@ impl Stack {
         socket: &Path,
         sidecar: &Path,
         dir: &Path,
+        journal_root: Option<&Path>,
     ) -> Result<Stack, String> {
         let kubeconfig = format!("--kubeconfig={}", plane.admin_kubeconfig.display());
         let controllers = match kind {
@@ -222,7 +224,12 @@ impl Stack {
                     args.push("--bind-all".into());
                 } else {
                     // As deploy/ runs it: provisioning intents in files, not claim finalizers.
-                    args.push(format!("--intent-journal={}", dir.join("intents").display()));
+                    let journal = match journal_root {
+                        Some(root) => root.join(format!("intents-{}", std::process::id())),
+                        None => dir.join("intents"),
+                    };
+                    let _ = std::fs::remove_dir_all(&journal);
+                    args.push(format!("--intent-journal={}", journal.display()));
                 }
                 // Provisioner and resizer, and the binder when kube-controller-manager's is off.
                 let roles = if kind == StackKind::Ours { 3 } else { 2 };

@@ -69,17 +69,7 @@ pub fn gets_by_resource(metrics_text: &str) -> BTreeMap<String, f64> {
 
 fn requests_by_resource(metrics_text: &str, verbs: &[&str]) -> BTreeMap<String, f64> {
     let mut sums = BTreeMap::new();
-    for line in metrics_text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let Ok(value) = value.trim().parse::<f64>() else {
-            continue;
-        };
-        let labels = parse_labels(labels);
+    for (labels, value) in samples(metrics_text, "apiserver_request_total") {
         let verb = labels.get("verb").map(String::as_str).unwrap_or_default();
         if !verbs.contains(&verb) {
             continue;
@@ -88,6 +78,18 @@ fn requests_by_resource(metrics_text: &str, verbs: &[&str]) -> BTreeMap<String, 
         *sums.entry(resource).or_insert(0.0) += value;
     }
     sums
+}
+
+/// Every sample of the series `name` in Prometheus text: its labels and value.
+pub fn samples<'a>(
+    metrics_text: &'a str,
+    name: &'a str,
+) -> impl Iterator<Item = (BTreeMap<String, String>, f64)> + 'a {
+    metrics_text.lines().filter_map(move |line| {
+        let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+        let (labels, value) = rest.rsplit_once("} ")?;
+        Some((parse_labels(labels), value.trim().parse::<f64>().ok()?))
+    })
 }
 
 /// `a="x",b="y"` → {a: x, b: y}. Label values here never hold quotes or commas.

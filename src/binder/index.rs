@@ -238,15 +238,14 @@ impl VolumeIndex {
     /// the match, and no other PV is pre-bound to the claim. Then whoever binds the claim
     /// writes the same pair with the same values (docs/binder.md §5).
     pub fn takes_only(&self, claim: &ClaimFacts, pv: &str) -> bool {
-        let others = self
+        let alone = !self
             .claimed
             .get(&(claim.namespace.clone(), claim.name.clone()))
             .into_iter()
             .flatten()
             .filter(|name| *name != pv)
-            .filter_map(|name| self.get(name));
-        let mut others = others;
-        let alone = !others.any(|o| o.bound_to_claim(&claim.namespace, &claim.name, &claim.uid));
+            .filter_map(|name| self.get(name))
+            .any(|o| o.bound_to_claim(&claim.namespace, &claim.name, &claim.uid));
         alone
             && self.best_match(claim, false).is_some_and(|m| m.metadata.name.as_deref() == Some(pv))
     }
