@@ -21,7 +21,6 @@ use serde_json::{Value, json};
 
 use support::cluster::{INTENT_JOURNAL, World, eventually};
 use support::control_plane::fresh_plane;
-use support::hostpath::Hostpath;
 use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 
 const LIMIT: Duration = Duration::from_secs(120);
