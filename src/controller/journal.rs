@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -38,6 +39,20 @@ pub struct Journal {
     dir: PathBuf,
     /// Claim UID → the claim as it was when its intent was recorded.
     entries: Mutex<HashMap<String, Arc<PersistentVolumeClaim>>>,
+    folder: FolderSync,
+}
+
+/// The directory's syncs, shared: one sync makes every rename done before it began durable, so
+/// the records of a burst that renamed their entries meanwhile wait for the same one instead of
+/// each syncing the directory again (one sync for many, as a database commits a group).
+#[derive(Debug, Default)]
+struct FolderSync {
+    /// Renames done so far, each a ticket.
+    renamed: AtomicU64,
+    /// The tickets a finished sync covers; held while a sync runs.
+    synced: tokio::sync::Mutex<u64>,
+    /// Syncs made, for the tests.
+    syncs: AtomicU64,
 }
 
 impl Journal {
@@ -74,7 +89,11 @@ impl Journal {
                 }
             }
         }
-        Ok(Journal { dir: dir.to_path_buf(), entries: Mutex::new(entries) })
+        Ok(Journal {
+            dir: dir.to_path_buf(),
+            entries: Mutex::new(entries),
+            folder: FolderSync::default(),
+        })
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PersistentVolumeClaim>>> {
@@ -112,11 +131,32 @@ impl Journal {
         let mut kept = claim.clone();
         kept.metadata.managed_fields = None;
         let kept = Arc::new(kept);
-        let (dir, path, copy) = (self.dir.clone(), self.path(&uid), kept.clone());
-        tokio::task::spawn_blocking(move || write_synced(&dir, &path, &copy))
+        let (path, copy) = (self.path(&uid), kept.clone());
+        tokio::task::spawn_blocking(move || write_synced(&path, &copy))
             .await
             .map_err(|e| io(&self.dir)(std::io::Error::other(e)))??;
+        // The rename itself must survive a crash too.
+        self.sync_folder().await?;
         self.entries().insert(uid, kept);
+        Ok(())
+    }
+
+    /// Returns once a directory sync that began after this caller's rename has finished.
+    async fn sync_folder(&self) -> Result<(), JournalError> {
+        let ticket = self.folder.renamed.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut synced = self.folder.synced.lock().await;
+        if *synced >= ticket {
+            return Ok(());
+        }
+        // Every rename with a ticket up to here happened before this sync begins.
+        let covered = self.folder.renamed.load(Ordering::SeqCst);
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || std::fs::File::open(&dir).and_then(|d| d.sync_all()))
+            .await
+            .map_err(|e| io(&self.dir)(std::io::Error::other(e)))?
+            .map_err(io(&self.dir))?;
+        self.folder.syncs.fetch_add(1, Ordering::Relaxed);
+        *synced = covered;
         Ok(())
     }
 
@@ -137,20 +177,14 @@ impl Journal {
     }
 }
 
-fn write_synced(
-    dir: &Path,
-    path: &Path,
-    claim: &PersistentVolumeClaim,
-) -> Result<(), JournalError> {
+/// The entry written beside its place, synced, and renamed into place.
+fn write_synced(path: &Path, claim: &PersistentVolumeClaim) -> Result<(), JournalError> {
     let bytes = serde_json::to_vec(claim).map_err(|e| io(path)(std::io::Error::other(e)))?;
     let tmp = path.with_extension("tmp");
     let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
     file.write_all(&bytes).map_err(io(&tmp))?;
     file.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
-    // The rename itself must survive a crash too.
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
-    Ok(())
+    std::fs::rename(&tmp, path).map_err(io(path))
 }
 
 #[cfg(test)]
@@ -185,6 +219,36 @@ mod tests {
         assert_eq!(kept.metadata.name.as_deref(), Some("c"));
         assert!(kept.metadata.managed_fields.is_none(), "kept small");
         assert!(!dir.path().join("u3.tmp").exists());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_burst_of_records_shares_the_directory_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(Journal::open(dir.path()).unwrap());
+        // A sync under way while all 64 rename their entries: they wait for the next one.
+        let under_way = journal.folder.synced.lock().await;
+        let records: Vec<_> = (0..64)
+            .map(|i| {
+                let journal = journal.clone();
+                tokio::spawn(async move { journal.record(&claim(&format!("u{i}"))).await })
+            })
+            .collect();
+        while journal.folder.renamed.load(Ordering::SeqCst) < 64 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(journal.is_empty(), "no intent counts before its rename is durable");
+        drop(under_way);
+        for done in futures::future::join_all(records).await {
+            done.unwrap().unwrap();
+        }
+        let syncs = journal.folder.syncs.load(Ordering::Relaxed);
+        assert_eq!(syncs, 1, "one directory sync for the 64 records");
+        // Each one durable: every entry is in place for the next run.
+        let reopened = Journal::open(dir.path()).unwrap();
+        assert_eq!(reopened.len(), 64);
+        // One alone still syncs.
+        journal.record(&claim("last")).await.unwrap();
+        assert_eq!(journal.folder.syncs.load(Ordering::Relaxed), syncs + 1);
     }
 
     #[tokio::test]
