@@ -70,7 +70,8 @@ fn generate(random: &mut Lcg, namespace: &str, driver: &str) -> Objects {
     let claims = (0..CLAIMS)
         .map(|i| {
             let class = *random.pick(&["del", "keep", "opts"]);
-            let size = *random.pick(&["1Gi", "1500Mi", "3Gi", "100Mi"]);
+            // Small: a Block volume of hostpathplugin is a file of that size on the disk.
+            let size = *random.pick(&["64Mi", "1500Ki", "100Mi", "40Mi"]);
             let modes: Vec<&str> = if *random.pick(&[true, false]) {
                 vec!["ReadWriteOnce"]
             } else {

@@ -51,6 +51,26 @@ pub struct Hostpath {
     starts: u32,
 }
 
+/// hostpathplugin backs each Block volume with a file in its state folder attached to a loop
+/// device, detached only by DeleteVolume. A test that ends with Block volumes left would leave
+/// them attached after its folder is gone, their disk space held until the machine restarts:
+/// on drop, every loop device backed by a file of this driver's folder is detached.
+impl Drop for Hostpath {
+    fn drop(&mut self) {
+        let Ok(out) = std::process::Command::new("losetup").arg("-a").output() else {
+            return;
+        };
+        let ours = format!("({}/", self.state_dir.display());
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if line.contains(&ours)
+                && let Some((device, _)) = line.split_once(':')
+            {
+                let _ = std::process::Command::new("losetup").args(["-d", device]).status();
+            }
+        }
+    }
+}
+
 impl Hostpath {
     /// The driver's process id while it runs, for resource figures.
     pub fn pid(&self) -> Option<u32> {
