@@ -329,10 +329,8 @@ fn s5_the_binder_takes_only_our_pv_when_it_is_the_match_and_alone() {
                 pv(
                     "pvc-ours",
                     "1Gi",
-                    merge_json(
-                        claimed_by("c", UID),
-                        json!({"spec": {"accessModes": ["ReadWriteOnce", "ReadWriteMany"]}}),
-                    ),
+                    json!({"spec": {"claimRef": {"name": "c", "namespace": "ns", "uid": UID},
+                                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"]}}),
                 ),
                 pv("static", "1Gi", json!({})),
             ],
@@ -342,9 +340,4 @@ fn s5_the_binder_takes_only_our_pv_when_it_is_the_match_and_alone() {
     for (case, pvs, want) in table {
         assert_eq!(takes(pvs), want, "{case}");
     }
-}
-
-fn merge_json(mut a: Value, b: Value) -> Value {
-    merge(&mut a, b);
-    a
 }
