@@ -141,6 +141,7 @@ impl CsiClient {
         let start = Instant::now();
         let result = call(request).await;
         let elapsed = start.elapsed();
+        let result = result.map_err(|s| super::error::our_deadline(s, elapsed, self.timeout));
         let code = match &result {
             Ok(_) => tonic::Code::Ok,
             Err(status) => status.code(),

@@ -103,10 +103,24 @@ impl CsiError {
     }
 }
 
+/// tonic reports our own deadline passing as `Cancelled: Timeout expired`. grpc-go, and so every
+/// Go sidecar, reports it as `DeadlineExceeded`, and that code is what events, alerts and the
+/// `grpc_status_code` metric label carry: a call that ran out of its `timeout` is given that code.
+pub fn our_deadline(status: tonic::Status, elapsed: Duration, timeout: Duration) -> tonic::Status {
+    if status.code() == Code::Cancelled && elapsed >= timeout {
+        tonic::Status::deadline_exceeded(format!(
+            "context deadline exceeded: no answer within {}",
+            humantime::format_duration(timeout)
+        ))
+    } else {
+        status
+    }
+}
+
 /// Maps a gRPC status code from `operation` to its class.
 ///
-/// tonic reports a deadline reached on our side as `Cancelled` ("Timeout expired") and a failed
-/// dial as `Unavailable`; both are "may still be in progress".
+/// A failed dial is `Unavailable`, "may still be in progress" like a deadline (see
+/// `our_deadline`).
 pub fn classify(operation: Operation, code: Code) -> ErrorClass {
     match code {
         Code::Cancelled | Code::DeadlineExceeded | Code::Unavailable | Code::Aborted => {
@@ -129,6 +143,26 @@ mod tests {
 
     use ErrorClass::{Final, InProgress, Infeasible};
     use Operation::{Create, Delete, Expand, Query};
+
+    #[test]
+    fn our_deadline_speaks_as_grpc_go() {
+        let second = Duration::from_secs(1);
+        let table = [
+            // (code, elapsed, code after)
+            (Code::Cancelled, second, Code::DeadlineExceeded),
+            (Code::Cancelled, second * 2, Code::DeadlineExceeded),
+            // Cancelled before the deadline is someone else's cancel, not ours.
+            (Code::Cancelled, second / 2, Code::Cancelled),
+            (Code::Unavailable, second * 2, Code::Unavailable),
+            (Code::DeadlineExceeded, second / 2, Code::DeadlineExceeded),
+        ];
+        for (code, elapsed, after) in table {
+            let status = our_deadline(tonic::Status::new(code, "x"), elapsed, second);
+            assert_eq!(status.code(), after, "{code:?} after {elapsed:?}");
+        }
+        let status = our_deadline(tonic::Status::cancelled("Timeout expired"), second, second);
+        assert_eq!(status.message(), "context deadline exceeded: no answer within 1s");
+    }
 
     #[test]
     fn classification_table() {

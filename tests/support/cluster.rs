@@ -94,7 +94,7 @@ impl World<Hostpath> {
 
 impl<D> World<D> {
     /// The namespace, deploy/ RBAC and a token for it, and the sidecar on `endpoint`.
-    async fn assemble(
+    pub(super) async fn assemble(
         plane: &'static ControlPlane,
         name: &str,
         dir: tempfile::TempDir,

@@ -4,11 +4,13 @@
 
 pub mod cluster;
 pub mod control_plane;
+pub mod csi_relay;
 pub mod fake_driver;
 pub mod hostpath;
 pub mod kcm;
 pub mod peers;
 pub mod proxy;
+pub mod relayed;
 pub mod sanity;
 pub mod sidecar;
 pub mod snapshots;

@@ -1,0 +1,90 @@
+//! The mode users run, with faults on the driver's socket: kube-controller-manager's storage
+//! controllers, hostpathplugin, and the sidecar with default flags and deploy/ RBAC, talking to
+//! the driver through a `CsiRelay`.
+
+#![allow(dead_code)]
+
+use super::cluster::World;
+use super::control_plane::{ControlPlane, fresh_plane};
+use super::csi_relay::CsiRelay;
+use super::hostpath::{Hostpath, HostpathConfig};
+use super::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
+
+/// hostpathplugin and the relay in front of it.
+pub struct Relayed {
+    pub hostpath: Hostpath,
+    pub relay: CsiRelay,
+}
+
+/// One test's cluster: a control plane of its own, kube-controller-manager, and the world.
+pub struct Beside {
+    pub world: World<Relayed>,
+    pub kcm: Kcm,
+}
+
+impl std::ops::Deref for Beside {
+    type Target = World<Relayed>;
+    fn deref(&self) -> &World<Relayed> {
+        &self.world
+    }
+}
+
+impl std::ops::DerefMut for Beside {
+    fn deref_mut(&mut self) -> &mut World<Relayed> {
+        &mut self.world
+    }
+}
+
+impl Beside {
+    /// A fresh plane with kube-controller-manager; hostpathplugin started with `flags` behind a
+    /// relay; the sidecar with `args` only (so `--binder=external`, the shipped default); the
+    /// driver's node registered as kubelet would.
+    pub async fn start(name: &str, flags: &[&str], args: &[&str]) -> Beside {
+        let plane: &'static ControlPlane = fresh_plane();
+        let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+        let world = World::start_relayed(plane, name, flags, args).await;
+        world.register_node().await;
+        Beside { world, kcm }
+    }
+}
+
+impl World<Relayed> {
+    /// As `World::start_hostpath`, with the sidecar talking to the driver through a relay.
+    pub async fn start_relayed(
+        plane: &'static ControlPlane,
+        name: &str,
+        flags: &[&str],
+        extra_args: &[&str],
+    ) -> World<Relayed> {
+        let dir = tempfile::tempdir().unwrap();
+        let driver_name = format!("{name}.csi.test");
+        let hostpath = Hostpath::start(
+            dir.path(),
+            HostpathConfig {
+                flags: flags.iter().map(|f| f.to_string()).collect(),
+                // A node of its own, so that worlds sharing a plane each register theirs.
+                node_id: format!("node-{name}"),
+                ..HostpathConfig::named(&driver_name)
+            },
+        )
+        .await;
+        let relay = CsiRelay::start(&dir.path().join("relay.sock"), &hostpath.socket);
+        let endpoint = relay.endpoint();
+        let driver = Relayed { hostpath, relay };
+        World::assemble(plane, name, dir, driver_name, driver, &endpoint, extra_args).await
+    }
+
+    /// The driver's Node and CSINode, as kubelet registers them.
+    pub async fn register_node(&self) {
+        let registered = self.driver.hostpath.register_node(&self.client).await;
+        registered.unwrap_or_else(|e| panic!("cannot register the driver's node: {e}"));
+    }
+
+    pub fn relay(&self) -> &CsiRelay {
+        &self.driver.relay
+    }
+
+    pub fn hostpath(&self) -> &Hostpath {
+        &self.driver.hostpath
+    }
+}
