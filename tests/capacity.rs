@@ -197,4 +197,21 @@ async fn capacity_is_published_per_class_and_segment() {
             .filter(|l| l.starts_with("csistorage"))
             .collect::<Vec<_>>()
     );
+
+    // With --capacity-for-immediate-binding, the Immediate class is published too.
+    let _ = world.sidecar.child.start_kill();
+    let _ = world.sidecar.child.wait().await;
+    args.push("--capacity-for-immediate-binding".to_string());
+    world.sidecar = Sidecar::start_with_env(
+        world.dir.path(),
+        &args,
+        &[("NAMESPACE", ns.as_str()), ("POD_NAME", POD)],
+    );
+    assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
+    let both = published_until(&world, "the Immediate class too", |p| p.len() == 2).await;
+    assert_eq!(
+        both.get(&format!("{ns}-now")).map(|c| (c.0.as_str(), c.2.as_str())),
+        Some(("100Gi", topology.as_str())),
+        "{both:?}"
+    );
 }

@@ -36,16 +36,25 @@ impl Controller {
         let resync = {
             let me = self.clone();
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(options.sync);
+                // Ticks at the shorter of the two periods, so that neither waits for the other;
+                // each pass comes every so many ticks.
+                let period = options.sync.min(options.resync);
+                let ticks = |d: Duration| (d.as_millis() / period.as_millis().max(1)).max(1);
+                let (full_every, sync_every) = (ticks(options.resync), ticks(options.sync));
+                let mut tick = tokio::time::interval(period);
                 tick.tick().await;
                 me.settle_journal().await;
-                let mut last_full = Instant::now();
+                let mut n: u128 = 0;
                 loop {
                     tick.tick().await;
+                    n += 1;
+                    let full = n.is_multiple_of(full_every);
+                    if !full && !n.is_multiple_of(sync_every) {
+                        continue;
+                    }
                     me.report_activity();
-                    if last_full.elapsed() >= options.resync {
+                    if full {
                         me.enqueue_all();
-                        last_full = Instant::now();
                     } else {
                         me.enqueue_unsettled();
                     }

@@ -1,0 +1,269 @@
+//! The flags that shape what the driver is asked, each passed to the binary in the shipped mode
+//! (beside kube-controller-manager, hostpathplugin behind the test relay) and checked in the
+//! requests the driver got and the objects left: csi-provisioner's `--extra-create-metadata`,
+//! `--default-fstype`, `--volume-name-uuid-length`, `--controller-publish-readonly`,
+//! `--strict-topology` and `--immediate-topology` (over two nodes in two zones), csi-resizer's
+//! `--extra-modify-metadata`, `--handle-volume-inuse-error` and `--resync-period`.
+
+mod support;
+
+use std::time::Duration;
+
+use csi_pv_controller::csi::v1 as csi;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSINode, VolumeAttributesClass};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tonic::Code;
+
+use support::cluster::{World, eventually};
+use support::hostpath::TOPOLOGY_KEY;
+use support::relayed::{Beside, Relayed};
+use support::sidecar::sample;
+
+const LIMIT: Duration = Duration::from_secs(90);
+const GI: i64 = 1 << 30;
+
+fn creates(world: &World<Relayed>) -> Vec<csi::CreateVolumeRequest> {
+    world.relay().requests("CreateVolume")
+}
+
+/// The CreateVolume request for `claim` (named `pvc-<uid>`), once there is one.
+async fn create_for(
+    world: &World<Relayed>,
+    claim: &PersistentVolumeClaim,
+) -> csi::CreateVolumeRequest {
+    let name = format!("pvc-{}", claim.metadata.uid.clone().unwrap_or_default());
+    let found = eventually(LIMIT, || async { creates(world).into_iter().find(|r| r.name == name) });
+    found.await.unwrap_or_else(|| panic!("no CreateVolume {name}:\n{}", world.sidecar.log_text()))
+}
+
+/// The topology value of each segment, in order.
+fn zones(topologies: &[csi::Topology]) -> Vec<String> {
+    topologies.iter().filter_map(|t| t.segments.get(TOPOLOGY_KEY).cloned()).collect()
+}
+
+/// Two more nodes of this world's driver, in zones `zone-a` and `zone-b` (hostpathplugin's
+/// topology key), as kubelet would register them: `<namespace>-a` and `<namespace>-b`.
+async fn two_zones(world: &World<Relayed>) {
+    for zone in ["a", "b"] {
+        let name = format!("{}-{zone}", world.namespace);
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {TOPOLOGY_KEY: format!("zone-{zone}")}},
+        }))
+        .unwrap();
+        let csi_node: CSINode = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"drivers": [{"name": world.driver_name, "nodeID": name,
+                                  "topologyKeys": [TOPOLOGY_KEY]}]},
+        }))
+        .unwrap();
+        let pp = PostParams::default();
+        Api::<Node>::all(world.client.clone()).create(&pp, &node).await.unwrap();
+        Api::<CSINode>::all(world.client.clone()).create(&pp, &csi_node).await.unwrap();
+    }
+}
+
+/// What the scheduler writes once it placed the claim's pod on `node`.
+async fn select_node(world: &World<Relayed>, claim: &str, node: &str) {
+    let patch = json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}});
+    world.claims().patch(claim, &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn create_volume_flags_shape_the_request_and_the_pv() {
+    let world = Beside::start(
+        "flags-create",
+        &[],
+        &[
+            "--extra-create-metadata",
+            "--default-fstype=xfs",
+            "--volume-name-uuid-length=8",
+            "--controller-publish-readonly",
+        ],
+    )
+    .await;
+    let ns = world.namespace.clone();
+    world.create_class("std", json!({})).await;
+    world.create_class("ext4", json!({"parameters": {"csi.storage.k8s.io/fstype": "ext4"}})).await;
+    world.create_claim("plain", "std", "1Gi", json!({})).await;
+    world
+        .create_claim("shared", "ext4", "1Gi", json!({"spec": {"accessModes": ["ReadOnlyMany"]}}))
+        .await;
+    let (plain, plain_pv) = world.bound("plain", LIMIT).await;
+    let (_, shared_pv) = world.bound("shared", LIMIT).await;
+
+    // --volume-name-uuid-length=8: the UID without dashes, cut to 8.
+    let uid = plain.metadata.uid.clone().unwrap().replace('-', "");
+    let name = format!("pvc-{}", &uid[..8]);
+    assert_eq!(plain_pv.metadata.name.as_deref(), Some(name.as_str()));
+    let requests = creates(&world);
+    let request =
+        requests.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{requests:?}"));
+    // --extra-create-metadata.
+    for (key, value) in [
+        ("csi.storage.k8s.io/pvc/name", "plain"),
+        ("csi.storage.k8s.io/pvc/namespace", ns.as_str()),
+        ("csi.storage.k8s.io/pv/name", name.as_str()),
+    ] {
+        assert_eq!(request.parameters.get(key).map(String::as_str), Some(value), "{key}");
+    }
+    // --default-fstype where the class names none; the class's own where it does.
+    let fs_type = |r: &csi::CreateVolumeRequest| match &r.volume_capabilities[0].access_type {
+        Some(csi::volume_capability::AccessType::Mount(m)) => m.fs_type.clone(),
+        other => panic!("not a mount volume: {other:?}"),
+    };
+    assert_eq!(fs_type(request), "xfs");
+    let shared_name = shared_pv.metadata.name.clone().unwrap();
+    let shared_request = requests.iter().find(|r| r.name == shared_name).unwrap();
+    assert_eq!(fs_type(shared_request), "ext4");
+    let pv_csi = |pv: &k8s_openapi::api::core::v1::PersistentVolume| {
+        pv.spec.as_ref().and_then(|s| s.csi.clone()).expect("a CSI PV")
+    };
+    assert_eq!(pv_csi(&plain_pv).fs_type.as_deref(), Some("xfs"));
+    // --controller-publish-readonly: a ReadOnlyMany claim's PV is read-only for the driver.
+    assert_eq!(pv_csi(&shared_pv).read_only, Some(true));
+    assert_ne!(pv_csi(&plain_pv).read_only, Some(true));
+    assert_eq!(world.hostpath().state_volumes().len(), 2);
+}
+
+/// Two nodes in two zones. By default, an Immediate claim asks for every zone the driver is in,
+/// and a delayed one for every zone with the selected node's first; with
+/// `--strict-topology --immediate-topology=false`, the delayed claim asks for the selected
+/// node's zone only and the Immediate one for none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn topology_over_two_zones_follows_the_flags() {
+    let loose = Beside::start("flags-topo", &[], &[]).await;
+    let strict = World::start_relayed(
+        loose.plane,
+        "flags-topo-s",
+        &[],
+        &["--strict-topology", "--immediate-topology=false"],
+    )
+    .await;
+    strict.register_node().await;
+    for world in [&*loose, &strict] {
+        two_zones(world).await;
+        world.create_class("now", json!({})).await;
+        world.create_class("later", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
+        world.create_claim("now", "now", "1Gi", json!({})).await;
+        world.create_claim("later", "later", "1Gi", json!({})).await;
+        select_node(world, "later", &format!("{}-b", world.namespace)).await;
+    }
+
+    let (now, later) = (loose.claim("now").await.unwrap(), loose.claim("later").await.unwrap());
+    let immediate =
+        create_for(&loose, &now).await.accessibility_requirements.expect("requirements");
+    let mut asked = zones(&immediate.requisite);
+    asked.sort();
+    assert!(
+        asked.contains(&"zone-a".to_string()) && asked.contains(&"zone-b".to_string()),
+        "{asked:?}"
+    );
+    let delayed =
+        create_for(&loose, &later).await.accessibility_requirements.expect("requirements");
+    let asked = zones(&delayed.requisite);
+    assert!(asked.contains(&"zone-a".to_string()) && asked.len() >= 2, "every zone: {asked:?}");
+    assert_eq!(zones(&delayed.preferred).first().map(String::as_str), Some("zone-b"));
+
+    let (now, later) = (strict.claim("now").await.unwrap(), strict.claim("later").await.unwrap());
+    let immediate = create_for(&strict, &now).await;
+    assert_eq!(immediate.accessibility_requirements, None, "--immediate-topology=false");
+    let delayed =
+        create_for(&strict, &later).await.accessibility_requirements.expect("requirements");
+    assert_eq!(zones(&delayed.requisite), ["zone-b"], "--strict-topology");
+    assert_eq!(zones(&delayed.preferred), ["zone-b"]);
+    for world in [&*loose, &strict] {
+        world.bound("now", LIMIT).await;
+    }
+}
+
+/// `--extra-modify-metadata` adds the claim's and PV's names to ControllerModifyVolume;
+/// `--handle-volume-inuse-error=false` asks the driver again even while a pod uses the claim;
+/// `--resync-period` queues every claim again on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resizer_flags_modify_metadata_in_use_and_resync() {
+    let metadata =
+        "csi.storage.k8s.io/pvc/name,csi.storage.k8s.io/pvc/namespace,csi.storage.k8s.io/pv/name";
+    let accepted = format!("--accepted-mutable-parameter-names=iops,{metadata}");
+    let world = Beside::start(
+        "flags-resize",
+        &["--enable-controller-modify-volume", &accepted, "--disable-node-expansion"],
+        &["--extra-modify-metadata", "--handle-volume-inuse-error=false", "--resync-period=2s"],
+    )
+    .await;
+    let ns = world.namespace.clone();
+    for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
+        let class: VolumeAttributesClass = serde_json::from_value(json!({
+            "metadata": {"name": format!("{ns}-{name}")},
+            "driverName": world.driver_name, "parameters": {"iops": iops}
+        }))
+        .unwrap();
+        let classes = Api::<VolumeAttributesClass>::all(world.client.clone());
+        classes.create(&PostParams::default(), &class).await.unwrap();
+    }
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});
+    world.create_claim("data", "grow", "1Gi", spec).await;
+    let (_, pv) = world.bound("data", LIMIT).await;
+    let volume = pv.metadata.name.clone().unwrap();
+
+    // --resync-period=2s: with nothing changing, the claim is queued again and again.
+    let adds = |text: &str| sample(text, "workqueue_adds_total{name=\"claims\"}").unwrap_or(0.0);
+    let before = adds(&world.sidecar.metrics().await);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let after = adds(&world.sidecar.metrics().await);
+    assert!(after >= before + 2.0, "claims queued {before} then {after} times");
+
+    let patch = json!({"spec": {"volumeAttributesClassName": format!("{ns}-faster")}});
+    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    world
+        .claim_until("data", "the new current class", LIMIT, |c| {
+            c.status.as_ref().and_then(|s| s.current_volume_attributes_class_name.clone())
+                == Some(format!("{ns}-faster"))
+        })
+        .await;
+    let modify =
+        world.relay().requests::<csi::ControllerModifyVolumeRequest>("ControllerModifyVolume");
+    let last = modify.last().expect("ControllerModifyVolume");
+    assert_eq!(last.mutable_parameters.get("iops").map(String::as_str), Some("6000"));
+    for (key, value) in [
+        ("csi.storage.k8s.io/pvc/name", "data"),
+        ("csi.storage.k8s.io/pvc/namespace", ns.as_str()),
+        ("csi.storage.k8s.io/pv/name", volume.as_str()),
+    ] {
+        assert_eq!(last.mutable_parameters.get(key).map(String::as_str), Some(value), "{key}");
+    }
+
+    // A pod uses the claim and the driver answers "in use": asked again all the same.
+    let pods: Api<Pod> = Api::namespaced(world.client.clone(), &ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "user"},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox"}],
+            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    world.relay().fail("ControllerExpandVolume", Code::FailedPrecondition);
+    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    let again = eventually(LIMIT, || async {
+        (world.relay().calls("ControllerExpandVolume") >= 3).then_some(())
+    });
+    assert!(again.await.is_some(), "not asked again:\n{}", world.sidecar.log_text());
+    world.relay().clear("ControllerExpandVolume");
+    world
+        .claim_until("data", "capacity 2Gi", LIMIT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|m| m.get("storage"))
+                .map(|q| q.0.as_str())
+                == Some("2Gi")
+        })
+        .await;
+    assert_eq!(world.hostpath().state_volumes()[0].size, 2 * GI);
+    pods.delete("user", &DeleteParams::default().grace_period(0)).await.unwrap();
+}
