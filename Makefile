@@ -10,6 +10,8 @@ PEERS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-pv-controller/peers
 export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
+# The tests' binary carries the crash points (src/crash_point.rs); releases never do.
+TEST_FEATURES := --features failpoints
 
 VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 IMAGE := csi-pv-controller:$(VERSION)
@@ -32,20 +34,20 @@ lint:
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --locked --lib --bins
+	$(CARGO) test --locked $(TEST_FEATURES) --lib --bins
 	$(CARGO) test --locked -p csi-pv-bench
 
 # csi-sanity against our fake driver (Identity + Controller specs) and against hostpathplugin
 # (Node specs too); prints the counts.
 sanity: peers
-	$(CARGO) test --locked --test sanity -- --nocapture
+	$(CARGO) test --locked $(TEST_FEATURES) --test sanity -- --nocapture
 
 # Everything else against the real kube-apiserver: with the fake driver on the shared plane
 # (no kube-controller-manager, the sidecar binds), then hostpathplugin beside
 # kube-controller-manager's storage controllers, one fresh plane per test, one at a time.
 integration: peers
-	$(CARGO) test --locked --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test rollback --test deploy --test metrics --test data_safety
-	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --test beside_kcm --test hostpath_e2e --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential --test faults_default_mode --test flags_default_mode -- --test-threads=1 --nocapture
+	$(CARGO) test --locked $(TEST_FEATURES) --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test rollback --test deploy --test metrics --test data_safety
+	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked $(TEST_FEATURES) --test beside_kcm --test hostpath_e2e --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential --test faults_default_mode --test flags_default_mode --test crash_points -- --test-threads=1 --nocapture
 
 # The binder against kube-controller-manager's on 500 generated states from a new seed each run
 # (BINDER_DIFF_SEED replays one); `make test` runs 40 of them, seed 1, and the hand-written ones.

@@ -9,6 +9,7 @@ pub mod capacity;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod crash_point;
 pub mod csi;
 pub mod expand;
 pub mod feature_gates;

@@ -187,6 +187,7 @@ impl Controller {
             .and_then(|s| s.capacity.as_ref()?.get("storage"))
             .map(|q| q.0.clone())
             .unwrap_or_default();
+        crate::crash_point::here(crate::crash_point::AFTER_EXPAND);
         let annotate = node_required && self.switches.annotate_fs_resize;
         let patch = expand::volume_capacity(pv, capacity, annotate, &old);
         self.patch_volume(
@@ -195,6 +196,7 @@ impl Controller {
             &format!("patch PersistentVolume {} to record its new capacity", pv.name_any()),
         )
         .await?;
+        crate::crash_point::here(crate::crash_point::AFTER_EXPAND_PV);
         let now = now();
         let (patch, reason, note) = if node_required {
             (

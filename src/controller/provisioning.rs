@@ -72,6 +72,7 @@ impl Controller {
                                 .await);
                         }
                     }
+                    crate::crash_point::here(crate::crash_point::BEFORE_INTENT);
                     claim = self.record_intent(&claim).await?;
                     // The finalizer's write answered with the live claim. A journaled intent
                     // wrote nothing, and the cache's copy is as good: it shows the binder's
@@ -197,7 +198,11 @@ impl Controller {
         let source = source::of(claim);
         let source = source.kind();
         let started = std::time::Instant::now();
+        crate::crash_point::here(crate::crash_point::BEFORE_CREATE);
         let created = self.csi.create_volume(request).await;
+        if created.is_ok() {
+            crate::crash_point::here(crate::crash_point::AFTER_CREATE);
+        }
         if created.is_err() {
             crate::metrics::metrics().provision(class, source, false, started.elapsed());
         }
@@ -231,6 +236,7 @@ impl Controller {
             }
         };
         let pv = self.save_volume(&pv, claim).await?;
+        crate::crash_point::here(crate::crash_point::AFTER_PV);
         self.remember(&pv);
         crate::metrics::metrics().provision(class, source, true, started.elapsed());
         crate::capacity::publisher::nudge();

@@ -239,6 +239,7 @@ impl Controller {
         let class =
             pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or_default();
         let started = std::time::Instant::now();
+        crate::crash_point::here(crate::crash_point::BEFORE_DELETE);
         let deleted = self.delete_backend(&handle, secrets).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
         if let Err(e) = deleted {
@@ -248,6 +249,7 @@ impl Controller {
             return Err(SyncError::csi(Operation::Delete, e));
         }
         info!(%handle, "deleted the volume in the driver");
+        crate::crash_point::here(crate::crash_point::AFTER_DELETE);
         crate::capacity::publisher::nudge();
         let params = DeleteParams {
             preconditions: Some(Preconditions {
