@@ -71,6 +71,7 @@ fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
             .into_iter()
             .filter(|w| w.user_agent.starts_with("csi-pv-controller"))
             .collect();
+        assert!(ours.len() >= 2 * CLAIMS, "{} audited writes of ours for {CLAIMS} claims", ours.len());
         let mut refused: HashMap<String, usize> = HashMap::new();
         for w in ours.iter().filter(|w| w.code == 409) {
             *refused.entry(format!("{}/{}", w.resource, w.name)).or_default() += 1;

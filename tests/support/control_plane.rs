@@ -252,9 +252,16 @@ pub struct AuditedWrite {
 
 impl ControlPlane {
     /// Every write audited so far.
+    ///
+    /// Panics when the log cannot be read or holds no completed request: every plane's own
+    /// set-up writes some, so an empty read means a plane without auditing or a broken log, and
+    /// a count taken from it would prove nothing.
     pub fn audited_writes(&self) -> Vec<AuditedWrite> {
-        let text = fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
-        text.lines()
+        let path = self.dir.join("audit.log");
+        let text = fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("the audit log {} cannot be read: {e}", path.display()));
+        let writes: Vec<AuditedWrite> = text
+            .lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .filter(|e| e["stage"] == "ResponseComplete")
             .map(|e| {
@@ -271,7 +278,9 @@ impl ControlPlane {
                     received: e["requestReceivedTimestamp"].as_str().and_then(|t| t.parse().ok()),
                 }
             })
-            .collect()
+            .collect();
+        assert!(!writes.is_empty(), "the audit log {} holds no completed request", path.display());
+        writes
     }
 }
 
