@@ -144,7 +144,9 @@ async fn node_only_expansion() {
     // The driver was not asked: its volume keeps the old size until the node grows it.
     let state = world.driver.state_volumes();
     assert_eq!(state[0].size, 1 << 30, "{state:?}");
-    assert!(!world.sidecar.log_text().contains("method=\"ControllerExpandVolume\""));
+    let metrics = world.sidecar.metrics().await;
+    assert!(metrics.contains("/csi.v1.Controller/CreateVolume"), "the call metric is there");
+    assert!(!metrics.contains("ControllerExpandVolume"), "no ControllerExpandVolume call");
 }
 
 /// WaitForFirstConsumer: nothing until the scheduler's choice, then the volume on that node.

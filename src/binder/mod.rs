@@ -79,11 +79,15 @@ pub struct Scope {
 impl Scope {
     /// Our driver's: claims of its classes (or, with the class gone, annotated for it), claims
     /// carrying our provisioning intent, and claims that name a PV of the driver. With
-    /// `Binder::All`, every claim.
+    /// `Binder::All`, every claim. When we bind, also a claim that names no class while the
+    /// cluster's default class (`default_class`) is the driver's: kube-controller-manager's
+    /// binder, which gives such a claim the default class, is off then, and the claim becomes
+    /// ours once it has the class.
     pub fn has_claim(
         &self,
         claim: &PersistentVolumeClaim,
         class: Option<&StorageClass>,
+        default_class: Option<&StorageClass>,
         named_volume: Option<&PersistentVolume>,
     ) -> bool {
         if self.binder == Binder::All || claim.has_intent() {
@@ -91,7 +95,12 @@ impl Scope {
         }
         let ours = match class {
             Some(c) => c.provisioner == self.driver,
-            None => claim.handed_to(&self.driver),
+            None => {
+                claim.handed_to(&self.driver)
+                    || (self.binder.binds()
+                        && claim.names_no_class()
+                        && default_class.is_some_and(|c| c.provisioner == self.driver))
+            }
         };
         ours || named_volume.is_some_and(|pv| volume::is_drivers(pv, &self.driver))
     }

@@ -54,7 +54,14 @@ impl Controller {
             return None;
         };
         let class = self.class_of(&cached);
+        let classes = self.stores.classes.state();
+        let default = if cached.names_no_class() {
+            crate::binder::matching::default_class(classes.iter().map(|c| &**c))
+        } else {
+            None
+        };
         let named = cached.named_volume().and_then(|v| self.volume_in_store(v));
-        self.scope.has_claim(&cached, class.as_deref(), named.as_deref()).then(|| (*cached).clone())
+        let ours = self.scope.has_claim(&cached, class.as_deref(), default, named.as_deref());
+        ours.then(|| (*cached).clone())
     }
 }

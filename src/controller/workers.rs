@@ -167,6 +167,15 @@ impl Controller {
             for key in self.queues.unbound_of(&class) {
                 self.queues.claims.add(key);
             }
+            // A default class may now be the one a claim that names none is given.
+            let is_default = self.stores.classes.get(&ObjectRef::new(&class)).is_some_and(|c| {
+                crate::binder::matching::default_class(std::iter::once(&*c)).is_some()
+            });
+            if is_default {
+                for key in self.queues.unbound_of("") {
+                    self.queues.claims.add(key);
+                }
+            }
             self.queues.classes.done(&class);
         }
     }

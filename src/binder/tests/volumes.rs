@@ -245,15 +245,48 @@ fn scope_by_default_and_bind_all() {
     let theirs: StorageClass =
         serde_json::from_value(json!({"metadata": {"name": "gold"}, "provisioner": "x"})).unwrap();
     let c = claim(json!({}));
-    assert!(scope.has_claim(&c, Some(&ours), None));
-    assert!(!scope.has_claim(&c, Some(&theirs), None));
+    assert!(scope.has_claim(&c, Some(&ours), None, None));
+    assert!(!scope.has_claim(&c, Some(&theirs), None, None));
     let our_pv = pv("v", "1Gi", json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}}}));
-    assert!(scope.has_claim(&requesting("v"), Some(&theirs), Some(&our_pv)));
+    assert!(scope.has_claim(&requesting("v"), Some(&theirs), None, Some(&our_pv)));
     assert!(scope.has_volume(&our_pv));
     assert!(!scope.has_volume(&pv("hostpath", "1Gi", json!({}))));
     let all = crate::binder::Scope { driver: DRIVER.into(), binder: crate::binder::Binder::All };
-    assert!(all.has_claim(&c, Some(&theirs), None));
+    assert!(all.has_claim(&c, Some(&theirs), None, None));
     assert!(all.has_volume(&pv("hostpath", "1Gi", json!({}))));
+}
+
+/// A claim that names no class, by binder mode and by whose the default class is: ours only when
+/// we bind and the default is the driver's (nobody else would give it the class then).
+#[test]
+fn a_class_less_claim_is_ours_when_we_bind_and_the_default_class_is_ours() {
+    use crate::binder::Binder::{Driver, External};
+    let ours = class(Some("Immediate"));
+    let theirs: StorageClass =
+        serde_json::from_value(json!({"metadata": {"name": "gold"}, "provisioner": "x"})).unwrap();
+    let no_class = claim(json!({"spec": {"storageClassName": null}}));
+    let empty_class = claim(json!({"spec": {"storageClassName": ""}}));
+    let table = [
+        // (binder, claim, default class, ours)
+        (Driver, &no_class, Some(&ours), true),
+        (Driver, &no_class, Some(&theirs), false),
+        (Driver, &no_class, None, false),
+        // "" asks for no class at all: never given the default.
+        (Driver, &empty_class, Some(&ours), false),
+        // kube-controller-manager's binder gives the class, then hands the claim over.
+        (External, &no_class, Some(&ours), false),
+    ];
+    for (binder, claim, default, expected) in table {
+        let scope = crate::binder::Scope { driver: DRIVER.into(), binder };
+        let got = scope.has_claim(claim, None, default, None);
+        assert_eq!(
+            got,
+            expected,
+            "{binder:?} {:?} {:?}",
+            claim.spec,
+            default.map(|c| &c.provisioner)
+        );
+    }
 }
 
 #[test]
