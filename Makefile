@@ -44,10 +44,15 @@ sanity: peers
 
 # Everything else against the real kube-apiserver: with the fake driver on the shared plane
 # (no kube-controller-manager, the sidecar binds), then hostpathplugin beside
-# kube-controller-manager's storage controllers, one fresh plane per test, one at a time.
+# kube-controller-manager's storage controllers, one fresh plane per test, one at a time; then
+# the shipped mode's fault, flag and crash-point suites, two at a time. A failing binary does not
+# stop the others: every failure is reported.
 integration: peers
-	$(CARGO) test --locked $(TEST_FEATURES) --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test rollback --test deploy --test metrics --test data_safety --test binder_rows
-	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked $(TEST_FEATURES) --test beside_kcm --test hostpath_e2e --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential --test faults_default_mode --test flags_default_mode --test crash_points -- --test-threads=1 --nocapture
+	failed=0; \
+	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test rollback --test deploy --test metrics --test data_safety --test binder_rows || failed=1; \
+	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test beside_kcm --test hostpath_e2e --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential -- --test-threads=1 --nocapture || failed=1; \
+	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test faults_default_mode --test flags_default_mode --test crash_points -- --test-threads=2 || failed=1; \
+	exit $$failed
 
 # The binder against kube-controller-manager's on 500 generated states from a new seed each run
 # (BINDER_DIFF_SEED replays one); `make test` runs 40 of them, seed 1, and the hand-written ones.

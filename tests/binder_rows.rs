@@ -31,6 +31,16 @@ fn static_pv(world: &World, name: &str, class: &str, policy: &str) -> Persistent
     .unwrap()
 }
 
+/// Waits until PV `name` is Available: a claim made before that would get a new volume.
+async fn available(world: &World, name: &str) {
+    let available = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt(name).await.ok()??;
+        (pv.status?.phase.as_deref() == Some("Available")).then_some(())
+    })
+    .await;
+    assert!(available.is_some(), "PV {name} not Available:\n{}", world.sidecar.log_text());
+}
+
 /// A static bind as the audit log shows our writes: the PV's claimRef, the PV's phase, the
 /// claim's volumeName, the claim's phase, in that order, once each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,12 +63,7 @@ async fn a_bind_writes_the_volume_then_the_claim_each_spec_before_its_status() {
             .collect()
     };
     // The new PV is made Available first; the bind is what comes after.
-    let available = eventually(LIMIT, || async {
-        let pv = world.volumes().get_opt("rows-order-pv").await.ok()??;
-        (pv.status?.phase.as_deref() == Some("Available")).then_some(())
-    })
-    .await;
-    assert!(available.is_some(), "{}", world.sidecar.log_text());
+    available(&world, "rows-order-pv").await;
     let before = ours().len();
     world.create_claim("data", "std", "1Gi", json!({})).await;
     let (_, bound) = world.bound("data", LIMIT).await;
@@ -91,8 +96,14 @@ async fn recycle_fails_the_released_volume_and_an_unknown_policy_is_refused_by_t
 
     let pv = static_pv(&world, "rows-recycle-pv", "std", "Recycle");
     world.create_volume(&pv).await;
+    available(&world, "rows-recycle-pv").await;
     world.create_claim("data", "std", "1Gi", json!({})).await;
-    world.bound("data", LIMIT).await;
+    let (_, bound) = world.bound("data", LIMIT).await;
+    assert_eq!(
+        bound.metadata.name.as_deref(),
+        Some("rows-recycle-pv"),
+        "the static PV, no new one"
+    );
     world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     let failed = eventually(LIMIT, || async {
         let pv = world.volumes().get_opt("rows-recycle-pv").await.ok()??;

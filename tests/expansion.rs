@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
 use csi_pv_controller::model::VolumeExt;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::cluster::{World, annotations, eventually};
@@ -414,16 +414,7 @@ async fn offline_driver_waits_while_the_claim_is_in_use() {
     let world = World::start("grow-offline", config, &[]).await;
     let (_, pv) = bound_claim(&world, "data", "1Gi").await;
     let handle = pv.csi_handle().expect("a CSI PV").to_string();
-    let pods: Api<Pod> = Api::namespaced(world.client.clone(), &world.namespace);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "user"},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox"}],
-            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}],
-        },
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pods = world.pod_using("user", "data").await;
     world.driver.set_published(&handle, true);
 
     request_size(&world, "data", "2Gi").await.unwrap();

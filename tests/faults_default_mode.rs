@@ -10,8 +10,7 @@ mod support;
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::api::storage::v1::VolumeAttributesClass;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use prost::Message;
@@ -330,16 +329,7 @@ async fn an_offline_only_driver_is_not_asked_while_the_claim_is_in_use() {
     world.kill_and_restart();
     assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
     grown_claim(&world).await;
-    let pods: Api<Pod> = Api::namespaced(world.client.clone(), &world.namespace);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "user"},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox"}],
-            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}],
-        },
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pods = world.pod_using("user", "data").await;
     // What an offline-only driver answers for a published volume.
     world.relay().fail("ControllerExpandVolume", Code::FailedPrecondition);
 
@@ -374,13 +364,7 @@ async fn a_modify_the_driver_cannot_answer_is_in_progress_and_retried() {
     .await;
     let ns = world.namespace.clone();
     for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
-        let class: VolumeAttributesClass = serde_json::from_value(json!({
-            "metadata": {"name": format!("{ns}-{name}")},
-            "driverName": world.driver_name, "parameters": {"iops": iops}
-        }))
-        .unwrap();
-        let classes = Api::<VolumeAttributesClass>::all(world.client.clone());
-        classes.create(&PostParams::default(), &class).await.unwrap();
+        world.create_attributes_class(name, json!({"iops": iops})).await;
     }
     world.create_class("std", json!({})).await;
     let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});

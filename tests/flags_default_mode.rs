@@ -10,8 +10,8 @@ mod support;
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::{CSINode, VolumeAttributesClass};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tonic::Code;
@@ -194,13 +194,7 @@ async fn resizer_flags_modify_metadata_in_use_and_resync() {
     .await;
     let ns = world.namespace.clone();
     for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
-        let class: VolumeAttributesClass = serde_json::from_value(json!({
-            "metadata": {"name": format!("{ns}-{name}")},
-            "driverName": world.driver_name, "parameters": {"iops": iops}
-        }))
-        .unwrap();
-        let classes = Api::<VolumeAttributesClass>::all(world.client.clone());
-        classes.create(&PostParams::default(), &class).await.unwrap();
+        world.create_attributes_class(name, json!({"iops": iops})).await;
     }
     world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
     let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});
@@ -236,16 +230,7 @@ async fn resizer_flags_modify_metadata_in_use_and_resync() {
     }
 
     // A pod uses the claim and the driver answers "in use": asked again all the same.
-    let pods: Api<Pod> = Api::namespaced(world.client.clone(), &ns);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "user"},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox"}],
-            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}],
-        },
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let pods = world.pod_using("user", "data").await;
     world.relay().fail("ControllerExpandVolume", Code::FailedPrecondition);
     let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
     world.claims().patch("data", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -239,6 +239,22 @@ impl<D> World<D> {
         )
         .await;
         names
+    }
+
+    /// A pod `pod` whose volume is claim `claim`, as a user's workload (no kubelet runs it);
+    /// the pods of the namespace, to delete it with.
+    pub async fn pod_using(&self, pod: &str, claim: &str) -> Api<Pod> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let spec: Pod = serde_json::from_value(json!({
+            "metadata": {"name": pod},
+            "spec": {
+                "containers": [{"name": "c", "image": "busybox"}],
+                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}],
+            },
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &spec).await.unwrap();
+        pods
     }
 
     pub async fn claim(&self, name: &str) -> Option<PersistentVolumeClaim> {

@@ -80,6 +80,18 @@ impl World<Relayed> {
         registered.unwrap_or_else(|e| panic!("cannot register the driver's node: {e}"));
     }
 
+    /// A VolumeAttributesClass `<namespace>-<name>` of this world's driver.
+    pub async fn create_attributes_class(&self, name: &str, parameters: serde_json::Value) {
+        use k8s_openapi::api::storage::v1::VolumeAttributesClass;
+        let class: VolumeAttributesClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{}-{name}", self.namespace)},
+            "driverName": self.driver_name, "parameters": parameters
+        }))
+        .unwrap();
+        let classes = kube::Api::<VolumeAttributesClass>::all(self.client.clone());
+        classes.create(&kube::api::PostParams::default(), &class).await.unwrap();
+    }
+
     pub fn relay(&self) -> &CsiRelay {
         &self.driver.relay
     }
