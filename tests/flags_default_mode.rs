@@ -10,14 +10,13 @@ mod support;
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::CSINode;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tonic::Code;
 
 use support::cluster::{World, eventually};
-use support::hostpath::TOPOLOGY_KEY;
+use support::hostpath::{TOPOLOGY_KEY, register_node_as};
 use support::relayed::{Beside, Relayed};
 use support::sidecar::sample;
 
@@ -47,20 +46,11 @@ fn zones(topologies: &[csi::Topology]) -> Vec<String> {
 /// topology key), as kubelet would register them: `<namespace>-a` and `<namespace>-b`.
 async fn two_zones(world: &World<Relayed>) {
     for zone in ["a", "b"] {
-        let name = format!("{}-{zone}", world.namespace);
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {TOPOLOGY_KEY: format!("zone-{zone}")}},
-        }))
-        .unwrap();
-        let csi_node: CSINode = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"drivers": [{"name": world.driver_name, "nodeID": name,
-                                  "topologyKeys": [TOPOLOGY_KEY]}]},
-        }))
-        .unwrap();
-        let pp = PostParams::default();
-        Api::<Node>::all(world.client.clone()).create(&pp, &node).await.unwrap();
-        Api::<CSINode>::all(world.client.clone()).create(&pp, &csi_node).await.unwrap();
+        let node = format!("{}-{zone}", world.namespace);
+        let registered =
+            register_node_as(&world.client, &world.driver_name, &node, &format!("zone-{zone}"))
+                .await;
+        registered.unwrap_or_else(|e| panic!("cannot register node {node}: {e}"));
     }
 }
 

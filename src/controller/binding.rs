@@ -35,12 +35,7 @@ impl Controller {
             return Ok(Stage::Provision);
         }
         let class = self.class_of(claim);
-        let default = if claim.names_no_class() {
-            let classes = self.stores.classes.state();
-            default_class(classes.iter().map(|c| &**c)).and_then(|c| c.metadata.name.clone())
-        } else {
-            None
-        };
+        let default = self.default_class_for(claim).and_then(|c| c.metadata.name.clone());
         // Decided and reserved under one lock: a concurrent pass cannot pick the same
         // Available PV between this decision and the bind.
         let (step, _reservation) = {
@@ -200,6 +195,20 @@ impl Controller {
             return None;
         }
         self.stores.classes.get(&ObjectRef::new(name))
+    }
+
+    /// The cluster's default class, for a claim that names no class (else None: the store is
+    /// not read on every pass for it).
+    pub(super) fn default_class_for(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Option<Arc<StorageClass>> {
+        if !claim.names_no_class() {
+            return None;
+        }
+        let classes = self.stores.classes.state();
+        let name = default_class(classes.iter().map(|c| &**c))?.metadata.name.clone();
+        classes.into_iter().find(|c| c.metadata.name == name)
     }
 
     pub(super) async fn notify(

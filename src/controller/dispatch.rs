@@ -54,14 +54,10 @@ impl Controller {
             return None;
         };
         let class = self.class_of(&cached);
-        let classes = self.stores.classes.state();
-        let default = if cached.names_no_class() {
-            crate::binder::matching::default_class(classes.iter().map(|c| &**c))
-        } else {
-            None
-        };
+        let default = self.default_class_for(&cached);
         let named = cached.named_volume().and_then(|v| self.volume_in_store(v));
-        let ours = self.scope.has_claim(&cached, class.as_deref(), default, named.as_deref());
+        let ours =
+            self.scope.has_claim(&cached, class.as_deref(), default.as_deref(), named.as_deref());
         ours.then(|| (*cached).clone())
     }
 }

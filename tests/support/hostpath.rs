@@ -163,32 +163,9 @@ impl Hostpath {
     /// with hostpathplugin's topology key, and its CSINode naming the driver. Either may exist
     /// already.
     pub async fn register_node(&self, client: &kube::Client) -> Result<(), String> {
-        use k8s_openapi::api::core::v1::Node;
-        use k8s_openapi::api::storage::v1::CSINode;
-        use kube::api::{Api, PostParams};
         let id = &self.config.node_id;
-        let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": id, "labels": {TOPOLOGY_KEY: id, "kubernetes.io/hostname": id}},
-        }))
-        .map_err(|e| e.to_string())?;
-        let csi_node: CSINode = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": id},
-            "spec": {"drivers": [{"name": self.config.driver_name, "nodeID": id,
-                                  "topologyKeys": [TOPOLOGY_KEY]}]},
-        }))
-        .map_err(|e| e.to_string())?;
-        let pp = PostParams::default();
-        let absent_ok = |result: Result<(), kube::Error>, what: &str| match result {
-            Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
-            other => other.map_err(|e| format!("{what} {id}: {e}")),
-        };
-        absent_ok(Api::<Node>::all(client.clone()).create(&pp, &node).await.map(drop), "Node")?;
-        absent_ok(
-            Api::<CSINode>::all(client.clone()).create(&pp, &csi_node).await.map(drop),
-            "CSINode",
-        )
+        register_node_as(client, &self.config.driver_name, id, id).await
     }
-
     /// kill -9 at a moment its state file is whole (see the module comment).
     pub async fn kill(&mut self) {
         let Some(mut child) = self.child.take() else {
@@ -215,6 +192,36 @@ impl Hostpath {
         self.kill().await;
         self.launch().await;
     }
+}
+
+/// Node `node` with `driver` registered on it as kubelet leaves them: the Node labelled with
+/// hostpathplugin's topology key at `topology` (and its hostname), its CSINode naming the driver
+/// with that key. Either may exist already.
+pub async fn register_node_as(
+    client: &kube::Client,
+    driver: &str,
+    node: &str,
+    topology: &str,
+) -> Result<(), String> {
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::storage::v1::CSINode;
+    use kube::api::{Api, PostParams};
+    let labels = serde_json::json!({TOPOLOGY_KEY: topology, "kubernetes.io/hostname": node});
+    let node_object: Node =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": node, "labels": labels}}))
+            .map_err(|e| e.to_string())?;
+    let csi_node: CSINode = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": node},
+        "spec": {"drivers": [{"name": driver, "nodeID": node, "topologyKeys": [TOPOLOGY_KEY]}]},
+    }))
+    .map_err(|e| e.to_string())?;
+    let pp = PostParams::default();
+    let absent_ok = |result: Result<(), kube::Error>, what: &str| match result {
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        other => other.map_err(|e| format!("{what} {node}: {e}")),
+    };
+    absent_ok(Api::<Node>::all(client.clone()).create(&pp, &node_object).await.map(drop), "Node")?;
+    absent_ok(Api::<CSINode>::all(client.clone()).create(&pp, &csi_node).await.map(drop), "CSINode")
 }
 
 /// No file yet (no volume was ever made) is whole too.
