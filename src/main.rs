@@ -252,6 +252,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             backoff,
             sync: config.pvclaimbinder_sync_period,
             resync: config.resync_period,
+            snapshot_sweep: config.snapshot_orphan_sweep_interval,
         },
         stopped(),
     ));

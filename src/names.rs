@@ -39,10 +39,16 @@ pub const FINALIZER_PROVISIONING: &str = "csi-pv-controller.storage.k8s.io/provi
 /// take it off after a switch.
 pub const FINALIZER_CLONING_PROTECTION: &str =
     "provisioner.storage.kubernetes.io/cloning-protection";
-/// On a VolumeSnapshot a volume is being restored from (snapshot-controller's and
-/// csi-provisioner's): a snapshot being deleted still serves a restore while it holds.
+/// On a VolumeSnapshot a pending claim restores from (snapshot-controller's): a snapshot being
+/// deleted still serves a restore while it holds.
 pub const FINALIZER_SNAPSHOT_SOURCE_PROTECTION: &str =
     "snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection";
+/// Ours on a VolumeSnapshot from before a CreateVolume restores it until no claim needs it, so
+/// that a restore whose claim is deleted while we are down can still be undone: snapshot-
+/// controller lets go of a deleted claim's snapshot at once. csi-provisioner's name (v6.2), so
+/// that either can take it off after a switch.
+pub const FINALIZER_RESTORE_PROTECTION: &str =
+    "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection";
 /// On a VolumeSnapshotContent: `"true"` lets a restore change the volume mode.
 pub const ANN_ALLOW_VOLUME_MODE_CHANGE: &str =
     "snapshot.storage.kubernetes.io/allow-volume-mode-change";

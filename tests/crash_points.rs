@@ -20,6 +20,13 @@ use support::cluster::{INTENT_JOURNAL, World, eventually, journal_entries};
 use support::csi_relay::Fault;
 use support::relayed::{Beside, Relayed};
 use support::sidecar::Sidecar;
+use support::snapshots::{self, Snapshotter};
+
+/// The restore protection's sweep, often enough for a test.
+const SWEEP: &str = "--snapshot-orphan-sweep-interval=3s";
+/// csi-provisioner's name for the restore protection, which we share.
+const RESTORE_PROTECTION: &str =
+    "provisioner.storage.kubernetes.io/volumesnapshot-as-source-protection";
 
 const LIMIT: Duration = Duration::from_secs(90);
 const GI: i64 = 1 << 30;
@@ -156,6 +163,111 @@ async fn provisioning_crash_points_with_the_intent_finalizer() {
 async fn provisioning_crash_points_with_the_intent_journal() {
     let mut world = Beside::start("crash-journal", &[], &[INTENT_JOURNAL]).await;
     provisioning_crashes(&mut world).await;
+    let entries =
+        eventually(LIMIT, || async { journal_entries(world.dir.path()).is_empty().then_some(()) });
+    assert!(entries.await.is_some(), "journal left: {:?}", journal_entries(world.dir.path()));
+}
+
+/// Restores from a VolumeSnapshot, crashed before the intent (the snapshot already protected),
+/// with the intent recorded, and with CreateVolume's answer unread; the claim and the snapshot are both deleted while the sidecar is down
+/// (snapshot-controller lets a deleted claim's snapshot go at once). Our restore protection
+/// holds the snapshot, so the restarted sidecar can ask CreateVolume again, find the volume and
+/// delete it; then the snapshot goes. A restore kept through a crash is bound, and its snapshot,
+/// deleted while down, goes once it is.
+async fn restore_crashes(world: &mut Beside) {
+    let socket = world.hostpath().socket.clone();
+    let snapshotter = Snapshotter::start(world.plane, &socket, world.dir.path()).await;
+    let snapshot_class = format!("{}-snaps", world.namespace);
+    snapshots::create_class(&world.client, &snapshot_class, &world.driver_name).await;
+    let snapshots = snapshots::snapshots(&world.client, &world.namespace);
+    world.create_class("std", json!({})).await;
+    world.create_claim("origin", "std", "1Gi", json!({})).await;
+    world.bound("origin", LIMIT).await;
+    let cases = [
+        // Protected, no intent yet: the claim is gone at once; the sweep takes the protection off.
+        (Crash::At(point::BEFORE_INTENT), true),
+        (Crash::At(point::BEFORE_CREATE), true),
+        (Crash::AnswerUnread("CreateVolume"), true),
+        (Crash::At(point::AFTER_CREATE), false),
+    ];
+    for (i, (crash, delete)) in cases.into_iter().enumerate() {
+        let snap = format!("snap{i}");
+        let taken = snapshots::take(
+            &world.client,
+            &world.namespace,
+            &snap,
+            &snapshot_class,
+            "origin",
+            LIMIT,
+        );
+        assert!(
+            taken.await.is_some(),
+            "snapshot never ready:
+{}",
+            snapshotter.log_text()
+        );
+        arm(world, crash).await;
+        let source = json!({"spec": {"dataSource": {
+            "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": snap}}});
+        let claim = format!("r{i}");
+        let created = world.create_claim(&claim, "std", "1Gi", source).await;
+        let name = format!("pvc-{}", created.metadata.uid.clone().unwrap());
+        went_down(world, crash, |w| held(w, &name) == 1).await;
+        if matches!(crash, Crash::At(point::BEFORE_INTENT)) {
+            assert_eq!(held(world, &name), 0, "no CreateVolume before the intent");
+        }
+        let protected = snapshots.get(&snap).await.unwrap();
+        assert!(
+            protected.metadata.finalizers.iter().flatten().any(|f| f == RESTORE_PROTECTION),
+            "{crash:?}: {:?}",
+            protected.metadata.finalizers
+        );
+        if delete {
+            world.claims().delete(&claim, &DeleteParams::default()).await.unwrap();
+        }
+        snapshots.delete(&snap, &DeleteParams::default()).await.unwrap();
+        restart(world, None).await;
+        let what = format!("{crash:?}, claim {}", if delete { "deleted" } else { "kept" });
+        if !delete {
+            let (_, pv) = world.bound(&claim, LIMIT).await;
+            assert_eq!(pv.metadata.name.as_deref(), Some(name.as_str()), "{what}");
+        }
+        let settled = eventually(LIMIT, || async {
+            let snapshot_gone = snapshots.get_opt(&snap).await.ok()?.is_none();
+            let claim_gone = world.claims().get_opt(&claim).await.ok()?.is_none();
+            let volumes = held(world, &name);
+            (snapshot_gone && (claim_gone == delete) && volumes == usize::from(!delete))
+                .then_some(())
+        })
+        .await;
+        assert!(
+            settled.is_some(),
+            "{what}: snapshot {:?}, claims {:?}, driver {:?}\n{}\n{}",
+            snapshots.get_opt(&snap).await.ok().flatten().map(|s| s.metadata),
+            world.claims_left().await,
+            world.hostpath().state_volumes(),
+            world.sidecar.log_text(),
+            snapshotter.log_text()
+        );
+    }
+    // The origin and the kept restore; every snapshot deleted in the driver too.
+    let state = world.hostpath().state_volumes();
+    assert_eq!(state.len(), 2, "no orphan: {state:?}");
+    let snapshots_gone =
+        eventually(LIMIT, || async { (world.hostpath().state_snapshots() == 0).then_some(()) });
+    assert!(snapshots_gone.await.is_some(), "snapshots left in the driver");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restore_crashes_with_the_snapshot_deleted_while_down_with_the_intent_finalizer() {
+    let mut world = Beside::start("crash-rfin", &[], &[SWEEP]).await;
+    restore_crashes(&mut world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restore_crashes_with_the_snapshot_deleted_while_down_with_the_intent_journal() {
+    let mut world = Beside::start("crash-rjournal", &[], &[INTENT_JOURNAL, SWEEP]).await;
+    restore_crashes(&mut world).await;
     let entries =
         eventually(LIMIT, || async { journal_entries(world.dir.path()).is_empty().then_some(()) });
     assert!(entries.await.is_some(), "journal left: {:?}", journal_entries(world.dir.path()));

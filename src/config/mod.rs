@@ -173,6 +173,11 @@ pub struct Config {
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub resync_period: Duration,
 
+    /// csi-provisioner's: how often the restore protection is taken off VolumeSnapshots that no
+    /// claim needs any more (left by a crash); 0 turns the sweep off.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub snapshot_orphan_sweep_interval: Duration,
+
     /// Who binds claims to PVs: external (kube-controller-manager's PV binder, as in every
     /// cluster that runs it: we provision what it hands to the driver and never bind), driver
     /// (we bind this driver's claims; its binder must be off) or all (we bind every claim).

@@ -124,20 +124,37 @@ impl Controller {
                 k8s_openapi::jiff::Timestamp::now(),
             ))
         });
-        let snapshot = match self.snapshot_facts(&gone).await {
+        let mut snapshot = match self.snapshot_facts(&gone).await {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "cannot read the snapshot a journaled claim restored from; trying at the next resync");
                 return;
             }
         };
-        let action = self.decide_claim(&gone, None, snapshot.as_ref());
+        let mut action = self.decide_claim(&gone, None, snapshot.as_ref());
+        if let ClaimAction::ProtectSnapshot(found) = &action {
+            // The CreateVolume that finds the volume reads the snapshot too.
+            match self.protect_snapshot(found).await {
+                Ok(protected) => snapshot = Some(protected),
+                Err(e) => {
+                    warn!(error = %e, "cannot protect the snapshot a journaled claim restored from; trying at the next resync");
+                    return;
+                }
+            }
+            action = self.decide_claim(&gone, None, snapshot.as_ref());
+        }
         tracing::Span::current().record("op", action.name());
         let result = match action {
             ClaimAction::DropIntent => self.drop_intent(&gone).await.map(|_| ()),
             ClaimAction::Abandon(plan) => {
                 info!("the claim went away while it was being provisioned; finding its volume");
-                self.abandon(key, &gone, &plan).await.map(|_| ())
+                match self.abandon(key, &gone, &plan).await {
+                    Ok(super::Outcome::Done) => {
+                        self.release_snapshot(&gone, snapshot.as_ref()).await;
+                        Ok(())
+                    }
+                    other => other.map(|_| ()),
+                }
             }
             ClaimAction::CannotAbandon(e) => Err(SyncError::Input(format!(
                 "the claim went away while it was being provisioned, and whether the driver made its volume {} cannot be checked: {e}. Fix that, or remove the intent journal entry {}.json once the volume is known not to exist",

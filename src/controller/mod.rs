@@ -15,6 +15,7 @@ mod modify;
 mod provisioning;
 mod queues;
 mod reads;
+mod restore_protection;
 mod sources;
 mod stranded;
 mod unsettled;
@@ -76,6 +77,8 @@ pub struct Options {
     pub sync: Duration,
     /// Everything queued again (`--resync-period`).
     pub resync: Duration,
+    /// The restore protection's sweep (`--snapshot-orphan-sweep-interval`); zero: none.
+    pub snapshot_sweep: Duration,
 }
 
 pub struct Controller {

@@ -40,7 +40,7 @@ impl Controller {
         let mut read: Option<(Option<SecretRef>, HashMap<String, String>)> = None;
         // The clone source as this pass protected it, newer than the store's copy.
         let mut protected: Option<Arc<PersistentVolumeClaim>> = None;
-        let snapshot = self.snapshot_facts(&claim).await?;
+        let mut snapshot = self.snapshot_facts(&claim).await?;
         for _ in 0..STEPS_PER_PASS {
             let action = self.decide_claim(&claim, protected.as_ref(), snapshot.as_ref());
             debug!(action = action.name(), fresh, "decided");
@@ -51,6 +51,13 @@ impl Controller {
                 }
                 ClaimAction::ProtectSource { namespace, name } => {
                     protected = Some(self.protect_source(&namespace, &name).await?);
+                }
+                ClaimAction::ProtectSnapshot(found) => {
+                    snapshot = Some(self.protect_snapshot(&found).await?);
+                }
+                ClaimAction::ReleaseSnapshot => {
+                    self.release_snapshot(&claim, snapshot.as_ref()).await;
+                    return Ok(Outcome::Done);
                 }
                 ClaimAction::Reject(e) => {
                     if self.backing_off(key, &claim) {
@@ -96,7 +103,13 @@ impl Controller {
                         .map(|(_, secrets)| secrets);
                     return self.provision(key, &claim, &plan, known).await;
                 }
-                ClaimAction::Abandon(plan) => return self.abandon(key, &claim, &plan).await,
+                ClaimAction::Abandon(plan) => {
+                    let outcome = self.abandon(key, &claim, &plan).await?;
+                    if outcome == Outcome::Done {
+                        self.release_snapshot(&claim, snapshot.as_ref()).await;
+                    }
+                    return Ok(outcome);
+                }
                 ClaimAction::CannotAbandon(e) => {
                     if self.backing_off(key, &claim) {
                         return Ok(Outcome::Waiting);
@@ -120,11 +133,13 @@ impl Controller {
                     if had_intent && self.scope.binder.binds() {
                         self.succeeded(&claim, &volume).await;
                     }
+                    self.release_snapshot(&claim, snapshot.as_ref()).await;
                     return Ok(Outcome::Done);
                 }
                 ClaimAction::DropIntent => {
                     self.drop_intent(&claim).await?;
                     self.clear_backoff(key);
+                    self.release_snapshot(&claim, snapshot.as_ref()).await;
                     return Ok(Outcome::Done);
                 }
             }
@@ -157,6 +172,7 @@ impl Controller {
                     volume: source_volume.as_deref(),
                     snapshot,
                     in_flight: false,
+                    probe: false,
                     attributes_class: attributes.as_deref(),
                 },
                 binds: self.scope.binder.binds(),

@@ -22,7 +22,7 @@ use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
 /// The clone source's claim and PV, as the stores have them.
 pub(super) type CloneFacts = (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
 
-fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
+pub(super) fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: SNAPSHOT_GROUP.into(),
         version: "v1".into(),

@@ -62,7 +62,20 @@ impl Controller {
                 }
             })
         };
+        let sweep = (!options.snapshot_sweep.is_zero()).then(|| {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(options.snapshot_sweep);
+                loop {
+                    tick.tick().await;
+                    me.sweep_restore_protection().await;
+                }
+            })
+        });
         stop.await;
+        if let Some(sweep) = sweep {
+            sweep.abort();
+        }
         resync.abort();
         recovery.abort();
         self.queues.claims.close();

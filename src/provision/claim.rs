@@ -23,6 +23,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
+use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
 use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
@@ -58,6 +59,12 @@ pub enum ClaimAction {
     /// The claim clones another claim, which must carry the cloning-protection finalizer
     /// before any CreateVolume copies it (namespace, name).
     ProtectSource { namespace: String, name: String },
+    /// The claim restores a VolumeSnapshot that must carry our restore protection before any
+    /// CreateVolume reads it.
+    ProtectSnapshot(Box<Snapshot>),
+    /// A claim with no intent on its way out: the protection it may have put on its snapshot
+    /// goes once no other claim needs it.
+    ReleaseSnapshot,
     /// Cannot be provisioned as asked: warn, create nothing, keep the claim Pending.
     Reject(PlanError),
     /// Ours, and valid: make the intent durable before any CreateVolume (once the plan's
@@ -85,6 +92,8 @@ impl ClaimAction {
             ClaimAction::WaitForConsumer => "wait-for-consumer",
             ClaimAction::Populator { .. } => "populator",
             ClaimAction::ProtectSource { .. } => "protect-source",
+            ClaimAction::ProtectSnapshot(_) => "protect-snapshot",
+            ClaimAction::ReleaseSnapshot => "release-snapshot",
             ClaimAction::Reject(_) => "reject",
             ClaimAction::RecordIntent(_) => "record-intent",
             ClaimAction::Provision(_) => "provision",
@@ -120,7 +129,8 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         && completes_binding(claim, &ctx.settings.driver, ctx.binder_takes_ours);
     if !has_intent {
         if deleting {
-            return ClaimAction::None;
+            let held = matches!(ctx.facts.snapshot, Some(SnapshotLookup::Found(s)) if s.held);
+            return if held { ClaimAction::ReleaseSnapshot } else { ClaimAction::None };
         }
         return match (bound_to, our_pv) {
             // The volume is recorded (a journal entry went with it), the binding is not written.
@@ -167,19 +177,23 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         return ClaimAction::WaitForConsumer;
     }
     // The intent is there: a copy of a clone source may be under way.
-    let facts = PlanFacts { in_flight: true, ..ctx.facts };
+    let facts = PlanFacts { in_flight: true, probe: abandoned, ..ctx.facts };
     let built = ctx
         .class
         .ok_or_else(|| missing_class(claim))
         .and_then(|class| plan::build(claim, class, ctx.settings, ctx.features, facts));
+    // A CreateVolume that reads a source needs it protected first; a probe that leaves out a
+    // source it cannot read reads nothing.
+    let reads_source = built.as_ref().is_ok_and(|p| p.request.volume_content_source.is_some());
     // A CreateVolume may copy the source claim: it must not go before the copy is made.
-    if built.is_ok()
-        && let Some(unprotected) = source::unprotected_clone_source(&facts)
-    {
+    if reads_source && let Some(unprotected) = source::unprotected_clone_source(&facts) {
         return ClaimAction::ProtectSource {
             namespace: unprotected.metadata.namespace.clone().unwrap_or_default(),
             name: unprotected.metadata.name.clone().unwrap_or_default(),
         };
+    }
+    if reads_source && let Some(snapshot) = snapshot::unprotected(&facts) {
+        return ClaimAction::ProtectSnapshot(Box::new(snapshot));
     }
     match (abandoned, built) {
         (true, Ok(plan)) => ClaimAction::Abandon(Box::new(plan)),
@@ -291,6 +305,12 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         return ClaimAction::Populator { group, kind, name };
     }
     match plan::build(claim, class, ctx.settings, ctx.features, ctx.facts) {
+        // Protected before the intent: were we killed between the two, the sweep takes an
+        // unneeded protection off, whereas an intent whose snapshot went while we were down
+        // could not be undone.
+        Ok(_) if let Some(snapshot) = snapshot::unprotected(&ctx.facts) => {
+            ClaimAction::ProtectSnapshot(Box::new(snapshot))
+        }
         Ok(plan) => ClaimAction::RecordIntent(Box::new(plan)),
         Err(e) => ClaimAction::Reject(e),
     }

@@ -46,6 +46,11 @@ pub struct PlanFacts<'a> {
     /// way (or is replayed to find the volume of a claim given up): a source on its way out
     /// still serves as long as our protection holds it. New clones of it are refused.
     pub in_flight: bool,
+    /// The plan only finds the volume of a claim given up (`Abandon`): a data source that can
+    /// no longer be read (a snapshot deleted with its content while we were down) is left out.
+    /// CreateVolume finds an existing volume by its name, and the spec does not count the
+    /// source in what must match; a volume never made comes back empty, and is deleted.
+    pub probe: bool,
     /// The claim's VolumeAttributesClass, when it names one and the class exists.
     pub attributes_class: Option<&'a VolumeAttributesClass>,
 }
@@ -189,13 +194,18 @@ pub fn build(
         snapshot: features.snapshot,
         prevent_mode_conversion: settings.prevent_volume_mode_conversion,
     };
-    let content_source = source::content_source(
+    let content_source = match source::content_source(
         claim,
         capacity_range.required_bytes,
         &settings.driver,
         support,
         facts,
-    )?;
+    ) {
+        Err(PlanError::SnapshotSource { .. } | PlanError::CloneSource { .. }) if facts.probe => {
+            None
+        }
+        other => other?,
+    };
 
     let annotations = claim.metadata.annotations.clone().unwrap_or_default();
     let template_input = TemplateInput {

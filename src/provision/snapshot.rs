@@ -31,6 +31,10 @@ pub struct Snapshot {
     pub deleting: bool,
     /// Held by `snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection`.
     pub protected: bool,
+    /// Held by our `FINALIZER_RESTORE_PROTECTION`.
+    pub held: bool,
+    pub finalizers: Vec<String>,
+    pub resource_version: String,
     pub ready: bool,
     /// `status.restoreSize`, as written.
     pub restore_size: Option<String>,
@@ -60,15 +64,19 @@ fn text(v: &Value, path: &[&str]) -> Option<String> {
 
 /// A VolumeSnapshot's fields, with its content to be filled in by `with_content`.
 pub fn parse_snapshot(v: &Value) -> Snapshot {
-    let finalizers = v["metadata"]["finalizers"].as_array();
+    let finalizers: Vec<String> = v["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| f.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
     Snapshot {
         namespace: text(v, &["metadata", "namespace"]).unwrap_or_default(),
         name: text(v, &["metadata", "name"]).unwrap_or_default(),
         uid: text(v, &["metadata", "uid"]).unwrap_or_default(),
         deleting: v["metadata"].get("deletionTimestamp").is_some_and(|t| !t.is_null()),
-        protected: finalizers.is_some_and(|f| {
-            f.iter().any(|f| f.as_str() == Some(FINALIZER_SNAPSHOT_SOURCE_PROTECTION))
-        }),
+        protected: finalizers.iter().any(|f| f == FINALIZER_SNAPSHOT_SOURCE_PROTECTION),
+        held: finalizers.iter().any(|f| f == FINALIZER_RESTORE_PROTECTION),
+        resource_version: text(v, &["metadata", "resourceVersion"]).unwrap_or_default(),
+        finalizers,
         ready: v["status"]["readyToUse"].as_bool() == Some(true),
         restore_size: match &v["status"]["restoreSize"] {
             Value::String(s) => Some(s.clone()),
@@ -126,7 +134,7 @@ pub fn restore_source(
             return Err(fail("it does not exist in the claim's namespace".into()));
         }
     };
-    if snapshot.deleting && !snapshot.protected {
+    if snapshot.deleting && !snapshot.protected && !snapshot.held {
         return Err(fail("it is being deleted".into()));
     }
     let Some(content_name) = &snapshot.content_name else {
@@ -183,6 +191,64 @@ pub fn restore_source(
             csi::volume_content_source::SnapshotSource { snapshot_id: handle.clone() },
         )),
     })
+}
+
+/// A restore about to send CreateVolume from a snapshot that does not carry our protection yet
+/// (and can still take it: a finalizer cannot be added to an object being deleted). None:
+/// not a restore, or nothing to do.
+pub fn unprotected(facts: &PlanFacts<'_>) -> Option<Snapshot> {
+    match facts.snapshot {
+        Some(SnapshotLookup::Found(s)) if !s.held && !s.deleting => Some((**s).clone()),
+        _ => None,
+    }
+}
+
+/// The snapshot's finalizers with ours added.
+pub fn protected_finalizers(snapshot: &Snapshot) -> Vec<String> {
+    let mut finalizers = snapshot.finalizers.clone();
+    if !snapshot.held {
+        finalizers.push(FINALIZER_RESTORE_PROTECTION.to_string());
+    }
+    finalizers
+}
+
+/// The snapshot's finalizers without ours.
+pub fn released_finalizers(snapshot: &Snapshot) -> Vec<String> {
+    snapshot.finalizers.iter().filter(|f| *f != FINALIZER_RESTORE_PROTECTION).cloned().collect()
+}
+
+/// Whether `claim` may still send a CreateVolume from VolumeSnapshot `name` of its namespace:
+/// it restores from it and carries an intent (our finalizer, or an entry in the journal:
+/// `journaled`), or it is neither bound nor being deleted and so may yet get one (as
+/// csi-provisioner's sweep counts a Pending claim).
+pub fn needs_snapshot(
+    claim: &PersistentVolumeClaim,
+    name: &str,
+    journaled: impl Fn(&PersistentVolumeClaim) -> bool,
+) -> bool {
+    if super::source::of(claim) != (super::source::Source::Snapshot { name: name.to_string() }) {
+        return false;
+    }
+    claim.has_intent()
+        || journaled(claim)
+        || (claim.named_volume().is_none() && claim.metadata.deletion_timestamp.is_none())
+}
+
+/// Our protection of `snapshot` may go: no claim of its namespace needs it any more. `settled`
+/// is the UID of a claim whose restore was just settled (its volume recorded in a PV, or known
+/// not to exist): whatever a list still says of it, it needs the snapshot no longer.
+pub fn may_release<'a>(
+    snapshot: &Snapshot,
+    claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
+    settled: Option<&str>,
+    journaled: impl Fn(&PersistentVolumeClaim) -> bool,
+) -> bool {
+    snapshot.held
+        && !claims.into_iter().any(|c| {
+            c.metadata.namespace.as_deref() == Some(snapshot.namespace.as_str())
+                && (settled.is_none() || c.metadata.uid.as_deref() != settled)
+                && needs_snapshot(c, &snapshot.name, &journaled)
+        })
 }
 
 #[cfg(test)]

@@ -236,3 +236,185 @@ fn a_mode_change_passes_when_allowed_or_not_prevented() {
     );
     assert!(plan_with(&restore(json!({})), &protected, true, true).is_ok());
 }
+
+const DELETING: &str = "2026-01-01T00:00:00Z";
+
+fn found(extra: Value) -> SnapshotLookup {
+    lookup(snapshot_json(extra), Some(content_json(json!({}))))
+}
+
+fn held() -> Value {
+    json!({"metadata": {"resourceVersion": "9",
+        "finalizers": ["other/keep", FINALIZER_RESTORE_PROTECTION]}})
+}
+
+#[test]
+fn our_restore_protection_is_read_and_written_beside_other_finalizers() {
+    let SnapshotLookup::Found(s) = found(held()) else { unreachable!() };
+    assert!(s.held && !s.protected);
+    assert_eq!(s.resource_version, "9");
+    assert_eq!(released_finalizers(&s), vec!["other/keep".to_string()]);
+    assert_eq!(protected_finalizers(&s), s.finalizers, "never twice");
+    let SnapshotLookup::Found(bare) = found(json!({})) else { unreachable!() };
+    assert_eq!(protected_finalizers(&bare), vec![FINALIZER_RESTORE_PROTECTION.to_string()]);
+    // A snapshot being deleted under our protection still serves the restore.
+    let mut deleting = held();
+    deleting["metadata"]["deletionTimestamp"] = json!(DELETING);
+    assert!(plan_with(&restore(json!({})), &found(deleting), true, true).is_ok());
+}
+
+#[test]
+fn a_restore_protects_its_snapshot_unless_held_or_on_its_way_out() {
+    let facts = |l: &SnapshotLookup| {
+        unprotected(&PlanFacts { snapshot: Some(l), ..PlanFacts::default() }).is_some()
+    };
+    assert!(facts(&found(json!({}))));
+    assert!(!facts(&found(held())), "already ours");
+    let deleting = found(json!({"metadata": {"deletionTimestamp": DELETING}}));
+    assert!(!facts(&deleting), "no finalizer can be added to an object being deleted");
+    assert!(!facts(&SnapshotLookup::Missing));
+    assert!(unprotected(&PlanFacts::default()).is_none(), "not a restore");
+}
+
+#[test]
+fn the_protection_goes_once_no_claim_of_the_namespace_needs_the_snapshot() {
+    let SnapshotLookup::Found(s) = found(held()) else { unreachable!() };
+    let journaled = |c: &k8s_openapi::api::core::v1::PersistentVolumeClaim| {
+        c.metadata.name.as_deref() == Some("journaled")
+    };
+    let bound = json!({"spec": {"volumeName": "pv-1"}, "status": {"phase": "Bound"}});
+    let other = |extra: Value| {
+        let mut c = restore(extra);
+        c.metadata.uid = Some("u-2".into());
+        c
+    };
+    // (case, another claim, settled UID, may release)
+    let table: Vec<(
+        &str,
+        Option<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+        Option<&str>,
+        bool,
+    )> = vec![
+        ("no claim at all", None, None, true),
+        ("a pending restore may still get an intent", Some(other(json!({}))), None, false),
+        ("a bound restore needs it no more", Some(other(bound.clone())), None, true),
+        (
+            "an intent, bound or being deleted",
+            Some(other(json!({"metadata": {"finalizers": [FINALIZER_PROVISIONING],
+                "deletionTimestamp": DELETING}}))),
+            None,
+            false,
+        ),
+        (
+            "deleted, no intent",
+            Some(other(
+                json!({"metadata": {"finalizers": ["x/y"], "deletionTimestamp": DELETING}}),
+            )),
+            None,
+            true,
+        ),
+        (
+            "a journaled intent",
+            Some(other(json!({"metadata": {"name": "journaled"}, "spec": {"volumeName": "p"}}))),
+            None,
+            false,
+        ),
+        (
+            "the claim just settled, whatever the list says",
+            Some(restore(json!({"metadata": {"finalizers": [FINALIZER_PROVISIONING]}}))),
+            Some("u-1"),
+            true,
+        ),
+        (
+            "another snapshot",
+            Some(other(json!({"spec": {"dataSource": {"name": "other-snap"}}}))),
+            None,
+            true,
+        ),
+        (
+            "another namespace",
+            Some(other(json!({"metadata": {"namespace": "elsewhere"}}))),
+            None,
+            true,
+        ),
+    ];
+    for (case, claim, settled, want) in table {
+        assert_eq!(may_release(&s, claim.iter(), settled, journaled), want, "{case}");
+    }
+    let SnapshotLookup::Found(bare) = found(json!({})) else { unreachable!() };
+    assert!(!may_release(&bare, None, None, journaled), "nothing of ours to release");
+}
+
+#[test]
+fn a_probe_for_a_given_up_claim_leaves_out_a_source_it_cannot_read() {
+    let l = lookup(snapshot_json(json!({})), None);
+    let facts = PlanFacts { snapshot: Some(&l), probe: true, ..PlanFacts::default() };
+    let plan = build(
+        &restore(json!({})),
+        &class(json!({})),
+        &settings(),
+        Features { snapshot: true, ..Features::default() },
+        facts,
+    )
+    .unwrap();
+    assert_eq!(plan.request.volume_content_source, None);
+    // A readable source is still sent, and the driver's lack of support still refuses.
+    let good = lookup(snapshot_json(json!({})), Some(content_json(json!({}))));
+    let facts = PlanFacts { snapshot: Some(&good), probe: true, ..PlanFacts::default() };
+    let features = Features { snapshot: true, ..Features::default() };
+    let plan = build(&restore(json!({})), &class(json!({})), &settings(), features, facts);
+    assert!(plan.unwrap().request.volume_content_source.is_some());
+    let refused =
+        build(&restore(json!({})), &class(json!({})), &settings(), Features::default(), facts);
+    assert!(matches!(refused, Err(PlanError::SnapshotUnsupported(..))));
+}
+
+#[test]
+fn the_claim_decision_protects_before_the_intent_and_releases_on_the_way_out() {
+    use crate::provision::claim::{ClaimContext, decide};
+    let settings = crate::fixtures::settings();
+    let gold = class(json!({}));
+    let decide_with = |c: &k8s_openapi::api::core::v1::PersistentVolumeClaim,
+                       l: &SnapshotLookup| {
+        let ctx = ClaimContext {
+            settings: &settings,
+            features: Features { snapshot: true, ..Features::default() },
+            class: Some(&gold),
+            volume: None,
+            facts: PlanFacts { snapshot: Some(l), ..PlanFacts::default() },
+            binds: true,
+            journaled: false,
+            binder_takes_ours: false,
+        };
+        decide(c, &ctx).name()
+    };
+    let intent = json!({"metadata": {"finalizers": [FINALIZER_PROVISIONING]}});
+    let mut gone = intent.clone();
+    gone["metadata"]["deletionTimestamp"] = json!(DELETING);
+    let mut held_deleting = held();
+    held_deleting["metadata"]["deletionTimestamp"] = json!(DELETING);
+    let no_intent_gone =
+        json!({"metadata": {"finalizers": ["x/y"], "deletionTimestamp": DELETING}});
+    // (case, claim, snapshot, action)
+    let table = [
+        ("new restore", json!({}), found(json!({})), "protect-snapshot"),
+        ("new restore, held", json!({}), found(held()), "record-intent"),
+        ("intent, unprotected", intent.clone(), found(json!({})), "protect-snapshot"),
+        ("intent, held", intent.clone(), found(held()), "provision"),
+        (
+            "intent, held, snapshot deleted",
+            intent.clone(),
+            found(held_deleting.clone()),
+            "provision",
+        ),
+        ("claim deleted, snapshot deleted", gone.clone(), found(held_deleting.clone()), "abandon"),
+        // The volume is found by its name alone, and deleted; one never made comes back empty.
+        ("claim deleted, snapshot gone", gone.clone(), SnapshotLookup::Missing, "abandon"),
+        ("claim deleted, content gone", gone, lookup(snapshot_json(json!({})), None), "abandon"),
+        ("no intent, deleted, held", no_intent_gone.clone(), found(held()), "release-snapshot"),
+        ("no intent, deleted, not held", no_intent_gone, found(json!({})), "none"),
+    ];
+    for (case, extra, l, want) in table {
+        assert_eq!(decide_with(&restore(extra), &l), want, "{case}");
+    }
+}

@@ -258,4 +258,11 @@ impl Hostpath {
             })
             .collect()
     }
+
+    /// How many snapshots the driver's state file holds.
+    pub fn state_snapshots(&self) -> usize {
+        let text = std::fs::read_to_string(self.state_dir.join("state.json")).unwrap_or_default();
+        let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        state["Snapshots"].as_array().map_or(0, Vec::len)
+    }
 }
