@@ -1,9 +1,9 @@
 # csi-pv-controller — the two commands a newcomer needs are `make demo` and `make test`.
 #
-# Real peers (etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin) are
-# built from the Go modules pinned in peers/ (hostpathplugin from its source archive, see
-# peers/hostpath/source) into a cache outside the clone, keyed by version: the first `make peers`
-# takes minutes, later ones are no-ops.
+# Real peers (etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin, the
+# snapshot stack, csi-provisioner and csi-resizer) are built from the Go modules pinned in peers/
+# (hostpathplugin from its source archive, see peers/hostpath/source) into a cache outside the
+# clone, keyed by version: the first `make peers` takes minutes, later ones are no-ops.
 
 SHELL := /bin/bash
 PEERS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-pv-controller/peers
@@ -26,8 +26,8 @@ build:
 peers:
 	./peers/build.sh test
 
-peers-bench:
-	./peers/build.sh bench
+# The same set: kept for the scripts that name it.
+peers-bench: peers
 
 lint:
 	$(CARGO) fmt --all --check
@@ -35,7 +35,7 @@ lint:
 
 unit:
 	$(CARGO) test --locked $(TEST_FEATURES) --lib --bins
-	$(CARGO) test --locked -p csi-pv-bench
+	$(CARGO) test --locked -p csi-pv-bench --features csi-pv-controller/failpoints
 
 # csi-sanity against our fake driver (Identity + Controller specs) and against hostpathplugin
 # (Node specs too); prints the counts.
@@ -51,7 +51,7 @@ integration: peers
 	failed=0; \
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test rollback --test deploy --test metrics --test data_safety --test binder_rows || failed=1; \
 	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test beside_kcm --test hostpath_e2e --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential -- --test-threads=1 --nocapture || failed=1; \
-	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test faults_default_mode --test flags_default_mode --test crash_points -- --test-threads=2 || failed=1; \
+	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test faults_default_mode --test flags_default_mode --test crash_points --test rollback_default_mode -- --test-threads=2 || failed=1; \
 	exit $$failed
 
 # The binder against kube-controller-manager's on 500 generated states from a new seed each run
@@ -62,8 +62,9 @@ fuzz-binder: peers
 test: peers lint unit sanity integration demo-ci image-check
 
 # The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
+# Built with the tests' features, so that the library is not compiled a second time.
 demo-ci: peers
-	$(CARGO) build --locked --bin csi-pv-controller --example demo
+	$(CARGO) build --locked $(TEST_FEATURES) --bin csi-pv-controller --example demo
 	DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/target/debug/csi-pv-controller $(CURDIR)/target/debug/examples/demo
 
 # Numbers, not pass/fail. `bench-stacks` runs csi-pv-controller and the upstream stack side by
@@ -71,7 +72,7 @@ demo-ci: peers
 # writes bench/results/; `bench-matching` is the binder's index against a full scan.
 bench: bench-stacks bench-matching
 
-bench-stacks: peers-bench
+bench-stacks: peers
 	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
 	$(CARGO) build --locked --release -p csi-pv-bench
 	$(CURDIR)/target/release/bench-stacks --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/bench/results $(BENCH_ARGS)
@@ -97,7 +98,7 @@ image:
 image-check: image peers
 	command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq; }
 	./deploy/image-check.sh $(IMAGE) target/csi-pv-controller-image.tar
-	$(CARGO) build --locked --example demo
+	$(CARGO) build --locked $(TEST_FEATURES) --example demo
 	DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/target/image-unpacked/csi-pv-controller $(CURDIR)/target/debug/examples/demo
 
 clean-peers:

@@ -2,11 +2,10 @@
 # Builds the real peers the tests run against, from the Go modules pinned in this folder, into a
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
 # run is a no-op. Usage: peers/build.sh [test|bench]
-#   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin, and
-#             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs: what `make test`
-#             needs
-#   bench     also csi-provisioner and csi-resizer: the upstream stack of the side-by-side
-#             benchmark (`make bench-stacks`)
+#   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin,
+#             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs, and csi-provisioner
+#             and csi-resizer (the rollback test): what `make test` needs
+#   bench     the same: the upstream stack of the side-by-side benchmark (`make bench-stacks`)
 #
 # hostpathplugin is built offline from a source archive with its vendor/ folder (see
 # peers/hostpath/source), found in $PEER_SOURCES: by default shared/peers beside the clone.
@@ -16,7 +15,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/csi-pv-controller/peers}
-set_name=${1:-test}
+case ${1:-test} in
+  test | bench) ;;
+  *) echo "usage: peers/build.sh [test|bench]" >&2; exit 2 ;;
+esac
 
 export GOTOOLCHAIN=local   # a module asking for a newer Go must fail, not download a toolchain
 export CGO_ENABLED=0       # upstream ships these statically linked
@@ -132,14 +134,13 @@ build csi-snapshotter "$SNAPSHOTTER_VERSION" snapshotter \
   github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter -ldflags="$snapshot_ldflags"
 snapshot_crds
 
-if [[ "$set_name" == bench ]]; then
-  # Both report main.version in their logs and metrics; upstream's release builds set it.
-  build csi-provisioner "$PROVISIONER_VERSION" provisioner \
-    github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
-    -ldflags="-s -w -X main.version=$PROVISIONER_VERSION"
-  build csi-resizer "$RESIZER_VERSION" resizer \
-    github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer \
-    -ldflags="-s -w -X main.version=$RESIZER_VERSION"
-fi
+# The stack we replace: the rollback test runs it (so `make test` needs it), and the side-by-side
+# benchmark. Both report main.version in their logs and metrics; upstream's release builds set it.
+build csi-provisioner "$PROVISIONER_VERSION" provisioner \
+  github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
+  -ldflags="-s -w -X main.version=$PROVISIONER_VERSION"
+build csi-resizer "$RESIZER_VERSION" resizer \
+  github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer \
+  -ldflags="-s -w -X main.version=$RESIZER_VERSION"
 
 echo "peers: ready in $cache/bin"

@@ -170,7 +170,7 @@ fn main() -> ExitCode {
         ["etcd", "kube-apiserver", "kube-controller-manager", "csi-provisioner", "csi-resizer"]
     {
         if !support::peers::bin_dir().join(peer).is_file() {
-            eprintln!("peer {peer} missing: run `make peers-bench` first (or set PEERS_BIN)");
+            eprintln!("peer {peer} missing: run `make peers` first (or set PEERS_BIN)");
             return ExitCode::FAILURE;
         }
     }
