@@ -111,8 +111,15 @@ async fn capacity_is_published_per_class_and_segment() {
     let _ = world.sidecar.child.wait().await;
     let mut args = world.args.clone();
     args.extend(
-        ["--enable-capacity", "--capacity-ownerref-level=0", "--capacity-poll-interval=2s"]
-            .map(String::from),
+        [
+            "--enable-capacity",
+            "--capacity-ownerref-level=0",
+            "--capacity-poll-interval=2s",
+            "--capacity-threads=2",
+            "--kube-api-capacity-qps=50",
+            "--kube-api-capacity-burst=50",
+        ]
+        .map(String::from),
     );
     world.sidecar = Sidecar::start_with_env(
         world.dir.path(),

@@ -69,7 +69,10 @@ async fn create_volume_flags_shape_the_request_and_the_pv() {
             "--extra-create-metadata",
             "--default-fstype=xfs",
             "--volume-name-uuid-length=8",
+            "--volume-name-prefix=vol",
             "--controller-publish-readonly",
+            "--worker-threads=3",
+            "--log-format=json",
         ],
     )
     .await;
@@ -83,9 +86,9 @@ async fn create_volume_flags_shape_the_request_and_the_pv() {
     let (plain, plain_pv) = world.bound("plain", LIMIT).await;
     let (_, shared_pv) = world.bound("shared", LIMIT).await;
 
-    // --volume-name-uuid-length=8: the UID without dashes, cut to 8.
+    // --volume-name-prefix and --volume-name-uuid-length=8: the UID without dashes, cut to 8.
     let uid = plain.metadata.uid.clone().unwrap().replace('-', "");
-    let name = format!("pvc-{}", &uid[..8]);
+    let name = format!("vol-{}", &uid[..8]);
     assert_eq!(plain_pv.metadata.name.as_deref(), Some(name.as_str()));
     let requests = creates(&world);
     let request =
@@ -115,6 +118,15 @@ async fn create_volume_flags_shape_the_request_and_the_pv() {
     assert_eq!(pv_csi(&shared_pv).read_only, Some(true));
     assert_ne!(pv_csi(&plain_pv).read_only, Some(true));
     assert_eq!(world.hostpath().state_volumes().len(), 2);
+    // --log-format=json: one JSON object per line, each with its level.
+    let log = world.sidecar.log_text();
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() > 5, "{log}");
+    for line in lines {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(value["level"].is_string(), "{line}");
+    }
 }
 
 /// Two nodes in two zones. By default, an Immediate claim asks for every zone the driver is in,

@@ -113,3 +113,30 @@ fn nonsense_is_rejected_with_the_flag_named() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+/// Every long flag the binary accepts is passed to it by some integration test (the text
+/// `--<flag>` appears in tests/ or tests/support/), so that none is accepted and never exercised. Upstream's
+/// spellings taken from csi-driver-host-path's manifest (`tests/sidecar.rs`) count as passed.
+#[test]
+fn every_accepted_flag_is_passed_by_a_test() {
+    use clap::CommandFactory;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut text = String::new();
+    for folder in [dir.clone(), dir.join("support")] {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "rs") {
+                text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+            }
+        }
+    }
+    assert!(text.len() > 10_000, "the integration tests were not read from {}", dir.display());
+    let command = Config::command();
+    let missing: Vec<String> = command
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|long| !["help", "version"].contains(long))
+        .filter(|long| !text.contains(&format!("--{long}")))
+        .map(str::to_string)
+        .collect();
+    assert!(missing.is_empty(), "flags no integration test passes: {missing:?}");
+}
