@@ -1,7 +1,7 @@
 //! Rolling back to the upstream stack, end to end, in the mode deploy/ ships: the sidecar beside
-//! kube-controller-manager with `--intent-journal`, on hostpathplugin, leaves a restore-free
-//! workload mid-flight (a CreateVolume the driver carried out but whose answer never came back,
-//! an expansion the same), is killed, `uninstall` runs, and csi-provisioner and csi-resizer
+//! kube-controller-manager with `--intent-journal`, on hostpathplugin, is killed with work under
+//! way (a CreateVolume the driver carried out but whose answer never came back, an expansion
+//! the same), `uninstall` runs, and csi-provisioner and csi-resizer
 //! (the versions `make peers` builds) start on the same cluster and driver. They must finish
 //! what we left, grow and delete volumes, and leave nothing behind.
 
