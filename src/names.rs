@@ -87,8 +87,3 @@ pub fn has_finalizer(
 ) -> bool {
     meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == finalizer))
 }
-
-// Phases.
-pub const PHASE_BOUND: &str = "Bound";
-pub const PHASE_RELEASED: &str = "Released";
-pub const PHASE_PENDING: &str = "Pending";

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
 use crate::model::quantity::parse_bytes;
-use crate::model::{ClaimExt, VolumeExt, VolumePhase};
+use crate::model::{ClaimExt, ClaimPhase, VolumeExt, VolumePhase};
 use crate::names::*;
 
 /// Step 1: the PV's claimRef names the claim with its UID (bound-by-controller when the PV was
@@ -49,11 +49,15 @@ pub fn volume_spec(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> Opti
 
 /// Step 2, and every other phase change (updateVolumePhase): the phase and the message
 /// (cleared when None). None when the PV has that phase already, whatever its message.
-pub fn volume_phase(pv: &PersistentVolume, phase: &str, message: Option<&str>) -> Option<Value> {
-    (pv.phase().map(VolumePhase::as_str) != Some(phase)).then(|| {
+pub fn volume_phase(
+    pv: &PersistentVolume,
+    phase: VolumePhase,
+    message: Option<&str>,
+) -> Option<Value> {
+    (pv.phase() != Some(phase)).then(|| {
         json!({
             "metadata": {"resourceVersion": pv.metadata.resource_version},
-            "status": {"phase": phase, "message": message},
+            "status": {"phase": phase.as_str(), "message": message},
         })
     })
 }
@@ -96,9 +100,9 @@ pub fn claim_status_bound(claim: &PersistentVolumeClaim, pv: &PersistentVolume) 
     let status = claim.status.clone().unwrap_or_default();
     let spec = pv.spec.clone().unwrap_or_default();
     let mut changes = serde_json::Map::new();
-    let phase_changes = status.phase.as_deref() != Some(PHASE_BOUND);
+    let phase_changes = claim.phase() != Some(ClaimPhase::Bound);
     if phase_changes {
-        changes.insert("phase".into(), json!(PHASE_BOUND));
+        changes.insert("phase".into(), json!(ClaimPhase::Bound.as_str()));
     }
     if status.access_modes != spec.access_modes {
         changes.insert("accessModes".into(), json!(spec.access_modes));
@@ -146,16 +150,16 @@ pub fn claim_status_bound(claim: &PersistentVolumeClaim, pv: &PersistentVolume) 
 }
 
 /// updateClaimStatus with no volume: `phase`, access modes and capacity cleared.
-pub fn claim_status_unbound(claim: &PersistentVolumeClaim, phase: &str) -> Option<Value> {
+pub fn claim_status_unbound(claim: &PersistentVolumeClaim, phase: ClaimPhase) -> Option<Value> {
     let status = claim.status.clone().unwrap_or_default();
-    let dirty = status.phase.as_deref() != Some(phase)
+    let dirty = claim.phase() != Some(phase)
         || status.access_modes.is_some()
         || status.capacity.is_some()
         || status.current_volume_attributes_class_name.is_some();
     dirty.then(|| {
         json!({
             "metadata": {"resourceVersion": claim.metadata.resource_version},
-            "status": {"phase": phase, "accessModes": null, "capacity": null,
+            "status": {"phase": phase.as_str(), "accessModes": null, "capacity": null,
                        "currentVolumeAttributesClassName": null},
         })
     })

@@ -14,7 +14,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::{Selector, SelectorExt};
 
 use crate::model::quantity::parse_bytes;
-use crate::model::{AccessMode, ClaimExt, VolumeExt, VolumePhase};
+use crate::model::{AccessMode, BindingMode, ClaimExt, ClassExt, VolumeExt, VolumePhase};
 use crate::names::*;
 
 /// Why a claim cannot be matched at all.
@@ -253,9 +253,11 @@ pub fn delay_binding(
     let Some(class) = class else {
         return Ok(false);
     };
-    match class.volume_binding_mode.as_deref() {
-        None => Err(MatchError::BindingModeUnset(class.metadata.name.clone().unwrap_or_default())),
-        Some(mode) => Ok(mode == "WaitForFirstConsumer"),
+    match class.binding_mode() {
+        BindingMode::Unset => {
+            Err(MatchError::BindingModeUnset(class.metadata.name.clone().unwrap_or_default()))
+        }
+        mode => Ok(mode == BindingMode::WaitForFirstConsumer),
     }
 }
 

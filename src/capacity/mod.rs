@@ -21,6 +21,7 @@ use k8s_openapi::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
+use crate::model::ClassExt;
 use crate::model::quantity::format_bytes;
 use crate::provision::topology::{driver_keys, segment_of};
 
@@ -83,7 +84,7 @@ pub fn wanted(
     let mut out: Vec<Item> = classes
         .iter()
         .filter(|c| c.provisioner == driver)
-        .filter(|c| immediate || c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"))
+        .filter(|c| immediate || c.waits_for_consumer())
         .filter_map(|c| c.metadata.name.clone())
         .flat_map(|class| {
             segments.iter().map(move |s| Item { class: class.clone(), segment: s.clone() })

@@ -77,14 +77,14 @@ impl Controller {
                 Ok(Stage::Expand)
             }
             ClaimStep::Pending(notice) => {
-                self.set_claim_unbound(claim, PHASE_PENDING).await?;
+                self.set_claim_unbound(claim, ClaimPhase::Pending).await?;
                 if let Some(n) = notice {
                     self.notify(&reference(claim), &n).await;
                 }
                 done(Outcome::Done)
             }
             ClaimStep::WaitForConsumer => {
-                self.set_claim_unbound(claim, PHASE_PENDING).await?;
+                self.set_claim_unbound(claim, ClaimPhase::Pending).await?;
                 let pods = self.unscheduled_pods_of(claim).await;
                 let notice = crate::binder::claim::wait_notice(&pods);
                 self.notify(&reference(claim), &notice).await;
@@ -228,11 +228,11 @@ impl Controller {
     async fn set_claim_unbound(
         &self,
         claim: &PersistentVolumeClaim,
-        phase: &str,
+        phase: ClaimPhase,
     ) -> Result<(), SyncError> {
         if let Some(patch) = bind::claim_status_unbound(claim, phase) {
-            self.patch_claim(Part::Status, claim, patch, &format!("mark the claim {phase}"))
-                .await?;
+            let action = format!("mark the claim {}", phase.as_str());
+            self.patch_claim(Part::Status, claim, patch, &action).await?;
         }
         Ok(())
     }
@@ -259,7 +259,7 @@ impl Controller {
             .patch_claim(
                 Part::Status,
                 claim,
-                bind::claim_status_unbound(claim, "Lost").unwrap_or_default(),
+                bind::claim_status_unbound(claim, ClaimPhase::Lost).unwrap_or_default(),
                 "mark the claim Lost",
             )
             .await?;

@@ -27,11 +27,10 @@ impl Controller {
         phase: VolumePhase,
         message: Option<&str>,
     ) -> Result<PersistentVolume, SyncError> {
-        let phase = phase.as_str();
         let Some(patch) = binder::bind::volume_phase(pv, phase, message) else {
             return Ok(pv.clone());
         };
-        let action = format!("mark the PersistentVolume {phase}");
+        let action = format!("mark the PersistentVolume {}", phase.as_str());
         self.write_volume(pv, (Part::Status, patch), &action).await
     }
 

@@ -6,12 +6,14 @@
 //! the k8s-openapi type's place behind the same trait.
 
 pub mod claim;
+pub mod class;
 pub mod compact;
 pub mod pod;
 pub mod quantity;
 pub mod volume;
 
 pub use claim::{ClaimExt, ClaimPhase};
+pub use class::{BindingMode, ClassExt};
 pub use pod::PodExt;
 pub use volume::{ReclaimPolicy, VolumeExt, VolumePhase};
 

@@ -52,6 +52,28 @@ pub enum ReclaimPolicy<'a> {
     Unknown(&'a str),
 }
 
+impl<'a> ReclaimPolicy<'a> {
+    /// A policy as written (present).
+    pub fn parse(written: &'a str) -> Self {
+        match written {
+            "Retain" => ReclaimPolicy::Retain,
+            "Delete" => ReclaimPolicy::Delete,
+            "Recycle" => ReclaimPolicy::Recycle,
+            other => ReclaimPolicy::Unknown(other),
+        }
+    }
+
+    /// As the API spells it.
+    pub fn as_str(&self) -> &'a str {
+        match self {
+            ReclaimPolicy::Retain => "Retain",
+            ReclaimPolicy::Delete => "Delete",
+            ReclaimPolicy::Recycle => "Recycle",
+            ReclaimPolicy::Unknown(written) => written,
+        }
+    }
+}
+
 /// Accessors over a PV, so that each is spelled once.
 pub trait VolumeExt {
     fn name(&self) -> &str;
@@ -105,10 +127,8 @@ impl VolumeExt for PersistentVolume {
     fn reclaim_policy(&self) -> ReclaimPolicy<'_> {
         let spec = self.spec.as_ref();
         match spec.and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) {
-            None | Some("Retain") => ReclaimPolicy::Retain,
-            Some("Delete") => ReclaimPolicy::Delete,
-            Some("Recycle") => ReclaimPolicy::Recycle,
-            Some(other) => ReclaimPolicy::Unknown(other),
+            None => ReclaimPolicy::Retain,
+            Some(written) => ReclaimPolicy::parse(written),
         }
     }
 

@@ -25,7 +25,7 @@ use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
-use crate::model::{ClaimExt, VolumeExt};
+use crate::model::{ClaimExt, ClassExt, VolumeExt};
 use crate::names::*;
 
 /// What the stores say about a claim's surroundings.
@@ -171,8 +171,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     let abandoned = deleting || bound_to.is_some_and(|b| b != volume_name);
     // The scheduler took its node choice back: wait for the next one rather than create a
     // volume with no placement.
-    let delayed =
-        ctx.class.is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+    let delayed = ctx.class.is_some_and(ClassExt::waits_for_consumer);
     if !abandoned && delayed && selected_node(claim).is_none() {
         return ClaimAction::WaitForConsumer;
     }
@@ -269,8 +268,7 @@ pub fn awaits_handover(
         return false;
     };
     let unbound = claim.named_volume().is_none();
-    let waits_for_node = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
-        && selected_node(claim).is_none();
+    let waits_for_node = class.waits_for_consumer() && selected_node(claim).is_none();
     age >= grace
         && unbound
         && !waits_for_node
@@ -296,9 +294,7 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             ClaimAction::None
         };
     };
-    if class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
-        && selected_node(claim).is_none()
-    {
+    if class.waits_for_consumer() && selected_node(claim).is_none() {
         return ClaimAction::WaitForConsumer;
     }
     if let Source::Populator { group, kind, name } = source::of(claim) {

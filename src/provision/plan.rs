@@ -20,6 +20,7 @@ use super::source::{self, SourceSupport};
 pub use crate::config::Settings;
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
+use crate::model::{ClassExt, ReclaimPolicy, VolumeMode};
 use crate::names::*;
 
 /// The driver capabilities that change what a plan may contain.
@@ -179,7 +180,7 @@ pub fn build(
     let capacity_range = request::capacity_range(claim)?;
     let access_modes = spec.access_modes.clone().unwrap_or_default();
     let modes = request::access_modes(&access_modes, features.single_node_multi_writer)?;
-    let block = spec.volume_mode.as_deref() == Some("Block");
+    let block = claim.volume_mode() == VolumeMode::Block;
     let fs_type = class_parameters
         .fs_type
         .clone()
@@ -248,7 +249,7 @@ pub fn build(
             .collect(),
     };
 
-    let reclaim = class.reclaim_policy.clone().unwrap_or_else(|| "Delete".to_string());
+    let reclaim = ClassExt::reclaim_policy(class);
     let provisioner_secret = resolved.get(&SecretKind::Provisioner).cloned();
     let mut pv_annotations = BTreeMap::from([
         (ANN_PROVISIONED_BY.to_string(), settings.driver.clone()),
@@ -272,13 +273,14 @@ pub fn build(
         metadata: ObjectMeta {
             name: Some(volume_name.clone()),
             annotations: Some(pv_annotations),
-            finalizers: (reclaim == "Delete").then(|| vec![FINALIZER_VOLUME.to_string()]),
+            finalizers: (reclaim == ReclaimPolicy::Delete)
+                .then(|| vec![FINALIZER_VOLUME.to_string()]),
             ..Default::default()
         },
         spec: Some(PersistentVolumeSpec {
             access_modes: Some(access_modes),
             mount_options: class.mount_options.clone().filter(|m| !m.is_empty()),
-            persistent_volume_reclaim_policy: Some(reclaim.clone()),
+            persistent_volume_reclaim_policy: Some(reclaim.as_str().to_string()),
             storage_class_name: class.metadata.name.clone(),
             volume_mode: spec.volume_mode.clone(),
             volume_attributes_class_name: attributes.and_then(|c| c.metadata.name.clone()),
@@ -317,7 +319,7 @@ pub fn build(
         provisioner_secret,
         volume,
         class: class.clone(),
-        retain: reclaim == "Retain",
+        retain: reclaim == ReclaimPolicy::Retain,
     })
 }
 

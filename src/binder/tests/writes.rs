@@ -1,6 +1,7 @@
 //! §3.4 to §3.6: the status writers, the bind sequence and unbindVolume.
 
 use super::*;
+use crate::model::ClaimPhase;
 
 // §3.4 and §3.5: status writers and the bind sequence.
 
@@ -26,13 +27,14 @@ fn s3_5_bind_volume_phase_skipped_when_bound() {
     assert!(
         bind::volume_phase(
             &pv("v", "1Gi", json!({"status": {"phase": "Bound"}})),
-            PHASE_BOUND,
+            VolumePhase::Bound,
             None
         )
         .is_none()
     );
     assert_eq!(
-        bind::volume_phase(&pv("v", "1Gi", json!({})), PHASE_BOUND, None).unwrap()["status"]["phase"],
+        bind::volume_phase(&pv("v", "1Gi", json!({})), VolumePhase::Bound, None).unwrap()["status"]
+            ["phase"],
         "Bound"
     );
 }
@@ -89,7 +91,7 @@ fn s3_4_claim_status_on_binding_takes_the_volumes_attributes_class() {
     // Pending again: the current class goes with the volume.
     let bound =
         claim(json!({"status": {"phase": "Pending", "currentVolumeAttributesClassName": "gold"}}));
-    let p = bind::claim_status_unbound(&bound, PHASE_PENDING).unwrap();
+    let p = bind::claim_status_unbound(&bound, ClaimPhase::Pending).unwrap();
     assert_eq!(p["status"]["currentVolumeAttributesClassName"], Value::Null);
     assert!(p["status"].as_object().unwrap().contains_key("currentVolumeAttributesClassName"));
 }
@@ -115,9 +117,9 @@ fn s3_4_claim_status_capacity_kept_when_phase_does_not_change() {
 
 #[test]
 fn s3_4_claim_status_pending_clears_modes_and_capacity() {
-    assert!(bind::claim_status_unbound(&claim(json!({})), PHASE_PENDING).is_none());
+    assert!(bind::claim_status_unbound(&claim(json!({})), ClaimPhase::Pending).is_none());
     let c = claim(json!({"status": {"phase": "Pending", "capacity": {"storage": "1Gi"}}}));
-    let p = bind::claim_status_unbound(&c, PHASE_PENDING).unwrap();
+    let p = bind::claim_status_unbound(&c, ClaimPhase::Pending).unwrap();
     assert_eq!(p["status"]["capacity"], Value::Null);
 }
 
