@@ -7,7 +7,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::config::{Settings, TopologyOptions};
+use crate::provision::settings::{Settings, TopologyOptions};
 
 /// The driver the shared fixtures belong to.
 pub const DRIVER: &str = "d.csi";

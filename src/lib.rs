@@ -1,5 +1,28 @@
 //! csi-pv-controller: one process beside a CSI driver that provisions, binds, expands and
 //! deletes the driver's volumes.
+//!
+//! The pipeline, in one picture:
+//!
+//! ```text
+//!  kube-apiserver ──watch──▶ cluster::stores (claims, PVs compact; classes, ...)
+//!        ▲                         │ every change, and the periodic passes (resync)
+//!        │                         ▼
+//!        │                 controller::queues ──▶ controller::workers (one key at a time)
+//!        │                                              │
+//!        │                                              ▼
+//!        │                                    controller::dispatch: binder, then
+//!        │                                    provisioning, then expansion / modify
+//!        │                                              │ objects + driver capabilities + time
+//!        │                                              ▼
+//!        │                  decide (pure): binder, provision, expand, modify, resync, model
+//!        │                                              │ an action
+//!        │                                              ▼
+//!        └──────── controller::writes ◀──── the executor ────▶ csi (driver's unix socket)
+//!             (fenced, rate-limited)                              (fenced)
+//! ```
+//!
+//! Decisions never do I/O (`architecture_tests.rs` fails the build's tests if one names a
+//! client, the runtime or the configuration); the executor is the only place that acts.
 
 #![forbid(unsafe_code)]
 
@@ -27,3 +50,7 @@ pub mod provision;
 pub mod queue;
 pub mod resync;
 pub mod rollback;
+
+#[cfg(test)]
+#[path = "architecture_tests.rs"]
+mod architecture;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 
 mod settings;
-pub use settings::{Settings, TopologyOptions};
+pub use crate::provision::settings::{Settings, TopologyOptions};
 
 #[derive(Debug, Clone, Parser)]
 #[command(

@@ -8,6 +8,7 @@ pub mod parameters;
 pub mod plan;
 pub mod request;
 pub mod secrets;
+pub mod settings;
 pub mod snapshot;
 pub mod source;
 pub mod topology;

@@ -56,7 +56,7 @@ pub enum TopologyError {
     SelectedNotRequisite { node: String, segment: Segment },
 }
 
-pub use crate::config::TopologyOptions;
+pub use super::settings::TopologyOptions;
 
 /// The cluster's nodes as the stores hold them: each CSINode, and each Node's labels.
 #[derive(Debug, Clone, Default)]
