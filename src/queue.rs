@@ -75,6 +75,11 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         Self::build(backoff, Some(crate::metrics::QueueLabels { name: name.to_string() }))
     }
 
+    /// The queue's metrics name ("" when unnamed).
+    pub fn name(&self) -> &str {
+        self.inner.name.as_ref().map_or("", |n| n.name.as_str())
+    }
+
     fn build(backoff: Backoff, name: Option<crate::metrics::QueueLabels>) -> Self {
         WorkQueue {
             inner: Arc::new(Inner {

@@ -167,6 +167,9 @@ async fn a_refused_write_is_not_hammered() {
     let log = world.sidecar.log_text();
     assert!(creates() <= 2, "{} CreateVolume calls in 8 s:\n{log}", creates());
     assert!(log.contains("refused; nothing changes until"), "the refusal is said:\n{log}");
+    let metrics = world.sidecar.metrics().await;
+    let counted = "csi_pv_controller_sync_failures_total{queue=\"claims\",class=\"refused\"}";
+    assert!(sample(&metrics, counted).is_some_and(|n| n >= 1.0), "counted by class:\n{metrics}");
     assert!(
         world
             .volumes()

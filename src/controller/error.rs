@@ -19,6 +19,39 @@ pub enum SyncErrorClass {
     Conflict,
 }
 
+/// When the next pass over a key whose pass failed comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Once the watch has the newer version (a conflict): the queue's short conflict delay.
+    Soon,
+    /// The queue's exponential backoff.
+    Backoff,
+    /// The longest backoff at once: nothing changes until someone acts.
+    Slowly,
+}
+
+impl SyncErrorClass {
+    /// What each class means for the next try.
+    pub fn retry(self) -> Retry {
+        match self {
+            SyncErrorClass::Conflict => Retry::Soon,
+            SyncErrorClass::Final | SyncErrorClass::InProgress => Retry::Backoff,
+            SyncErrorClass::Infeasible | SyncErrorClass::Refused => Retry::Slowly,
+        }
+    }
+
+    /// The `class` label of `csi_pv_controller_sync_failures_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncErrorClass::Final => "final",
+            SyncErrorClass::InProgress => "in_progress",
+            SyncErrorClass::Infeasible => "infeasible",
+            SyncErrorClass::Refused => "refused",
+            SyncErrorClass::Conflict => "conflict",
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     #[error("cannot {action}: {source}")]
@@ -115,5 +148,20 @@ mod tests {
             assert_eq!(api(code).class(), class, "{code}");
         }
         assert_eq!(SyncError::Input("bad".into()).class(), SyncErrorClass::Infeasible);
+    }
+
+    #[test]
+    fn each_class_has_its_retry() {
+        let table = [
+            (SyncErrorClass::Conflict, Retry::Soon, "conflict"),
+            (SyncErrorClass::Final, Retry::Backoff, "final"),
+            (SyncErrorClass::InProgress, Retry::Backoff, "in_progress"),
+            (SyncErrorClass::Infeasible, Retry::Slowly, "infeasible"),
+            (SyncErrorClass::Refused, Retry::Slowly, "refused"),
+        ];
+        for (class, retry, label) in table {
+            assert_eq!(class.retry(), retry, "{class:?}");
+            assert_eq!(class.as_str(), label);
+        }
     }
 }

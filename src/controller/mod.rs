@@ -34,7 +34,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tracing::{Instrument, debug, error, field, info_span, warn};
 
-pub use error::{SyncError, SyncErrorClass};
+pub use error::{Retry, SyncError, SyncErrorClass};
 pub use finalizers::drop_finalizer;
 use finalizers::{set_finalizers, with, without};
 pub use journal::{Journal, JournalError};

@@ -212,18 +212,28 @@ impl Controller {
             Ok(Outcome::Done) => queue.forget(&key),
             Ok(Outcome::Waiting) => {}
             Ok(Outcome::Again) => queue.add(key),
-            Err(e) if e.class() == SyncErrorClass::Conflict => {
-                let delay = queue.retry_conflict(key);
-                debug!(error = %e, retry_in = ?delay, "conflict; looking again once the watch has the newer version");
-            }
-            // The same request would get the same answer: said loudly, tried again rarely.
-            Err(e) if e.class() == SyncErrorClass::Refused => {
-                let delay = queue.retry_slowly(key);
-                error!(error = %e, retry_in = ?delay, "refused; nothing changes until the input, the object or the RBAC named here does");
-            }
             Err(e) => {
-                let delay = queue.retry(key.clone());
-                warn!(error = %e, retry_in = ?delay, "sync failed");
+                let class = e.class();
+                crate::metrics::metrics().sync_failure(queue.name(), class.as_str());
+                match (class.retry(), class) {
+                    (Retry::Soon, _) => {
+                        let delay = queue.retry_conflict(key);
+                        debug!(error = %e, retry_in = ?delay, "conflict; looking again once the watch has the newer version");
+                    }
+                    // The same request would get the same answer: said loudly, tried again rarely.
+                    (Retry::Slowly, SyncErrorClass::Refused) => {
+                        let delay = queue.retry_slowly(key);
+                        error!(error = %e, retry_in = ?delay, "refused; nothing changes until the input, the object or the RBAC named here does");
+                    }
+                    (Retry::Slowly, _) => {
+                        let delay = queue.retry_slowly(key);
+                        warn!(error = %e, retry_in = ?delay, "cannot work as asked; tried again slowly, or at once when the object changes");
+                    }
+                    (Retry::Backoff, _) => {
+                        let delay = queue.retry(key.clone());
+                        warn!(error = %e, retry_in = ?delay, "sync failed");
+                    }
+                }
             }
         }
     }

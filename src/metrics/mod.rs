@@ -51,6 +51,12 @@ pub struct ClassLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub queue: String,
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     /// e.g. `persistentvolumeclaims/status`.
     pub resource: String,
@@ -100,6 +106,7 @@ series! {
     queue_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_queue_duration_seconds", "How long a key waits in a work queue before a worker takes it";
     work_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_work_duration_seconds", "How long a worker takes over one key";
     passes_per_key: Histograms<QueueLabels> = histograms(pass_histogram), "csi_pv_controller_passes_per_key", "Passes each key of a work queue got in one resync period, observed per key at every resync";
+    sync_failures: Family<FailureLabels, Counter> = Family::default(), "csi_pv_controller_sync_failures", "Passes that failed, by work queue and by what the failure means for the next try: final and in_progress (backoff), infeasible and refused (slow), conflict (soon)";
     write_conflicts: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_write_conflicts", "Passes whose write met a newer version of the object (HTTP 409), by work queue";
     claim_bound: Histogram = operation_histogram(), "csi_pv_controller_claim_bound_seconds", "From a claim's creation to its binding by this process";
     resize_done: Histogram = operation_histogram(), "csi_pv_controller_resize_seconds", "From the start of a resize (Resizing) to the controller's part done";
@@ -148,6 +155,12 @@ impl Metrics {
         let labels = ProvisionLabels { class: class.to_string(), source: source.to_string() };
         let series = (&self.provisioned, &self.provision_seconds);
         count_outcome(series, &self.provision_failed, &labels, ok, elapsed);
+    }
+
+    /// A pass over a key of `queue` failed with an error of `class`.
+    pub fn sync_failure(&self, queue: &str, class: &str) {
+        let labels = FailureLabels { queue: queue.to_string(), class: class.to_string() };
+        self.sync_failures.get_or_create(&labels).inc();
     }
 
     /// The fence refused a side effect of `kind` (`api`, `csi`).
