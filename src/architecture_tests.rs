@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 /// The decision modules: folders and files under src/.
-const DECISIONS: [&str; 10] = [
+const DECISIONS: [&str; 11] = [
     "binder",
     "provision",
     "expand",
@@ -16,6 +16,7 @@ const DECISIONS: [&str; 10] = [
     "capacity/mod.rs",
     "freshness.rs",
     "names.rs",
+    "reason.rs",
 ];
 
 /// What a decision module must not name: the API client, watches, the runtime, gRPC, and the

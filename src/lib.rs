@@ -48,6 +48,7 @@ pub mod modify;
 pub mod names;
 pub mod provision;
 pub mod queue;
+pub mod reason;
 pub mod resync;
 pub mod rollback;
 

@@ -53,25 +53,6 @@ pub const FINALIZER_RESTORE_PROTECTION: &str =
 pub const ANN_ALLOW_VOLUME_MODE_CHANGE: &str =
     "snapshot.storage.kubernetes.io/allow-volume-mode-change";
 
-// Event reasons.
-pub const EVENT_PROVISIONING: &str = "Provisioning";
-pub const EVENT_PROVISIONING_SUCCEEDED: &str = "ProvisioningSucceeded";
-pub const EVENT_PROVISIONING_FAILED: &str = "ProvisioningFailed";
-pub const EVENT_VOLUME_FAILED_DELETE: &str = "VolumeFailedDelete";
-pub const EVENT_EXTERNAL_PROVISIONING: &str = "ExternalProvisioning";
-/// Ours: the claim is gone, and the volume made for it could not be cleaned up yet.
-/// Expansion events, as external-resizer's.
-pub const EVENT_RESIZING: &str = "Resizing";
-pub const EVENT_VOLUME_RESIZE_FAILED: &str = "VolumeResizeFailed";
-pub const EVENT_FS_RESIZE_REQUIRED: &str = "FileSystemResizeRequired";
-pub const EVENT_VOLUME_RESIZE_SUCCESSFUL: &str = "VolumeResizeSuccessful";
-/// VolumeAttributesClass changes, as external-resizer's modify controller names them.
-pub const EVENT_VOLUME_MODIFY: &str = "VolumeModify";
-pub const EVENT_VOLUME_MODIFY_FAILED: &str = "VolumeModifyFailed";
-pub const EVENT_VOLUME_MODIFY_SUCCESSFUL: &str = "VolumeModifySuccessful";
-pub const EVENT_VOLUME_MODIFY_CANCELED: &str = "VolumeModifyCanceled";
-pub const EVENT_PROVISIONING_CLEANUP_FAILED: &str = "ProvisioningCleanupFailed";
-
 /// The value of annotation `key`, if the object has it.
 pub fn annotation<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,

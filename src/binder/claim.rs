@@ -11,20 +11,21 @@ use super::index::VolumeIndex;
 use super::matching::{ClaimFacts, MatchError, check_volume_satisfies_claim, delay_binding};
 use crate::model::{ClaimExt, PodExt, VolumeExt};
 use crate::names::*;
+use crate::reason::Reason;
 
 /// An event the binder emits, with upstream's reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     pub warning: bool,
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
 }
 
 impl Notice {
-    fn normal(reason: &'static str, message: impl Into<String>) -> Self {
+    fn normal(reason: Reason, message: impl Into<String>) -> Self {
         Notice { warning: false, reason, message: message.into() }
     }
-    fn warning(reason: &'static str, message: impl Into<String>) -> Self {
+    fn warning(reason: Reason, message: impl Into<String>) -> Self {
         Notice { warning: true, reason, message: message.into() }
     }
 }
@@ -128,20 +129,20 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
     let class = claim.class();
     if class.is_empty() {
         return ClaimStep::Pending(Some(Notice::normal(
-            "FailedBinding",
+            Reason::FailedBinding,
             "no persistent volumes available for this claim and no storage class is set",
         )));
     }
     match view.class {
         Some(c) if c.provisioner.starts_with("kubernetes.io/") => {
             ClaimStep::CannotProvision(Notice::warning(
-                EVENT_PROVISIONING_FAILED,
+                Reason::ProvisioningFailed,
                 format!("no volume plugin matched name: {}", c.provisioner),
             ))
         }
         Some(c) => ClaimStep::Provision { provisioner: c.provisioner.clone() },
         None => ClaimStep::CannotProvision(Notice::warning(
-            EVENT_PROVISIONING_FAILED,
+            Reason::ProvisioningFailed,
             format!("storageclass.storage.k8s.io {class:?} not found"),
         )),
     }
@@ -151,14 +152,15 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
 pub fn wait_notice(unscheduled_pods: &[String]) -> Notice {
     match unscheduled_pods {
         [] => Notice::normal(
-            "WaitForFirstConsumer",
+            Reason::WaitForFirstConsumer,
             "waiting for first consumer to be created before binding",
         ),
-        [one] => {
-            Notice::normal("WaitForPodScheduled", format!("waiting for pod {one} to be scheduled"))
-        }
+        [one] => Notice::normal(
+            Reason::WaitForPodScheduled,
+            format!("waiting for pod {one} to be scheduled"),
+        ),
         many => Notice::normal(
-            "WaitForPodScheduled",
+            Reason::WaitForPodScheduled,
             format!("waiting for pods {} to be scheduled", many.join(",")),
         ),
     }
@@ -194,14 +196,14 @@ fn decide_requested(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> Clai
         None => match check_volume_satisfies_claim(&pv, claim) {
             Ok(()) => ClaimStep::Bind(pv),
             Err(reason) => ClaimStep::Pending(Some(Notice::warning(
-                "VolumeMismatch",
+                Reason::VolumeMismatch,
                 format!("Cannot bind to requested volume {requested:?}: {reason}"),
             ))),
         },
         Some(_) if pv.bound_to_claim(ns, name, uid) => ClaimStep::Bind(pv),
         Some(r) => {
             let notice = Notice::warning(
-                "FailedBinding",
+                Reason::FailedBinding,
                 format!("volume {requested:?} already bound to a different claim."),
             );
             if annotated(claim, ANN_BOUND_BY_CONTROLLER) {
@@ -229,13 +231,13 @@ fn decide_bound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimSte
     let requested = volume_name(claim);
     if requested.is_empty() {
         return ClaimStep::Lost(Notice::warning(
-            "ClaimLost",
+            Reason::ClaimLost,
             "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!",
         ));
     }
     let Some(pv) = view.volumes.get(requested) else {
         return ClaimStep::Lost(Notice::warning(
-            "ClaimLost",
+            Reason::ClaimLost,
             "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
         ));
     };
@@ -244,7 +246,7 @@ fn decide_bound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimSte
         None => ClaimStep::Bind(pv),
         Some(r) if !uid.is_empty() && r.uid.as_deref() == Some(uid) => ClaimStep::Bind(pv),
         Some(_) => ClaimStep::Lost(Notice::warning(
-            "ClaimMisbound",
+            Reason::ClaimMisbound,
             "Two claims are bound to the same volume, this one is bound incorrectly",
         )),
     }

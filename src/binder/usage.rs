@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use super::claim::Notice;
+use crate::reason::Reason;
 
 /// PV name → UID of the last claim seen naming it in `spec.volumeName`, from every claim the
 /// watch shows (the initial listing included), kept after the claim is gone and dropped with
@@ -77,7 +78,7 @@ pub fn refusal(pv: &PersistentVolume) -> Notice {
         .unwrap_or_default();
     Notice {
         warning: true,
-        reason: "VolumeDeletionRefused",
+        reason: Reason::VolumeDeletionRefused,
         message: format!(
             "not deleting this volume although its reclaim policy is Delete: claim {claim} never used it (the claim was not made for it and was never seen naming it in spec.volumeName, e.g. two binders gave the claim a PersistentVolume each, or the claim went while csi-pv-controller was down). The data is kept: delete the PersistentVolume to delete the volume, or remove its claimRef to make it Available again"
         ),

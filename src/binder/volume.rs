@@ -10,6 +10,7 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use super::claim::Notice;
 use crate::model::{ClaimExt, ReclaimPolicy, VolumeExt, VolumePhase};
 use crate::names::*;
+use crate::reason::Reason;
 
 /// Where the claim named by the PV's claimRef was looked up.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +106,7 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
         // Nothing can delete it (no plugin here, no provisioner named): say so, as upstream.
         ReclaimPolicy::Delete => Reclaim::Fail(Notice {
             warning: true,
-            reason: "VolumeFailedDelete",
+            reason: Reason::VolumeFailedDelete,
             message: format!(
                 "error getting deleter volume plugin for volume {:?}: no deletable volume plugin matched",
                 pv.metadata.name.as_deref().unwrap_or_default()
@@ -113,12 +114,12 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
         }),
         ReclaimPolicy::Recycle => Reclaim::Fail(Notice {
             warning: true,
-            reason: "VolumeFailedRecycle",
+            reason: Reason::VolumeFailedRecycle,
             message: "No recycler plugin found for the volume!".into(),
         }),
         ReclaimPolicy::Unknown(_) => Reclaim::Fail(Notice {
             warning: true,
-            reason: "VolumeUnknownReclaimPolicy",
+            reason: Reason::VolumeUnknownReclaimPolicy,
             message: "Volume has unrecognized PersistentVolumeReclaimPolicy".into(),
         }),
     }
@@ -272,14 +273,14 @@ pub fn mode_mismatch_notices(pv: &PersistentVolume, claim_name: &str) -> (Notice
     (
         Notice {
             warning: true,
-            reason: "VolumeMismatch",
+            reason: Reason::VolumeMismatch,
             message: format!(
                 "Cannot bind PersistentVolume to requested PersistentVolumeClaim {claim_name:?} due to incompatible volumeMode."
             ),
         },
         Notice {
             warning: true,
-            reason: "VolumeMismatch",
+            reason: Reason::VolumeMismatch,
             message: format!(
                 "Cannot bind PersistentVolume {pv_name:?} to requested PersistentVolumeClaim due to incompatible volumeMode."
             ),

@@ -22,6 +22,7 @@ use crate::binder::matching::default_class;
 use crate::model::{ClaimExt, ClaimPhase, VolumePhase};
 use crate::names::*;
 use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
+use crate::reason::Reason;
 
 impl Controller {
     /// The binder's step for a claim of ours: carried out here, or handed on to provisioning
@@ -122,7 +123,7 @@ impl Controller {
             ClaimStep::Fail(error) => {
                 // Upstream only logs this; the user needs to see it to fix the claim or class.
                 let notice =
-                    Notice { warning: true, reason: "FailedBinding", message: error.clone() };
+                    Notice { warning: true, reason: Reason::FailedBinding, message: error.clone() };
                 self.notify(&reference(claim), &notice).await;
                 Err(SyncError::Input(error))
             }
@@ -151,7 +152,7 @@ impl Controller {
                 ) {
                     let notice = Notice {
                         warning: true,
-                        reason: "WaitingForBinder",
+                        reason: Reason::WaitingForBinder,
                         message: handover_missing_note(&self.settings.driver, age),
                     };
                     warn!("{}", notice.message);
@@ -291,7 +292,7 @@ impl Controller {
         }
         let notice = Notice {
             warning: false,
-            reason: EVENT_EXTERNAL_PROVISIONING,
+            reason: Reason::ExternalProvisioning,
             message: format!(
                 "Waiting for a volume to be created either by the external provisioner '{provisioner}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered."
             ),

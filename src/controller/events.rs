@@ -27,6 +27,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::mpsc;
 use tracing::{Instrument, Span, warn};
 
+pub use crate::reason::{Reason, Role};
+
 /// Events waiting to be sent. client-go's broadcaster holds 1000; a burst of 1,000 claims makes
 /// 2,000 under a QPS limit, so ours holds more (an Event here is about 1 KiB).
 const QUEUE_LENGTH: usize = 4096;
@@ -38,37 +40,6 @@ const FOLD_WINDOW_SECONDS: i64 = 600;
 const REMEMBERED: usize = 4096;
 /// The API's limit on an Event's message.
 const MESSAGE_LIMIT: usize = 1024;
-
-/// The upstream component whose work an Event reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Provisioner,
-    Resizer,
-    Binder,
-}
-
-/// Which component sends an Event of `reason`.
-pub fn role_of(reason: &str) -> Role {
-    use crate::names::*;
-    match reason {
-        EVENT_PROVISIONING
-        | EVENT_PROVISIONING_SUCCEEDED
-        | EVENT_PROVISIONING_FAILED
-        | EVENT_PROVISIONING_CLEANUP_FAILED
-        | EVENT_VOLUME_FAILED_DELETE
-        | "VolumeDeletionRefused"
-        | "WaitingForBinder" => Role::Provisioner,
-        EVENT_RESIZING
-        | EVENT_VOLUME_RESIZE_FAILED
-        | EVENT_FS_RESIZE_REQUIRED
-        | EVENT_VOLUME_RESIZE_SUCCESSFUL
-        | EVENT_VOLUME_MODIFY
-        | EVENT_VOLUME_MODIFY_FAILED
-        | EVENT_VOLUME_MODIFY_SUCCESSFUL
-        | EVENT_VOLUME_MODIFY_CANCELED => Role::Resizer,
-        _ => Role::Binder,
-    }
-}
 
 /// The component name of each role, as upstream names it. `unique` stands for the random part
 /// of csi-provisioner's name, new with every start.
@@ -153,15 +124,15 @@ impl Events {
         Events { queues, components }
     }
 
-    pub async fn normal(&self, object: &ObjectReference, reason: &str, note: String) {
+    pub async fn normal(&self, object: &ObjectReference, reason: Reason, note: String) {
         self.publish(object, "Normal", reason, note);
     }
 
-    pub async fn warning(&self, object: &ObjectReference, reason: &str, note: String) {
+    pub async fn warning(&self, object: &ObjectReference, reason: Reason, note: String) {
         self.publish(object, "Warning", reason, note);
     }
 
-    fn publish(&self, object: &ObjectReference, type_: &'static str, reason: &str, note: String) {
+    fn publish(&self, object: &ObjectReference, type_: &'static str, reason: Reason, note: String) {
         let mut message = note;
         if message.len() > MESSAGE_LIMIT {
             let mut cut = MESSAGE_LIMIT;
@@ -170,7 +141,7 @@ impl Events {
             }
             message.truncate(cut);
         }
-        let role = role_of(reason);
+        let role = reason.role();
         let key = Key {
             component: self.components[role as usize].clone(),
             object: (
@@ -180,7 +151,7 @@ impl Events {
                 object.uid.clone().unwrap_or_default(),
             ),
             type_,
-            reason: reason.to_string(),
+            reason: reason.as_str().to_string(),
             message,
         };
         let mut hash = DefaultHasher::new();
@@ -265,27 +236,26 @@ async fn write(client: &Client, seen: &Mutex<HashMap<Key, Seen>>, host: &str, q:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::names::*;
 
     #[test]
     fn each_event_names_the_component_upstream_sends_it_from() {
         let table = [
-            (EVENT_PROVISIONING, "d.csi_host-1_17-42"),
-            (EVENT_PROVISIONING_SUCCEEDED, "d.csi_host-1_17-42"),
-            (EVENT_PROVISIONING_FAILED, "d.csi_host-1_17-42"),
-            (EVENT_VOLUME_FAILED_DELETE, "d.csi_host-1_17-42"),
-            ("VolumeDeletionRefused", "d.csi_host-1_17-42"),
-            (EVENT_RESIZING, "external-resizer d.csi"),
-            (EVENT_VOLUME_RESIZE_FAILED, "external-resizer d.csi"),
-            (EVENT_FS_RESIZE_REQUIRED, "external-resizer d.csi"),
-            (EVENT_VOLUME_RESIZE_SUCCESSFUL, "external-resizer d.csi"),
-            (EVENT_VOLUME_MODIFY_FAILED, "external-resizer d.csi"),
-            ("FailedBinding", "persistentvolume-controller"),
-            (EVENT_EXTERNAL_PROVISIONING, "persistentvolume-controller"),
-            ("ClaimLost", "persistentvolume-controller"),
+            (Reason::Provisioning, "d.csi_host-1_17-42"),
+            (Reason::ProvisioningSucceeded, "d.csi_host-1_17-42"),
+            (Reason::ProvisioningFailed, "d.csi_host-1_17-42"),
+            (Reason::VolumeFailedDelete, "d.csi_host-1_17-42"),
+            (Reason::VolumeDeletionRefused, "d.csi_host-1_17-42"),
+            (Reason::Resizing, "external-resizer d.csi"),
+            (Reason::VolumeResizeFailed, "external-resizer d.csi"),
+            (Reason::FileSystemResizeRequired, "external-resizer d.csi"),
+            (Reason::VolumeResizeSuccessful, "external-resizer d.csi"),
+            (Reason::VolumeModifyFailed, "external-resizer d.csi"),
+            (Reason::FailedBinding, "persistentvolume-controller"),
+            (Reason::ExternalProvisioning, "persistentvolume-controller"),
+            (Reason::ClaimLost, "persistentvolume-controller"),
         ];
         for (reason, want) in table {
-            assert_eq!(component(role_of(reason), "d.csi", "host-1", "17-42"), want, "{reason}");
+            assert_eq!(component(reason.role(), "d.csi", "host-1", "17-42"), want, "{reason}");
         }
     }
 

@@ -18,7 +18,7 @@ use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeStep};
 use crate::model::ClaimExt;
-use crate::names::*;
+use crate::reason::Reason;
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
     expand::Sizes::of(claim, pv).requested
@@ -95,7 +95,7 @@ impl Controller {
         };
         let volume = pv.name_any();
         self.events
-            .normal(&reference(&claim), EVENT_RESIZING, expand::resizing_note(&volume))
+            .normal(&reference(&claim), Reason::Resizing, expand::resizing_note(&volume))
             .await;
 
         if memory.in_use
@@ -201,13 +201,13 @@ impl Controller {
         let (patch, reason, note) = if node_required {
             (
                 expand::node_pending(claim, &now),
-                EVENT_FS_RESIZE_REQUIRED,
+                Reason::FileSystemResizeRequired,
                 expand::FS_RESIZE_REQUIRED_NOTE,
             )
         } else {
             (
                 expand::finished(claim, capacity, &now),
-                EVENT_VOLUME_RESIZE_SUCCESSFUL,
+                Reason::VolumeResizeSuccessful,
                 expand::RESIZE_SUCCESSFUL_NOTE,
             )
         };
@@ -257,7 +257,7 @@ impl Controller {
             self.settings.driver
         );
         warn!("{note}");
-        self.events.warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note).await;
+        self.events.warning(&reference(claim), Reason::VolumeResizeFailed, note).await;
     }
 
     /// A failed attempt: remember it, hold passes on this size off until the retry, and say why.
@@ -278,7 +278,7 @@ impl Controller {
         memory.wait = Some((asked, due_at(delay)));
         self.memory.claims.update_claim(key, claim, |m| m.resize = memory);
         warn!(retry_in = ?delay, "resize failed: {note}");
-        self.events.warning(&reference(claim), EVENT_VOLUME_RESIZE_FAILED, note).await;
+        self.events.warning(&reference(claim), Reason::VolumeResizeFailed, note).await;
         Outcome::Waiting
     }
 

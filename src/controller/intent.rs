@@ -14,6 +14,7 @@ use super::{Controller, SyncError, set_finalizers, without};
 use crate::model::ClaimExt;
 use crate::names::*;
 use crate::provision::claim::ClaimAction;
+use crate::reason::Reason;
 
 impl Controller {
     /// The claim's intent is in the journal.
@@ -60,7 +61,7 @@ impl Controller {
         self.events
             .normal(
                 &reference(&updated),
-                EVENT_PROVISIONING,
+                Reason::Provisioning,
                 format!(
                     "External provisioner is provisioning volume for claim \"{}/{}\"",
                     updated.namespace().unwrap_or_default(),

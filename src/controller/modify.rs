@@ -14,7 +14,7 @@ use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
 use crate::modify::{self, ModifyStep};
-use crate::names::*;
+use crate::reason::Reason;
 
 impl Controller {
     /// A pass over a Bound claim: its size, then its VolumeAttributesClass.
@@ -59,7 +59,7 @@ impl Controller {
                 self.events
                     .normal(
                         &reference(&claim),
-                        EVENT_VOLUME_MODIFY_CANCELED,
+                        Reason::VolumeModifyCanceled,
                         modify::CANCELED_NOTE.into(),
                     )
                     .await;
@@ -80,7 +80,7 @@ impl Controller {
                     .failed(
                         key,
                         &claim,
-                        EVENT_VOLUME_MODIFY_FAILED,
+                        Reason::VolumeModifyFailed,
                         modify::missing_note(&target),
                         false,
                     )
@@ -111,7 +111,7 @@ impl Controller {
                         self.events
                             .normal(
                                 &reference(&claim),
-                                EVENT_VOLUME_MODIFY,
+                                Reason::VolumeModify,
                                 modify::modifying_note(&claim.name_any(), &target),
                             )
                             .await;
@@ -147,7 +147,7 @@ impl Controller {
         request.secrets = match self.modify_secrets(pv).await {
             Ok(s) => s,
             Err(note) => {
-                return Ok(self.failed(key, claim, EVENT_VOLUME_MODIFY_FAILED, note, false).await);
+                return Ok(self.failed(key, claim, Reason::VolumeModifyFailed, note, false).await);
             }
         };
         let answer = self.csi.controller_modify_volume(request).await;
@@ -170,7 +170,7 @@ impl Controller {
                 self.clear_backoff(key);
                 info!(class = %target, "volume modified");
                 let note = modify::modified_note(&claim.name_any(), &target);
-                let reason = EVENT_VOLUME_MODIFY_SUCCESSFUL;
+                let reason = Reason::VolumeModifySuccessful;
                 self.events.normal(&reference(&claim), reason, note).await;
                 return Ok(Outcome::Done);
             }
@@ -193,7 +193,7 @@ impl Controller {
             note.push_str(&format!(". Still modifying to VAC {target}"));
         }
         let infeasible = modify::infeasible(&code);
-        Ok(self.failed(key, &claim, EVENT_VOLUME_MODIFY_FAILED, note, infeasible).await)
+        Ok(self.failed(key, &claim, Reason::VolumeModifyFailed, note, infeasible).await)
     }
 
     /// The contents of the secret ControllerModifyVolume carries (`modify::secret_ref`).

@@ -22,6 +22,7 @@ use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source;
 use crate::provision::topology::TopologyError;
+use crate::reason::Reason;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
 const STEPS_PER_PASS: usize = 4;
@@ -64,7 +65,7 @@ impl Controller {
                         return Ok(Outcome::Waiting);
                     }
                     return Ok(self
-                        .failed(key, &claim, EVENT_PROVISIONING_FAILED, e.to_string(), false)
+                        .failed(key, &claim, Reason::ProvisioningFailed, e.to_string(), false)
                         .await);
                 }
                 ClaimAction::RecordIntent(plan) => {
@@ -75,7 +76,7 @@ impl Controller {
                         Err(_) if self.backing_off(key, &claim) => return Ok(Outcome::Waiting),
                         Err(note) => {
                             return Ok(self
-                                .failed(key, &claim, EVENT_PROVISIONING_FAILED, note, false)
+                                .failed(key, &claim, Reason::ProvisioningFailed, note, false)
                                 .await);
                         }
                     }
@@ -119,7 +120,7 @@ impl Controller {
                         self.volume_name(&claim)
                     );
                     return Ok(self
-                        .failed(key, &claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
+                        .failed(key, &claim, Reason::ProvisioningCleanupFailed, note, false)
                         .await);
                 }
                 ClaimAction::Bind { volume } => {
@@ -197,7 +198,7 @@ impl Controller {
         let (mut request, secrets) = match self.signed(plan, known).await {
             Ok(signed) => signed,
             Err(note) => {
-                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
+                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
             }
         };
         request.accessibility_requirements = match self.topology(claim, plan).await? {
@@ -207,7 +208,7 @@ impl Controller {
                     self.reschedule(claim).await?;
                 }
                 let note = e.to_string();
-                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
+                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
             }
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
@@ -239,15 +240,15 @@ impl Controller {
                 if let Err(d) = self.delete_backend(&volume_id, secrets).await {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
-                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
+                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
             }
             AfterCreate::Reschedule { note } => {
                 self.reschedule(claim).await?;
-                return Ok(self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await);
+                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
             }
             AfterCreate::Fail { note, infeasible } => {
                 return Ok(self
-                    .failed(key, claim, EVENT_PROVISIONING_FAILED, note, infeasible)
+                    .failed(key, claim, Reason::ProvisioningFailed, note, infeasible)
                     .await);
             }
         };
@@ -335,7 +336,7 @@ impl Controller {
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
-        reason: &str,
+        reason: Reason,
         note: String,
         slow: bool,
     ) -> Outcome {
@@ -350,7 +351,7 @@ impl Controller {
         self.events
             .normal(
                 &reference(claim),
-                EVENT_PROVISIONING_SUCCEEDED,
+                Reason::ProvisioningSucceeded,
                 format!("Successfully provisioned volume {volume}"),
             )
             .await;
@@ -382,7 +383,7 @@ impl Controller {
                         "PersistentVolume {name} exists and belongs to another claim; the volume for this claim cannot be recorded"
                     );
                     self.events
-                        .warning(&reference(claim), EVENT_PROVISIONING_FAILED, note.clone())
+                        .warning(&reference(claim), Reason::ProvisioningFailed, note.clone())
                         .await;
                     Err(SyncError::Inconsistent(note))
                 }
@@ -417,7 +418,7 @@ impl Controller {
         let (mut request, secrets) = match self.signed(plan, None).await {
             Ok(signed) => signed,
             Err(note) => {
-                let reason = EVENT_PROVISIONING_CLEANUP_FAILED;
+                let reason = Reason::ProvisioningCleanupFailed;
                 return Ok(self.failed(key, claim, reason, note, false).await);
             }
         };
@@ -445,14 +446,14 @@ impl Controller {
                         "cannot delete volume {volume_id} made for this claim, which no longer needs it: {e}"
                     );
                     return Ok(self
-                        .failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
+                        .failed(key, claim, Reason::ProvisioningCleanupFailed, note, false)
                         .await);
                 }
                 info!(volume = %volume_id, "deleted the volume of a claim that no longer needs it");
             }
             Undo::Unknown { note } => {
                 return Ok(self
-                    .failed(key, claim, EVENT_PROVISIONING_CLEANUP_FAILED, note, false)
+                    .failed(key, claim, Reason::ProvisioningCleanupFailed, note, false)
                     .await);
             }
             Undo::NothingMade => {}

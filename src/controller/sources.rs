@@ -18,6 +18,7 @@ use crate::model::ClaimExt;
 use crate::names::*;
 use crate::provision::snapshot::{self, SnapshotLookup};
 use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
+use crate::reason::Reason;
 
 /// The clone source's claim and PV, as the stores have them.
 pub(super) type CloneFacts = (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
@@ -185,7 +186,7 @@ impl Controller {
             if self.backing_off(key, claim) {
                 return Outcome::Waiting;
             }
-            return self.failed(key, claim, EVENT_PROVISIONING_FAILED, note, false).await;
+            return self.failed(key, claim, Reason::ProvisioningFailed, note, false).await;
         }
         let first = self
             .memory
@@ -193,7 +194,7 @@ impl Controller {
             .update_claim(key, claim, |m| !std::mem::replace(&mut m.announced, true));
         if first {
             info!(%kind, %name, "data source left to a volume populator");
-            self.events.normal(&reference(claim), EVENT_PROVISIONING, note).await;
+            self.events.normal(&reference(claim), Reason::Provisioning, note).await;
         }
         Outcome::Done
     }

@@ -18,6 +18,7 @@ use crate::binder::{
 use crate::csi::Operation;
 use crate::model::{VolumeExt, VolumePhase};
 use crate::names::*;
+use crate::reason::Reason;
 
 impl Controller {
     pub(super) async fn sync_volume(&self, name: &str) -> Result<Outcome, SyncError> {
@@ -220,7 +221,7 @@ impl Controller {
                 // The attachment's removal queues the PV again.
                 let note = format!("persistentvolume {name} is still attached to node {node}");
                 info!(%node, "not deleting the volume: it is still attached");
-                self.events.warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note).await;
+                self.events.warning(&reference(pv), Reason::VolumeFailedDelete, note).await;
                 return Ok(Outcome::Done);
             }
         }
@@ -245,7 +246,7 @@ impl Controller {
         if let Err(e) = deleted {
             self.strand_volume(&name, &e);
             let note = format!("failed to delete volume {handle}: {e}");
-            self.events.warning(&reference(pv), EVENT_VOLUME_FAILED_DELETE, note).await;
+            self.events.warning(&reference(pv), Reason::VolumeFailedDelete, note).await;
             return Err(SyncError::csi(Operation::Delete, e));
         }
         info!(%handle, "deleted the volume in the driver");

@@ -63,7 +63,7 @@ fn s3_2a_delay_binding_without_selected_node_waits_for_first_consumer() {
     assert!(matches!(s, ClaimStep::WaitForConsumer), "{s:?}");
     let n = crate::binder::claim::wait_notice(&[]);
     assert_eq!(
-        (n.reason, n.message.as_str()),
+        (n.reason.as_str(), n.message.as_str()),
         ("WaitForFirstConsumer", "waiting for first consumer to be created before binding")
     );
     assert!(!n.warning);
@@ -73,7 +73,7 @@ fn s3_2a_delay_binding_without_selected_node_waits_for_first_consumer() {
 fn s3_2a_delay_binding_with_unscheduled_pods_waits_for_pod_scheduled() {
     let n = crate::binder::claim::wait_notice(&["web-0".into()]);
     assert_eq!(
-        (n.reason, n.message.as_str()),
+        (n.reason.as_str(), n.message.as_str()),
         ("WaitForPodScheduled", "waiting for pod web-0 to be scheduled")
     );
     let n = crate::binder::claim::wait_notice(&["a".into(), "b".into()]);
@@ -116,7 +116,7 @@ fn s3_2a_no_volume_with_missing_class_reports_it() {
     match step(&claim(json!({})), vec![], None) {
         ClaimStep::CannotProvision(n) => assert_notice(
             &n,
-            EVENT_PROVISIONING_FAILED,
+            "ProvisioningFailed",
             "storageclass.storage.k8s.io \"gold\" not found",
         ),
         other => panic!("{other:?}"),

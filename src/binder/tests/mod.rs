@@ -53,7 +53,7 @@ fn index(pvs: Vec<PersistentVolume>) -> VolumeIndex {
 
 /// The notice says `reason` and exactly `message`.
 fn assert_notice(n: &crate::binder::claim::Notice, reason: &str, message: &str) {
-    assert_eq!((n.reason, n.message.as_str()), (reason, message));
+    assert_eq!((n.reason.as_str(), n.message.as_str()), (reason, message));
 }
 
 fn claimed_by(name: &str, uid: &str) -> Value {
@@ -119,5 +119,5 @@ fn assert_pending(step: ClaimStep, reason: &str, warning: bool, message: &str) {
     let ClaimStep::Pending(Some(n)) = step else {
         panic!("not Pending with an event: {step:?}");
     };
-    assert_eq!((n.reason, n.warning, n.message.as_str()), (reason, warning, message));
+    assert_eq!((n.reason.as_str(), n.warning, n.message.as_str()), (reason, warning, message));
 }

@@ -150,7 +150,7 @@ fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
     static_released.metadata.annotations = None;
     let fail = VolumeStep::Reclaim(Reclaim::Fail(crate::binder::claim::Notice {
         warning: true,
-        reason: "VolumeFailedRecycle",
+        reason: crate::reason::Reason::VolumeFailedRecycle,
         message: String::new(),
     }));
     let table = [
