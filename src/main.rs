@@ -189,7 +189,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let publisher = match config.enable_capacity {
         true => Some(
             csi_pv_controller::capacity::publisher::Publisher::from_config(
-                &config, &fence, &csi, &stores, &driver,
+                &config,
+                &fence,
+                &csi,
+                &stores,
+                &driver,
+                queues.nudge.clone(),
             )
             .await?,
         ),

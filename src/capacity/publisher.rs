@@ -4,7 +4,7 @@
 //! on its own client (`--kube-api-capacity-qps/-burst`) behind the same fence as every write.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -40,6 +40,7 @@ pub struct Publisher {
     pub driver: String,
     pub topology: bool,
     pub options: Options,
+    pub nudge: Nudge,
 }
 
 /// Why capacity publishing cannot start; the process stops with it, as csi-provisioner does.
@@ -66,6 +67,7 @@ impl Publisher {
         csi: &CsiClient,
         stores: &Stores,
         driver: &crate::csi::DriverInfo,
+        nudge: Nudge,
     ) -> Result<Publisher, SetupError> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let namespace = env("NAMESPACE").ok_or(SetupError::NoNamespace)?;
@@ -100,30 +102,32 @@ impl Publisher {
                 immediate: config.capacity_for_immediate_binding,
                 threads: config.capacity_threads,
             },
+            nudge,
         })
     }
 }
 
-fn nudges() -> &'static Notify {
-    static NUDGE: OnceLock<Notify> = OnceLock::new();
-    NUDGE.get_or_init(Notify::new)
+/// How the controller tells the publisher that capacity may have changed: one handle, cloned
+/// into both, made in `main`. Free when capacity tracking is off (nobody waits on it).
+#[derive(Debug, Clone, Default)]
+pub struct Nudge {
+    answers: Arc<Notify>,
+    nodes: Arc<Notify>,
 }
 
-fn reshapes() -> &'static Notify {
-    static RESHAPE: OnceLock<Notify> = OnceLock::new();
-    RESHAPE.get_or_init(Notify::new)
-}
+impl Nudge {
+    /// Something the answers depend on changed (a volume made or deleted, a class): the next
+    /// round comes soon.
+    pub fn answers_changed(&self) {
+        self.answers.notify_one();
+    }
 
-/// Something the answers depend on changed (a volume made or deleted, a class): the next
-/// round comes soon. Free when capacity tracking is off.
-pub fn nudge() {
-    nudges().notify_one();
-}
-
-/// A CSINode or Node changed. Nodes change all the time (status, labels of no interest), so
-/// this brings a round only when the wanted objects are no longer those of the last round.
-pub fn nodes_changed() {
-    reshapes().notify_one();
+    /// A CSINode or Node changed. Nodes change all the time (status, labels of no interest),
+    /// so this brings a round only when the wanted objects are no longer those of the last
+    /// round.
+    pub fn nodes_changed(&self) {
+        self.nodes.notify_one();
+    }
 }
 
 /// Rounds wait this long after a nudge, so that a burst of changes costs one round.
@@ -138,8 +142,8 @@ impl Publisher {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.options.poll) => {}
-                _ = nudges().notified() => tokio::time::sleep(SETTLE).await,
-                _ = reshapes().notified() => {
+                _ = self.nudge.answers.notified() => tokio::time::sleep(SETTLE).await,
+                _ = self.nudge.nodes.notified() => {
                     tokio::time::sleep(SETTLE).await;
                     if self.wanted() == last {
                         continue;

@@ -256,7 +256,7 @@ impl Controller {
         crate::crash_point::here(crate::crash_point::AFTER_PV);
         self.remember(&pv);
         crate::metrics::metrics().provision(class, source, true, started.elapsed());
-        crate::capacity::publisher::nudge();
+        self.queues.nudge.answers_changed();
         // Said once the PV records the volume, as upstream does, before the binding is written:
         // a claim is never Bound before its event is on its way.
         self.succeeded(claim, &plan.volume_name).await;

@@ -21,6 +21,8 @@ pub struct Queues {
     /// the class becoming Available, is worth another look for. Kept as the watch sees claims,
     /// so that finding them reads no claim (the stores hold claims compact).
     pub unbound: Arc<Mutex<std::collections::HashMap<ClaimKey, String>>>,
+    /// Tells the capacity publisher what may change its answers.
+    pub nudge: crate::capacity::publisher::Nudge,
 }
 
 impl Queues {
@@ -33,6 +35,7 @@ impl Queues {
             usage: Arc::default(),
             unsettled: Arc::default(),
             unbound: Arc::default(),
+            nudge: Default::default(),
         }
     }
 
@@ -114,10 +117,10 @@ impl Queues {
             }
             Change::Class(c) => {
                 queues.classes.add(c.name_any());
-                crate::capacity::publisher::nudge();
+                queues.nudge.answers_changed();
             }
             // A node the capacity objects may be made for (or an attributes class).
-            Change::Reference => crate::capacity::publisher::nodes_changed(),
+            Change::Reference => queues.nudge.nodes_changed(),
             Change::Listed(kind) => {
                 if kind == "PersistentVolume" {
                     queues.unsettled.volumes_relisted();

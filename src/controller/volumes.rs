@@ -251,7 +251,7 @@ impl Controller {
         }
         info!(%handle, "deleted the volume in the driver");
         crate::crash_point::here(crate::crash_point::AFTER_DELETE);
-        crate::capacity::publisher::nudge();
+        self.queues.nudge.answers_changed();
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: pv.metadata.uid.clone(),
