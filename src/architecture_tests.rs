@@ -77,6 +77,30 @@ fn decision_modules_name_no_client_runtime_or_configuration() {
     assert!(found.is_empty(), "decision modules reaching out:\n{}", found.join("\n"));
 }
 
+/// The executor's clock is tokio's, so that tests with paused time can move it: a backoff, a
+/// resize's wait, a slow retry all expire when the test says so.
+#[test]
+fn the_executor_reads_the_time_from_tokio() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("controller"), &mut files);
+    rust_files(&src.join("queue.rs"), &mut files);
+    assert!(files.len() > 15, "too few executor files read: {}", files.len());
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            let std_time = code.contains("std::time::Instant")
+                || (code.contains("std::time::{") && code.contains("Instant"));
+            if std_time {
+                found.push(format!("{}:{}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "std::time::Instant in the executor:\n{}", found.join("\n"));
+}
+
 #[test]
 fn the_guard_sees_what_it_forbids() {
     let line = "use kube::Client; // a client";

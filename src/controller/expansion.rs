@@ -3,7 +3,7 @@
 //! upstream keeps in memory (the last attempt's final error, "volume in use", the slow set)
 //! lives in `Resizes`, per claim.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;

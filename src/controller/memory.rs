@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 

@@ -27,7 +27,9 @@ mod writes;
 mod tests;
 
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::runtime::reflector::ObjectRef;
@@ -248,13 +250,13 @@ impl Controller {
     }
 }
 
-/// When a retry queued `delay` from now is due. A little early: the queue's timer started just
-/// before this, and a pass that arrives a hair before the deadline must not be put off again.
 /// The time now as status conditions record it (RFC 3339, whole seconds).
 fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// When a retry queued `delay` from now is due. A little early: the queue's timer started just
+/// before this, and a pass that arrives a hair before the deadline must not be put off again.
 fn due_at(delay: Duration) -> Instant {
     Instant::now() + delay.saturating_sub(Duration::from_millis(20))
 }

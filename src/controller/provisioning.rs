@@ -214,7 +214,7 @@ impl Controller {
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
         let source = source::of(claim);
         let source = source.kind();
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         crate::crash_point::here(crate::crash_point::BEFORE_CREATE);
         let created = self.csi.create_volume(request).await;
         if created.is_ok() {

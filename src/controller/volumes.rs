@@ -239,7 +239,7 @@ impl Controller {
         let secrets = self.deletion_secrets(pv).await;
         let class =
             pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or_default();
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         crate::crash_point::here(crate::crash_point::BEFORE_DELETE);
         let deleted = self.delete_backend(&handle, secrets).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());

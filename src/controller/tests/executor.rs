@@ -142,3 +142,40 @@ async fn no_delete_volume_while_the_live_claim_holds_the_volume() {
     bench.controller.sync_volume("pvc-u1").await.expect("a pass");
     assert_eq!(bench.driver.deletes(), vec!["h-1".to_string()]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_expires_and_the_same_claim_is_tried_again() {
+    let mut bench = Bench::new();
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    bench.driver.fail_next_create(status(tonic::Code::Internal));
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    bench.sync();
+    // Within the first backoff (1 s): held.
+    tokio::time::advance(Duration::from_millis(500)).await;
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    assert_eq!(bench.driver.creates().len(), 1);
+    // Past it: the same version of the claim is tried again, and bound.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
+    assert_eq!(bench.driver.creates().len(), 2);
+    assert_eq!(bench.get(CLAIMS, "c").expect("the claim")["status"]["phase"], json!("Bound"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_infeasible_answer_waits_the_longest_backoff() {
+    let mut bench = Bench::new();
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    bench.driver.fail_next_create(status(tonic::Code::InvalidArgument));
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    bench.sync();
+    // Far past an ordinary first backoff, still held: the input must change first.
+    tokio::time::advance(Duration::from_secs(60)).await;
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    assert_eq!(bench.driver.creates().len(), 1);
+    // The longest backoff (300 s here) over: tried again.
+    tokio::time::advance(Duration::from_secs(241)).await;
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
+    assert_eq!(bench.driver.creates().len(), 2);
+}
