@@ -179,3 +179,88 @@ async fn an_infeasible_answer_waits_the_longest_backoff() {
     assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
     assert_eq!(bench.driver.creates().len(), 2);
 }
+
+/// A released PV whose volume is still attached to a node: never deleted while the
+/// attachment lasts, however long that is; deleted once it goes.
+#[tokio::test(start_paused = true)]
+async fn an_attached_volume_is_not_deleted_while_the_attachment_lasts() {
+    let mut bench = Bench::new();
+    bench.create(
+        VOLUMES,
+        json!({"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": "pvc-u1", "finalizers": [FINALIZER_VOLUME],
+                            "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "gold",
+                        "csi": {"driver": DRIVER, "volumeHandle": "h-1"},
+                        "claimRef": {"namespace": "ns", "name": "c", "uid": "u1"}},
+               "status": {"phase": "Released"}}),
+    );
+    bench.sync();
+    let attachment: k8s_openapi::api::storage::v1::VolumeAttachment =
+        serde_json::from_value(json!({
+            "metadata": {"name": "csi-1"},
+            "spec": {"attacher": DRIVER, "nodeName": "node-1",
+                     "source": {"persistentVolumeName": "pvc-u1"}}
+        }))
+        .expect("an attachment");
+    relist(&mut bench.attachments, vec![attachment]);
+    for _ in 0..3 {
+        bench.controller.sync_volume("pvc-u1").await.expect("a pass");
+        assert!(bench.driver.deletes().is_empty(), "attached to node-1: not deleted");
+        tokio::time::advance(Duration::from_secs(600)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(
+        bench.events().iter().any(|(reason, note)| reason == "VolumeFailedDelete"
+            && note.contains("still attached to node node-1")),
+        "{:?}",
+        bench.events()
+    );
+    assert!(bench.get(VOLUMES, "pvc-u1").is_some());
+    // Detached: deleted.
+    relist(&mut bench.attachments, Vec::new());
+    bench.controller.sync_volume("pvc-u1").await.expect("a pass");
+    assert_eq!(bench.driver.deletes(), vec!["h-1".to_string()]);
+}
+
+/// A failed ControllerExpandVolume holds passes on that size off until its backoff is over,
+/// then the same size is asked again and the PV and the claim grow.
+#[tokio::test(start_paused = true)]
+async fn a_failed_resize_waits_out_its_backoff() {
+    let mut bench = Bench::new();
+    bench.create(
+        CLAIMS,
+        claim(json!({
+            "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {"volumeName": "pvc-u1", "resources": {"requests": {"storage": "2Gi"}}},
+            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                       "capacity": {"storage": "1Gi"}}
+        })),
+    );
+    bench.create(
+        VOLUMES,
+        json!({"apiVersion": "v1", "kind": "PersistentVolume",
+               "metadata": {"name": "pvc-u1", "finalizers": [FINALIZER_VOLUME],
+                            "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER,
+                                            "pv.kubernetes.io/bound-by-controller": "yes"}},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "gold",
+                        "csi": {"driver": DRIVER, "volumeHandle": "h-1"},
+                        "claimRef": {"namespace": "ns", "name": "c", "uid": "u1"}},
+               "status": {"phase": "Bound"}}),
+    );
+    bench.sync();
+    bench.driver.fail_next_expand(status(tonic::Code::Internal));
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    assert_eq!(bench.driver.expands(), vec![2 << 30]);
+    bench.sync();
+    tokio::time::advance(Duration::from_millis(500)).await;
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    assert_eq!(bench.driver.expands().len(), 1, "no second call within the backoff");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    bench.claim_pass().await;
+    assert_eq!(bench.driver.expands().len(), 2, "asked again once it is over");
+    let pv = bench.get(VOLUMES, "pvc-u1").expect("the PV");
+    assert_eq!(pv["spec"]["capacity"]["storage"], json!("2Gi"));
+}

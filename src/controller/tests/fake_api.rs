@@ -191,7 +191,8 @@ impl State {
                     strategic_patch(&mut object, &input);
                 } else {
                     let mut patch = input.clone();
-                    if let Some(meta) = patch["metadata"].as_object_mut() {
+                    // `get_mut`: indexing would add a null `metadata`, which merges as a delete.
+                    if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
                         meta.remove("resourceVersion");
                     }
                     merge_patch(&mut object, &patch);

@@ -15,6 +15,8 @@ pub struct Calls {
     /// CreateVolume names, in order, each with the claim's finalizers as the API had them.
     pub creates: Vec<(String, Value)>,
     pub deletes: Vec<String>,
+    /// ControllerExpandVolume's required bytes, in order.
+    pub expands: Vec<i64>,
     pub probes: usize,
 }
 
@@ -24,16 +26,32 @@ pub struct FakeDriver {
     claim: (String, String),
     /// Answers for the next CreateVolume calls; when empty, success.
     pub create_answers: Mutex<VecDeque<CsiError>>,
+    /// Answers for the next ControllerExpandVolume calls; when empty, success.
+    pub expand_answers: Mutex<VecDeque<CsiError>>,
     pub calls: Arc<Mutex<Calls>>,
 }
 
 impl FakeDriver {
     pub fn new(api: FakeApi, claim: (String, String)) -> Self {
-        FakeDriver { api, claim, create_answers: Mutex::default(), calls: Arc::default() }
+        FakeDriver {
+            api,
+            claim,
+            create_answers: Mutex::default(),
+            expand_answers: Mutex::default(),
+            calls: Arc::default(),
+        }
     }
 
     pub fn fail_next_create(&self, error: CsiError) {
         self.create_answers.lock().unwrap().push_back(error);
+    }
+
+    pub fn fail_next_expand(&self, error: CsiError) {
+        self.expand_answers.lock().unwrap().push_back(error);
+    }
+
+    pub fn expands(&self) -> Vec<i64> {
+        self.calls.lock().unwrap().expands.clone()
     }
 
     pub fn creates(&self) -> Vec<(String, Value)> {
@@ -85,6 +103,10 @@ impl Driver for FakeDriver {
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
         Box::pin(async move {
             let bytes = request.capacity_range.map_or(0, |r| r.required_bytes);
+            self.calls.lock().unwrap().expands.push(bytes);
+            if let Some(error) = self.expand_answers.lock().unwrap().pop_front() {
+                return Err(error);
+            }
             Ok(csi::ControllerExpandVolumeResponse {
                 capacity_bytes: bytes,
                 node_expansion_required: false,

@@ -41,6 +41,8 @@ struct Bench {
     claims: Writer<Compact<PersistentVolumeClaim>>,
     volumes: Writer<Compact<PersistentVolume>>,
     classes: Writer<StorageClass>,
+    /// The VolumeAttachments the controller sees (a driver that attaches).
+    attachments: Writer<k8s_openapi::api::storage::v1::VolumeAttachment>,
 }
 
 /// Everything of one kind the fake holds, as typed objects.
@@ -79,11 +81,12 @@ impl Bench {
         let (claims_store, claims) = reflector::store();
         let (volumes_store, volumes) = reflector::store();
         let (classes_store, classes) = reflector::store();
+        let (attachments_store, attachments) = reflector::store();
         let stores = Stores {
             claims: Held::new(claims_store),
             volumes: Held::new(volumes_store),
             classes: classes_store,
-            attachments: None,
+            attachments: Some(attachments_store),
             topology: None,
             attributes_classes: None,
             watches: Arc::default(),
@@ -92,7 +95,16 @@ impl Bench {
             name: DRIVER.into(),
             vendor_version: "1".into(),
             plugin: PluginCapabilities::default(),
-            controller: ControllerCapabilities::default(),
+            // Grows volumes in its controller service, as most drivers do.
+            controller: ControllerCapabilities::from_response(&[
+                crate::csi::v1::ControllerServiceCapability {
+                    r#type: Some(crate::csi::v1::controller_service_capability::Type::Rpc(
+                        crate::csi::v1::controller_service_capability::Rpc {
+                            r#type: crate::csi::ControllerCapability::ExpandVolume as i32,
+                        },
+                    )),
+                },
+            ]),
             node_expansion: false,
         };
         let backoff = Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) };
@@ -112,7 +124,8 @@ impl Bench {
                 expansion_workers: 1,
             },
         );
-        let mut bench = Bench { api, driver, controller, claims, volumes, classes };
+        let mut bench = Bench { api, driver, controller, claims, volumes, classes, attachments };
+        relist(&mut bench.attachments, Vec::new());
         bench.sync();
         bench
     }
