@@ -4,9 +4,7 @@
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -18,7 +16,6 @@ use crate::binder::VolumeIndex;
 use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::index::is_available;
-use crate::binder::matching::default_class;
 use crate::model::{ClaimExt, ClaimPhase, VolumePhase};
 use crate::names::*;
 use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
@@ -184,44 +181,6 @@ impl Controller {
                 warn!(%error, "cannot list the pods waiting for the claim");
                 Vec::new()
             }
-        }
-    }
-
-    pub(super) fn class_of(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> Option<std::sync::Arc<StorageClass>> {
-        let name = claim.class();
-        if name.is_empty() {
-            return None;
-        }
-        self.stores.classes.get(&ObjectRef::new(name))
-    }
-
-    /// The cluster's default class, for a claim that names no class (else None: the store is
-    /// not read on every pass for it).
-    pub(super) fn default_class_for(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> Option<Arc<StorageClass>> {
-        if !claim.names_no_class() {
-            return None;
-        }
-        let classes = self.stores.classes.state();
-        let name = default_class(classes.iter().map(|c| &**c))?.metadata.name.clone();
-        classes.into_iter().find(|c| c.metadata.name == name)
-    }
-
-    pub(super) async fn notify(
-        &self,
-        object: &k8s_openapi::api::core::v1::ObjectReference,
-        notice: &Notice,
-    ) {
-        let note = notice.message.clone();
-        if notice.warning {
-            self.events.warning(object, notice.reason, note).await;
-        } else {
-            self.events.normal(object, notice.reason, note).await;
         }
     }
 

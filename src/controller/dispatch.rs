@@ -60,4 +60,19 @@ impl Controller {
             self.scope.has_claim(&cached, class.as_deref(), default.as_deref(), named.as_deref());
         ours.then(|| (*cached).clone())
     }
+
+    /// A pass over a Bound claim: its size, then its VolumeAttributesClass.
+    pub(super) async fn sync_bound(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<Outcome, SyncError> {
+        let expanded = self.sync_expansion(key, claim).await?;
+        let modified = self.sync_modify(key, claim).await?;
+        Ok(match (expanded, modified) {
+            (Outcome::Again, _) | (_, Outcome::Again) => Outcome::Again,
+            (Outcome::Waiting, _) | (_, Outcome::Waiting) => Outcome::Waiting,
+            _ => Outcome::Done,
+        })
+    }
 }

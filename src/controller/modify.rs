@@ -17,21 +17,6 @@ use crate::modify::{self, ModifyStep};
 use crate::reason::Reason;
 
 impl Controller {
-    /// A pass over a Bound claim: its size, then its VolumeAttributesClass.
-    pub(super) async fn sync_bound(
-        &self,
-        key: &ClaimKey,
-        claim: &PersistentVolumeClaim,
-    ) -> Result<Outcome, SyncError> {
-        let expanded = self.sync_expansion(key, claim).await?;
-        let modified = self.sync_modify(key, claim).await?;
-        Ok(match (expanded, modified) {
-            (Outcome::Again, _) | (_, Outcome::Again) => Outcome::Again,
-            (Outcome::Waiting, _) | (_, Outcome::Waiting) => Outcome::Waiting,
-            _ => Outcome::Done,
-        })
-    }
-
     /// The VolumeAttributesClass half of a pass over a Bound claim.
     pub(super) async fn sync_modify(
         &self,

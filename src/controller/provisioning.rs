@@ -237,7 +237,7 @@ impl Controller {
             AfterCreate::Record(pv) => pv,
             AfterCreate::TakeBack { volume_id, note } => {
                 // Unusable: take it back, so that the retry starts clean.
-                if let Err(d) = self.delete_backend(&volume_id, secrets).await {
+                if let Err(d) = self.csi.delete_volume_if_present(&volume_id, secrets).await {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
                 return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
@@ -331,32 +331,6 @@ impl Controller {
         Ok((request, secrets))
     }
 
-    /// A step that cannot go on now: back off, log, and tell the user in a Warning event.
-    pub(super) async fn failed(
-        &self,
-        key: &ClaimKey,
-        claim: &PersistentVolumeClaim,
-        reason: Reason,
-        note: String,
-        slow: bool,
-    ) -> Outcome {
-        let delay = self.back_off(key, claim, slow);
-        warn!(retry_in = ?delay, "{note}");
-        self.events.warning(&reference(claim), reason, note).await;
-        Outcome::Waiting
-    }
-
-    async fn succeeded(&self, claim: &PersistentVolumeClaim, volume: &str) {
-        info!(%volume, "provisioned");
-        self.events
-            .normal(
-                &reference(claim),
-                Reason::ProvisioningSucceeded,
-                format!("Successfully provisioned volume {volume}"),
-            )
-            .await;
-    }
-
     /// Creates the PV; one that exists already for this claim (an earlier attempt) is taken as is.
     pub(super) async fn save_volume(
         &self,
@@ -440,7 +414,7 @@ impl Controller {
                 self.save_volume(&pv, claim).await?;
             }
             Undo::Delete { volume_id } => {
-                if let Err(e) = self.delete_backend(&volume_id, secrets).await {
+                if let Err(e) = self.csi.delete_volume_if_present(&volume_id, secrets).await {
                     self.strand_claim(key, &e);
                     let note = format!(
                         "cannot delete volume {volume_id} made for this claim, which no longer needs it: {e}"
@@ -460,18 +434,5 @@ impl Controller {
         }
         self.drop_intent(claim).await?;
         Ok(Outcome::Done)
-    }
-
-    /// DeleteVolume; a volume the driver does not know is already deleted.
-    pub(super) async fn delete_backend(
-        &self,
-        volume_id: &str,
-        secrets: HashMap<String, String>,
-    ) -> Result<(), crate::csi::CsiError> {
-        let request = csi::DeleteVolumeRequest { volume_id: volume_id.to_string(), secrets };
-        match self.csi.delete_volume(request).await {
-            Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
-            other => other,
-        }
     }
 }

@@ -1,13 +1,20 @@
-//! Reads from the API that a decision or a driver call needs beyond the stores: the live claim
-//! or PV, the selected node for topology, and secrets (whose contents are never logged).
+//! Reads a decision or a driver call needs: from the API beyond the stores (the live claim or
+//! PV, the selected node for topology, secrets, whose contents are never logged), and the
+//! lookups in the stores and the journal that several passes share (a claim's StorageClass,
+//! the default class, its VolumeAttributesClass, whether its intent is journaled).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 
 use super::{Controller, SyncError};
+use crate::binder::matching::default_class;
 use crate::csi::v1 as csi;
+use crate::model::ClaimExt;
 use crate::provision::claim;
 use crate::provision::plan::Plan;
 use crate::provision::topology::{self, ClusterNodes, SelectedNode, TopologyError};
@@ -117,5 +124,51 @@ impl Controller {
             )),
             Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
         }
+    }
+
+    /// The claim's intent is in the journal.
+    pub(super) fn journaled(&self, claim: &PersistentVolumeClaim) -> bool {
+        match (&self.switches.journal, claim.metadata.uid.as_deref()) {
+            (Some(journal), Some(uid)) => journal.contains(uid),
+            _ => false,
+        }
+    }
+
+    /// The StorageClass the claim names, from the store.
+    pub(super) fn class_of(&self, claim: &PersistentVolumeClaim) -> Option<Arc<StorageClass>> {
+        let name = claim.class();
+        if name.is_empty() {
+            return None;
+        }
+        self.stores.classes.get(&ObjectRef::new(name))
+    }
+
+    /// The cluster's default class, for a claim that names no class (else None: the store is
+    /// not read on every pass for it).
+    pub(super) fn default_class_for(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Option<Arc<StorageClass>> {
+        if !claim.names_no_class() {
+            return None;
+        }
+        let classes = self.stores.classes.state();
+        let name = default_class(classes.iter().map(|c| &**c))?.metadata.name.clone();
+        classes.into_iter().find(|c| c.metadata.name == name)
+    }
+
+    /// The VolumeAttributesClass the claim names, from the store (None when it names none, the
+    /// class does not exist, or the driver does not modify volumes).
+    pub(super) fn attributes_class_of(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Option<Arc<k8s_openapi::api::storage::v1::VolumeAttributesClass>> {
+        let name = claim
+            .spec
+            .as_ref()?
+            .volume_attributes_class_name
+            .as_deref()
+            .filter(|n| !n.is_empty())?;
+        self.stores.attributes_classes.as_ref()?.get(&ObjectRef::new(name))
     }
 }

@@ -217,20 +217,3 @@ impl Controller {
         Ok(false)
     }
 }
-
-impl Controller {
-    /// The VolumeAttributesClass the claim names, from the store (None when it names none, the
-    /// class does not exist, or the driver does not modify volumes).
-    pub(super) fn attributes_class_of(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> Option<Arc<k8s_openapi::api::storage::v1::VolumeAttributesClass>> {
-        let name = claim
-            .spec
-            .as_ref()?
-            .volume_attributes_class_name
-            .as_deref()
-            .filter(|n| !n.is_empty())?;
-        self.stores.attributes_classes.as_ref()?.get(&ObjectRef::new(name))
-    }
-}

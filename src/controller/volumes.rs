@@ -241,7 +241,7 @@ impl Controller {
             pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or_default();
         let started = tokio::time::Instant::now();
         crate::crash_point::here(crate::crash_point::BEFORE_DELETE);
-        let deleted = self.delete_backend(&handle, secrets).await;
+        let deleted = self.csi.delete_volume_if_present(&handle, secrets).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
         if let Err(e) = deleted {
             self.strand_volume(&name, &e);

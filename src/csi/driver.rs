@@ -26,6 +26,23 @@ pub trait Driver: Send + Sync {
 
     /// Whether the driver says it is ready.
     fn probe(&self) -> Answer<'_, bool>;
+
+    /// DeleteVolume, where a volume the driver does not know counts as deleted (the spec's
+    /// NOT_FOUND: deleted already, by us before a crash or by someone else).
+    fn delete_volume_if_present(
+        &self,
+        volume_id: &str,
+        secrets: std::collections::HashMap<String, String>,
+    ) -> Answer<'_, ()> {
+        let call = self
+            .delete_volume(csi::DeleteVolumeRequest { volume_id: volume_id.to_string(), secrets });
+        Box::pin(async move {
+            match call.await {
+                Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
+                other => other,
+            }
+        })
+    }
 }
 
 /// Each call goes to `CsiClient`'s own method of that name.
