@@ -316,3 +316,32 @@ pub fn attached_to<'a>(
         .find(|a| a.spec.source.persistent_volume_name.as_deref() == Some(name))
         .map(|a| a.spec.node_name.as_str())
 }
+
+/// The last gates before the DeleteVolume of a PV whose reclaim is confirmed (`recheck_reclaim`
+/// said Delete): "never delete a volume that is held", in one place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteGate<'a> {
+    Go,
+    /// A VolumeAttachment still attaches it to this node; its removal queues the PV again.
+    Attached(&'a str),
+    /// Not provably the volume of the claim its claimRef names (a PV pre-bound by hand to a
+    /// claim of ours, say): deleting it could destroy data that claim never owned.
+    NotItsClaims,
+}
+
+/// Whether the released PV `pv` may go to DeleteVolume now. `served_its_claim`: the volume is
+/// the one provisioned for, or bound to, the claim its claimRef names (`usage::served_its_claim`).
+pub fn may_delete<'a>(
+    pv: &PersistentVolume,
+    attachments: impl IntoIterator<Item = &'a VolumeAttachment>,
+    served_its_claim: bool,
+) -> DeleteGate<'a> {
+    let name = pv.metadata.name.as_deref().unwrap_or_default();
+    if let Some(node) = attached_to(name, attachments) {
+        return DeleteGate::Attached(node);
+    }
+    if !served_its_claim {
+        return DeleteGate::NotItsClaims;
+    }
+    DeleteGate::Go
+}

@@ -9,7 +9,7 @@ use tracing::{debug, info, warn};
 use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::index::claim_ref_key;
-use crate::binder::volume::Recheck;
+use crate::binder::volume::{DeleteGate, Recheck};
 use crate::binder::{
     self,
     claim::Notice,
@@ -215,25 +215,28 @@ impl Controller {
     /// DeleteVolume, then the PV, then our finalizer, for a live PV whose claim is confirmed gone.
     async fn delete_released(&self, pv: &PersistentVolume) -> Result<Outcome, SyncError> {
         let name = pv.name_any();
-        if let Some(attachments) = &self.stores.attachments {
-            let all = attachments.state();
-            if let Some(node) = binder::volume::attached_to(&name, all.iter().map(|a| &**a)) {
-                // The attachment's removal queues the PV again.
+        let attachments = self.stores.attachments.as_ref().map(|a| a.state()).unwrap_or_default();
+        let served = self.served_its_claim(pv);
+        match binder::volume::may_delete(pv, attachments.iter().map(|a| &**a), served) {
+            DeleteGate::Go => {}
+            DeleteGate::Attached(node) => {
                 let note = format!("persistentvolume {name} is still attached to node {node}");
                 info!(%node, "not deleting the volume: it is still attached");
                 self.events.warning(&reference(pv), Reason::VolumeFailedDelete, note).await;
                 return Ok(Outcome::Done);
             }
-        }
-        if !self.served_its_claim(pv) {
-            let first =
-                self.queues.usage.lock().unwrap_or_else(|p| p.into_inner()).first_refusal(&name);
-            if first {
-                let notice = binder::usage::refusal(pv);
-                warn!("{}", notice.message);
-                self.notify(&reference(pv), &notice).await;
+            DeleteGate::NotItsClaims => {
+                let first = {
+                    let mut usage = self.queues.usage.lock().unwrap_or_else(|p| p.into_inner());
+                    usage.first_refusal(&name)
+                };
+                if first {
+                    let notice = binder::usage::refusal(pv);
+                    warn!("{}", notice.message);
+                    self.notify(&reference(pv), &notice).await;
+                }
+                return Ok(Outcome::Done);
             }
-            return Ok(Outcome::Done);
         }
         let handle = pv.csi_handle().unwrap_or_default().to_string();
         let secrets = self.deletion_secrets(pv).await;

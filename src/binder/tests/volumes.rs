@@ -338,3 +338,33 @@ fn an_attached_volume_names_its_node() {
     assert_eq!(crate::binder::volume::attached_to("pv-c", &all), None);
     assert_eq!(crate::binder::volume::attached_to("pv-a", []), None);
 }
+
+#[test]
+fn deletion_gates_hold_an_attached_volume_and_one_not_its_claims() {
+    use crate::binder::volume::{DeleteGate, may_delete};
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    let attached: VolumeAttachment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "va-1"},
+        "spec": {"attacher": "d", "nodeName": "node-1",
+                 "source": {"persistentVolumeName": "v"}},
+    }))
+    .unwrap();
+    let other: VolumeAttachment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "va-2"},
+        "spec": {"attacher": "d", "nodeName": "node-2",
+                 "source": {"persistentVolumeName": "w"}},
+    }))
+    .unwrap();
+    let volume = pv("v", "1Gi", serde_json::json!({}));
+    // (case, attachments, served its claim, gate)
+    let table: [(&str, Vec<&VolumeAttachment>, bool, DeleteGate<'_>); 5] = [
+        ("free and ours", vec![], true, DeleteGate::Go),
+        ("another volume attached", vec![&other], true, DeleteGate::Go),
+        ("attached", vec![&attached, &other], true, DeleteGate::Attached("node-1")),
+        ("attached wins over ownership", vec![&attached], false, DeleteGate::Attached("node-1")),
+        ("not its claim's", vec![], false, DeleteGate::NotItsClaims),
+    ];
+    for (case, attachments, served, want) in table {
+        assert_eq!(may_delete(&volume, attachments, served), want, "{case}");
+    }
+}
