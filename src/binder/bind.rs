@@ -94,6 +94,20 @@ pub fn claim_spec(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Optio
     Some(patch)
 }
 
+/// The hand-over to a provisioner (setClaimProvisioner): both provisioner annotations, unless
+/// the claim names `provisioner` already.
+pub fn hand_over(claim: &PersistentVolumeClaim, provisioner: &str) -> Option<Value> {
+    (annotation(&claim.metadata, ANN_STORAGE_PROVISIONER) != Some(provisioner)).then(|| {
+        json!({"metadata": {
+            "resourceVersion": claim.metadata.resource_version,
+            "annotations": {
+                ANN_STORAGE_PROVISIONER: provisioner,
+                ANN_BETA_STORAGE_PROVISIONER: provisioner,
+            },
+        }})
+    })
+}
+
 /// Step 4 (updateClaimStatus with a volume): phase Bound, the PV's access modes, and, when the
 /// phase changes, the capacity (the pre-resize capacity if the resizer left one).
 pub fn claim_status_bound(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> Option<Value> {

@@ -5,7 +5,6 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::Part;
@@ -17,7 +16,6 @@ use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::index::is_available;
 use crate::model::{ClaimExt, ClaimPhase, VolumePhase};
-use crate::names::*;
 use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
 use crate::reason::Reason;
 
@@ -236,15 +234,7 @@ impl Controller {
         provisioner: &str,
     ) -> Result<(), SyncError> {
         let mut claim = claim.clone();
-        if claim.annotations().get(ANN_STORAGE_PROVISIONER).map(String::as_str) != Some(provisioner)
-        {
-            let patch = json!({"metadata": {
-                "resourceVersion": claim.resource_version(),
-                "annotations": {
-                    ANN_STORAGE_PROVISIONER: provisioner,
-                    ANN_BETA_STORAGE_PROVISIONER: provisioner,
-                },
-            }});
+        if let Some(patch) = bind::hand_over(&claim, provisioner) {
             claim = self
                 .patch_claim(Part::Object, &claim, patch, "save the claim's provisioner")
                 .await?;

@@ -4,13 +4,13 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
-use serde_json::json;
 
 use super::Part;
 use super::reference;
 use super::{Controller, SyncError, set_finalizers, without};
 use crate::model::ClaimExt;
 use crate::names::*;
+use crate::provision::patches;
 use crate::reason::Reason;
 
 impl Controller {
@@ -21,31 +21,17 @@ impl Controller {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim, SyncError> {
-        let driver = &self.settings.driver;
-        let annotated = claim.annotations().get(ANN_STORAGE_PROVISIONER) == Some(driver);
-        let mut metadata = json!({ "resourceVersion": claim.resource_version() });
         if let Some(journal) = &self.switches.journal {
             journal.record(claim).await?;
-        } else {
-            metadata["finalizers"] = json!(super::with(claim, FINALIZER_PROVISIONING));
-        }
-        if !annotated {
-            metadata["annotations"] = json!({
-                ANN_STORAGE_PROVISIONER: driver,
-                ANN_BETA_STORAGE_PROVISIONER: driver,
-            });
         }
         // Beside a binder that handed the claim over, the journal needs no claim write at all.
-        let updated = if self.switches.journal.is_none() || !annotated {
-            self.patch_claim(
-                Part::Object,
-                claim,
-                json!({ "metadata": metadata }),
-                "record the provisioning intent on the claim",
-            )
-            .await?
-        } else {
-            claim.clone()
+        let journaled = self.switches.journal.is_some();
+        let updated = match patches::intent(claim, &self.settings.driver, journaled) {
+            Some(patch) => {
+                let action = "record the provisioning intent on the claim";
+                self.patch_claim(Part::Object, claim, patch, action).await?
+            }
+            None => claim.clone(),
         };
         self.events
             .normal(

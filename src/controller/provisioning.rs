@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::Part;
@@ -306,10 +305,7 @@ impl Controller {
     /// Removes `volume.kubernetes.io/selected-node`, so that the scheduler picks a node again.
     /// The intent stays: with no node the claim waits (nothing was created by this attempt).
     async fn reschedule(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
-        let patch = json!({"metadata": {
-            "resourceVersion": claim.resource_version(),
-            "annotations": {ANN_SELECTED_NODE: null},
-        }});
+        let patch = crate::provision::patches::unselect_node(claim);
         self.patch_claim(Part::Object, claim, patch, "remove the claim's selected node").await?;
         info!("selected node removed: the scheduler will choose again");
         Ok(())

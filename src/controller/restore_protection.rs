@@ -5,12 +5,12 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use serde_json::json;
 use tracing::{info, warn};
 
 use super::error::is_status;
 use super::sources::snapshot_resource;
 use super::{Controller, SyncError};
+use crate::provision::patches;
 use crate::provision::snapshot::{self, Snapshot, SnapshotLookup};
 
 impl Controller {
@@ -29,10 +29,7 @@ impl Controller {
         finalizers: Vec<String>,
         action: &str,
     ) -> Result<Option<Snapshot>, SyncError> {
-        let patch = json!({"metadata": {
-            "resourceVersion": snapshot.resource_version,
-            "finalizers": finalizers,
-        }});
+        let patch = patches::snapshot_finalizers(snapshot, finalizers);
         match self
             .snapshots(&snapshot.namespace)
             .patch(&snapshot.name, &PatchParams::default(), &Patch::Merge(patch))

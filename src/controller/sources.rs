@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
-use serde_json::json;
 use tracing::{info, warn};
 
 use super::Part;
@@ -126,10 +125,7 @@ impl Controller {
                 "the clone source {namespace}/{name} went away"
             )));
         };
-        let patch = json!({"metadata": {
-            "resourceVersion": cached.resource_version(),
-            "finalizers": super::with(&*cached, FINALIZER_CLONING_PROTECTION),
-        }});
+        let patch = crate::provision::patches::protect_clone_source(&cached);
         let updated =
             self.patch_claim(Part::Object, &cached, patch, "protect the clone source").await?;
         info!(source = %format!("{namespace}/{name}"), "clone source protected until the copy is made");

@@ -5,6 +5,7 @@
 pub mod answer;
 pub mod claim;
 pub mod parameters;
+pub mod patches;
 pub mod plan;
 pub mod request;
 pub mod secrets;

@@ -143,3 +143,14 @@ fn s3_6_unbind_user_prebound_volume_keeps_the_name() {
     assert_eq!(p["spec"]["claimRef"], json!({"uid": null}));
     assert!(bind::unbind(&pv("v", "1Gi", claimed_by("c", ""))).is_none());
 }
+
+#[test]
+fn the_hand_over_names_the_provisioner_once() {
+    let c = claim(json!({}));
+    let p = bind::hand_over(&c, "d.csi").unwrap();
+    assert_eq!(p["metadata"]["annotations"][ANN_STORAGE_PROVISIONER], "d.csi");
+    assert_eq!(p["metadata"]["annotations"][ANN_BETA_STORAGE_PROVISIONER], "d.csi");
+    let handed = claim(json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: "d.csi"}}}));
+    assert_eq!(bind::hand_over(&handed, "d.csi"), None);
+    assert!(bind::hand_over(&handed, "other.csi").is_some(), "a new provisioner is written");
+}
