@@ -7,7 +7,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field, info, info_span, warn};
 
 use super::{Controller, SyncError};
-use crate::provision::claim::ClaimAction;
+use crate::provision::claim::{ClaimAction, ClaimCopy};
 
 impl Controller {
     /// Journal entries whose claim is gone: the claim may have left a volume in the driver
@@ -39,12 +39,7 @@ impl Controller {
                 return;
             }
         }
-        let mut gone = kept.clone();
-        gone.metadata.deletion_timestamp = gone.metadata.deletion_timestamp.or_else(|| {
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::now(),
-            ))
-        });
+        let gone = kept.clone();
         let mut snapshot = match self.snapshot_facts(&gone).await {
             Ok(s) => s,
             Err(e) => {
@@ -52,7 +47,7 @@ impl Controller {
                 return;
             }
         };
-        let mut action = self.decide_claim(&gone, None, snapshot.as_ref());
+        let mut action = self.decide_claim(&gone, ClaimCopy::Gone, None, snapshot.as_ref());
         if let ClaimAction::ProtectSnapshot(found) = &action {
             // The CreateVolume that finds the volume reads the snapshot too.
             match self.protect_snapshot(found).await {
@@ -62,14 +57,14 @@ impl Controller {
                     return;
                 }
             }
-            action = self.decide_claim(&gone, None, snapshot.as_ref());
+            action = self.decide_claim(&gone, ClaimCopy::Gone, None, snapshot.as_ref());
         }
         tracing::Span::current().record("op", action.name());
         let result = match action {
             ClaimAction::DropIntent => self.drop_intent(&gone).await.map(|_| ()),
             ClaimAction::Abandon(plan) => {
                 info!("the claim went away while it was being provisioned; finding its volume");
-                match self.abandon(key, &gone, &plan).await {
+                match self.abandon(key, &gone, &plan, ClaimCopy::Gone).await {
                     Ok(super::Outcome::Done) => {
                         self.release_snapshot(&gone, snapshot.as_ref()).await;
                         Ok(())

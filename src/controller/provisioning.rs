@@ -15,7 +15,7 @@ use crate::csi::{Operation, v1 as csi};
 use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
 use crate::provision::answer::{self, AfterCreate, Undo};
-use crate::provision::claim::{self, ClaimAction, ClaimContext};
+use crate::provision::claim::{self, ClaimAction, ClaimContext, ClaimCopy};
 use crate::provision::plan::{self, Plan, PlanFacts};
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
@@ -34,16 +34,16 @@ impl Controller {
         claim: PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
         let mut claim = claim;
-        // Whether `claim` comes from the API just now rather than from the cache.
-        let mut fresh = false;
+        // Where `claim` comes from: the cache until the API gives it in this pass.
+        let mut copy = ClaimCopy::Cached;
         // The provisioner secret read before the intent, for the CreateVolume of the same pass.
         let mut read: Option<(Option<SecretRef>, HashMap<String, String>)> = None;
         // The clone source as this pass protected it, newer than the store's copy.
         let mut protected: Option<Arc<PersistentVolumeClaim>> = None;
         let mut snapshot = self.snapshot_facts(&claim).await?;
         for _ in 0..STEPS_PER_PASS {
-            let action = self.decide_claim(&claim, protected.as_ref(), snapshot.as_ref());
-            debug!(action = action.name(), fresh, "decided");
+            let action = self.decide_claim(&claim, copy, protected.as_ref(), snapshot.as_ref());
+            debug!(action = action.name(), ?copy, "decided");
             match action {
                 ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
                 ClaimAction::Populator { group, kind, name } => {
@@ -86,15 +86,14 @@ impl Controller {
                     // hand-over, moments old, and should the claim have been deleted or bound
                     // elsewhere since, the intent that now outlives us makes `Abandon` take the
                     // volume back (docs/provisioning.md §3.2). No read of the claim per volume.
-                    fresh = true;
+                    copy = ClaimCopy::Live;
                 }
-                ClaimAction::Provision(plan) | ClaimAction::Abandon(plan) if !fresh => {
-                    let _ = plan;
+                ClaimAction::ConfirmLive => {
                     match self.live_claim(&claim).await? {
                         Some(live) => claim = live,
                         None => return Ok(Outcome::Done),
                     }
-                    fresh = true;
+                    copy = ClaimCopy::Live;
                 }
                 ClaimAction::Provision(plan) => {
                     let known = read
@@ -104,7 +103,7 @@ impl Controller {
                     return self.provision(key, &claim, &plan, known).await;
                 }
                 ClaimAction::Abandon(plan) => {
-                    let outcome = self.abandon(key, &claim, &plan).await?;
+                    let outcome = self.abandon(key, &claim, &plan, copy).await?;
                     if outcome == Outcome::Done {
                         self.release_snapshot(&claim, snapshot.as_ref()).await;
                     }
@@ -152,6 +151,7 @@ impl Controller {
     pub(super) fn decide_claim(
         &self,
         claim: &PersistentVolumeClaim,
+        copy: ClaimCopy,
         protected: Option<&Arc<PersistentVolumeClaim>>,
         snapshot: Option<&SnapshotLookup>,
     ) -> ClaimAction {
@@ -178,6 +178,7 @@ impl Controller {
                 binds: self.scope.binder.binds(),
                 journaled: self.journaled(claim),
                 binder_takes_ours: self.binder_takes(claim, volume.as_deref()),
+                copy,
             },
         )
     }
@@ -364,11 +365,14 @@ impl Controller {
 
     /// The claim no longer wants its volume: CreateVolume (idempotent) tells whether the volume
     /// exists and its id; then delete it, or record it when the class retains volumes.
+    /// `copy`: `Gone` for a journal entry whose claim the API no longer has, which is undone
+    /// as a deleted claim (a Retain class keeps its volume in a PV).
     pub(super) async fn abandon(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
         plan: &Plan,
+        copy: ClaimCopy,
     ) -> Result<Outcome, SyncError> {
         if self.backing_off(key, claim) {
             return Ok(Outcome::Waiting);
@@ -394,7 +398,7 @@ impl Controller {
         };
         // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
         request.accessibility_requirements = self.topology(claim, plan).await?.unwrap_or(None);
-        let deleting = claim.metadata.deletion_timestamp.is_some();
+        let deleting = claim.metadata.deletion_timestamp.is_some() || copy == ClaimCopy::Gone;
         let probed = self.csi.create_volume(request).await;
         if let Err(e) = &probed {
             self.strand_claim(key, e);

@@ -46,6 +46,20 @@ pub struct ClaimContext<'a> {
     /// Beside the cluster's binder: its matching takes the PV named after the claim, and no
     /// other PV is pre-bound to the claim (`VolumeIndex::takes_only`).
     pub binder_takes_ours: bool,
+    /// Where the pass's copy of the claim comes from.
+    pub copy: ClaimCopy,
+}
+
+/// Where a pass's copy of the claim comes from. A CreateVolume (or its undo) goes only on a
+/// copy the API gave in this pass: the store's may lag behind a deletion or a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimCopy {
+    /// The watch store's.
+    Cached,
+    /// Read from the API, or answered by our own write, in this pass.
+    Live,
+    /// The API no longer has the claim (an intent journal entry's): decided as being deleted.
+    Gone,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +84,9 @@ pub enum ClaimAction {
     /// Ours, and valid: make the intent durable before any CreateVolume (once the plan's
     /// secret is known to exist: a claim that cannot be provisioned gets no intent).
     RecordIntent(Box<Plan>),
+    /// The next step is a driver call, and the copy is the store's: read the claim from the API
+    /// first, and decide again on that copy (a claim gone meanwhile ends the pass).
+    ConfirmLive,
     /// Create the volume (again, idempotently), record it in a PV and bind.
     Provision(Box<Plan>),
     /// The PV exists and points at the claim: finish the binding (beside kube-controller-manager's
@@ -96,6 +113,7 @@ impl ClaimAction {
             ClaimAction::ReleaseSnapshot => "release-snapshot",
             ClaimAction::Reject(_) => "reject",
             ClaimAction::RecordIntent(_) => "record-intent",
+            ClaimAction::ConfirmLive => "confirm-live",
             ClaimAction::Provision(_) => "provision",
             ClaimAction::Bind { .. } => "bind",
             ClaimAction::DropIntent => "drop-intent",
@@ -109,7 +127,7 @@ impl ClaimAction {
 pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
     let finalizer = claim.has_intent();
     let has_intent = finalizer || ctx.journaled;
-    let deleting = claim.metadata.deletion_timestamp.is_some();
+    let deleting = claim.metadata.deletion_timestamp.is_some() || ctx.copy == ClaimCopy::Gone;
     let volume_name = plan::volume_name_for(claim, ctx.settings);
     let bound_to = claim.named_volume();
     let claim_uid = claim.metadata.uid.as_deref().unwrap_or_default();
@@ -195,6 +213,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         return ClaimAction::ProtectSnapshot(Box::new(snapshot));
     }
     match (abandoned, built) {
+        (_, Ok(_)) if ctx.copy == ClaimCopy::Cached => ClaimAction::ConfirmLive,
         (true, Ok(plan)) => ClaimAction::Abandon(Box::new(plan)),
         (true, Err(e)) => ClaimAction::CannotAbandon(e),
         (false, Ok(plan)) => ClaimAction::Provision(Box::new(plan)),

@@ -59,6 +59,7 @@ fn check_beside(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool,
             binds,
             journaled,
             binder_takes_ours: takes,
+            copy: crate::provision::claim::ClaimCopy::Live,
         };
         assert_eq!(decide(&c, &ctx).name(), want, "{case}");
     }

@@ -130,7 +130,55 @@ fn a_clone_protects_its_source_after_the_intent_and_before_create_volume() {
             binds: true,
             journaled: false,
             binder_takes_ours: false,
+            copy: crate::provision::claim::ClaimCopy::Live,
         };
         assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+    }
+}
+
+/// A driver call goes on a copy the API gave in this pass; a journal entry's claim that the API
+/// no longer has is undone as deleted.
+#[test]
+fn a_driver_call_waits_for_a_live_copy_and_a_gone_claim_is_undone() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let retained = class(DRIVER, json!({"reclaimPolicy": "Retain"}));
+    let decide_with = |patch: Value, class: &StorageClass, copy: ClaimCopy, journaled: bool| {
+        let ctx = ClaimContext {
+            settings: &s,
+            features: Features::default(),
+            class: Some(class),
+            volume: None,
+            facts: PlanFacts::default(),
+            binds: true,
+            journaled,
+            binder_takes_ours: false,
+            copy,
+        };
+        decide(&claim(patch), &ctx).name()
+    };
+    let intent = json!({"metadata": {"finalizers": [INTENT]}});
+    let deleting = json!({"metadata": {"finalizers": [INTENT],
+        "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+    // (case, claim, class, copy, journaled, action)
+    let table = [
+        ("intent, cached", intent.clone(), &ours, ClaimCopy::Cached, false, "confirm-live"),
+        ("intent, live", intent.clone(), &ours, ClaimCopy::Live, false, "provision"),
+        ("deleting, cached", deleting.clone(), &ours, ClaimCopy::Cached, false, "confirm-live"),
+        ("deleting, live", deleting, &ours, ClaimCopy::Live, false, "abandon"),
+        (
+            "no intent yet: the intent first",
+            json!({}),
+            &ours,
+            ClaimCopy::Cached,
+            false,
+            "record-intent",
+        ),
+        ("journaled, gone", json!({}), &ours, ClaimCopy::Gone, true, "abandon"),
+        ("journaled, gone, Retain", json!({}), &retained, ClaimCopy::Gone, true, "abandon"),
+        ("journaled, live", json!({}), &ours, ClaimCopy::Live, true, "provision"),
+    ];
+    for (case, patch, class, copy, journaled, want) in table {
+        assert_eq!(decide_with(patch, class, copy, journaled), want, "{case}");
     }
 }
