@@ -51,6 +51,22 @@ fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every `file:line: what` where `matches` finds something in a line's code (comments may
+/// name what a module does not do).
+fn code_lines(files: &[PathBuf], matches: impl Fn(&str) -> Option<&'static str>) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if let Some(what) = matches(code) {
+                found.push(format!("{}:{}: {what}", file.display(), n + 1));
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn decision_modules_name_no_client_runtime_or_configuration() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -61,19 +77,8 @@ fn decision_modules_name_no_client_runtime_or_configuration() {
         rust_files(&path, &mut files);
     }
     assert!(files.len() > 30, "too few decision files read: {}", files.len());
-    let mut found = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (n, line) in text.lines().enumerate() {
-            // Comments may name what the module does not do.
-            let code = line.split("//").next().unwrap_or_default();
-            for name in FORBIDDEN {
-                if code.contains(name) {
-                    found.push(format!("{}:{}: {name}", file.display(), n + 1));
-                }
-            }
-        }
-    }
+    let found =
+        code_lines(&files, |code| FORBIDDEN.iter().find(|name| code.contains(*name)).copied());
     assert!(found.is_empty(), "decision modules reaching out:\n{}", found.join("\n"));
 }
 
@@ -86,18 +91,11 @@ fn the_executor_reads_the_time_from_tokio() {
     rust_files(&src.join("controller"), &mut files);
     rust_files(&src.join("queue.rs"), &mut files);
     assert!(files.len() > 15, "too few executor files read: {}", files.len());
-    let mut found = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or_default();
-            let std_time = code.contains("std::time::Instant")
-                || (code.contains("std::time::{") && code.contains("Instant"));
-            if std_time {
-                found.push(format!("{}:{}", file.display(), n + 1));
-            }
-        }
-    }
+    let found = code_lines(&files, |code| {
+        let std_time = code.contains("std::time::Instant")
+            || (code.contains("std::time::{") && code.contains("Instant"));
+        std_time.then_some("std::time::Instant")
+    });
     assert!(found.is_empty(), "std::time::Instant in the executor:\n{}", found.join("\n"));
 }
 

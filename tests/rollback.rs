@@ -16,23 +16,6 @@ use support::fake_driver::{DriverConfig, Fault};
 const LIMIT: Duration = Duration::from_secs(30);
 const OURS: &str = "csi-pv-controller.storage.k8s.io/provisioning";
 
-fn uninstall(world: &World, extra: &[&str]) -> (Option<i32>, String) {
-    let output = std::process::Command::new(support::sidecar::binary())
-        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
-        .arg(format!("--leader-election-namespace={}", world.namespace))
-        .arg("uninstall")
-        .arg(&world.driver_name)
-        .args(extra)
-        .output()
-        .expect("cannot run uninstall");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
-}
-
 async fn ours(world: &World, name: &str) -> Option<bool> {
     let claim = world.claim(name).await?;
     Some(finalizers(&claim).iter().any(|f| f == OURS))
@@ -71,19 +54,19 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     }))
     .unwrap();
     leases.create(&PostParams::default(), &lease).await.unwrap();
-    let (code, text) = uninstall(&world, &[]);
+    let (code, text) = world.uninstall(&[]);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("still-running holds the Lease"), "{text}");
     leases.delete(&lease_name, &DeleteParams::default()).await.unwrap();
 
     // A dry run changes nothing.
-    let (_, text) = uninstall(&world, &["--dry-run"]);
+    let (_, text) = world.uninstall(&["--dry-run"]);
     assert!(text.contains("would remove  rollback/inflight"), "{text}");
     assert_eq!(ours(&world, "inflight").await, Some(true), "dry run:\n{text}");
 
     // The live claim loses it (csi-provisioner goes on under the same volume name); the deleted
     // one with no PV keeps it, named in the report, and the run fails.
-    let (code, text) = uninstall(&world, &[]);
+    let (code, text) = world.uninstall(&[]);
     println!("{text}");
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("removed  rollback/inflight"), "{text}");
@@ -94,7 +77,7 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     assert!(world.claim("done").await.is_some());
 
     // Having checked the driver, the operator forces it: the claim goes.
-    let (code, text) = uninstall(&world, &["--force"]);
+    let (code, text) = world.uninstall(&["--force"]);
     assert_eq!(code, Some(0), "{text}");
     let gone =
         eventually(LIMIT, || async { world.claim("doomed").await.is_none().then_some(()) }).await;

@@ -54,18 +54,7 @@ impl Upstream {
     }
 
     fn log_text(&self) -> String {
-        self.logs
-            .iter()
-            .map(|l| {
-                let text = std::fs::read_to_string(l).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(60).collect();
-                format!(
-                    "--- {}\n{}",
-                    l.display(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                )
-            })
-            .collect()
+        support::control_plane::logs_text(&self.logs, Some(60))
     }
 }
 
@@ -76,22 +65,6 @@ impl Drop for Upstream {
             let _ = child.wait();
         }
     }
-}
-
-fn uninstall(world: &World<Relayed>) -> (Option<i32>, String) {
-    let output = Command::new(support::sidecar::binary())
-        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
-        .arg(format!("--leader-election-namespace={}", world.namespace))
-        .arg("uninstall")
-        .arg(&world.driver_name)
-        .output()
-        .expect("cannot run uninstall");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
 }
 
 fn capacity(claim: &PersistentVolumeClaim) -> Option<String> {
@@ -139,7 +112,7 @@ async fn csi_provisioner_and_csi_resizer_finish_what_we_left_and_leave_nothing()
     let _ = world.sidecar.child.start_kill();
     let _ = world.sidecar.child.wait().await;
 
-    let (code, text) = uninstall(&world);
+    let (code, text) = world.uninstall(&[]);
     assert_eq!(code, Some(0), "{text}");
 
     let socket = world.hostpath().socket.clone();

@@ -93,6 +93,25 @@ impl World<Hostpath> {
 }
 
 impl<D> World<D> {
+    /// `csi-pv-controller uninstall <driver>` as an operator runs it (admin kubeconfig, the
+    /// world's namespace for the Lease), with `extra` args: its exit code and its output.
+    pub fn uninstall(&self, extra: &[&str]) -> (Option<i32>, String) {
+        let output = std::process::Command::new(super::sidecar::binary())
+            .arg(format!("--kubeconfig={}", self.plane.admin_kubeconfig.display()))
+            .arg(format!("--leader-election-namespace={}", self.namespace))
+            .arg("uninstall")
+            .arg(&self.driver_name)
+            .args(extra)
+            .output()
+            .expect("cannot run uninstall");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.code(), text)
+    }
+
     /// The namespace, deploy/ RBAC and a token for it, and the sidecar on `endpoint`.
     pub(super) async fn assemble(
         plane: &'static ControlPlane,

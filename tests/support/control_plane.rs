@@ -189,6 +189,19 @@ pub fn free_port() -> u16 {
 }
 
 /// Spawns `command` so that it is killed when this test binary exits, with its output in `log`.
+/// The text of `logs`, each under its path, each cut to its last `tail` lines when given.
+pub fn logs_text(logs: &[PathBuf], tail: Option<usize>) -> String {
+    logs.iter()
+        .map(|l| {
+            let text = fs::read_to_string(l).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let from = tail.map_or(0, |t| lines.len().saturating_sub(t));
+            format!("--- {}\n{}", l.display(), lines[from..].join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub fn spawn(mut command: Command, log: &Path) -> Result<Child, String> {
     let out = fs::File::create(log).map_err(|e| e.to_string())?;
     let err = out.try_clone().map_err(|e| e.to_string())?;

@@ -47,12 +47,7 @@ impl Snapshotter {
     }
 
     pub fn log_text(&self) -> String {
-        self.logs
-            .iter()
-            .map(|l| {
-                format!("--- {}\n{}", l.display(), std::fs::read_to_string(l).unwrap_or_default())
-            })
-            .collect()
+        super::control_plane::logs_text(&self.logs, None)
     }
 }
 

@@ -180,3 +180,17 @@ fn claim(extra: Value) -> Value {
     crate::fixtures::merge(&mut c, extra);
     c
 }
+
+/// PV `pvc-u1` of `DRIVER`, provisioned for claim `ns/c` (Delete, 1Gi, handle `h-1`), changed
+/// by `extra`.
+fn volume(extra: Value) -> Value {
+    let mut v = json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "pvc-u1", "finalizers": [crate::names::FINALIZER_VOLUME],
+                     "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "gold",
+                 "csi": {"driver": DRIVER, "volumeHandle": "h-1"},
+                 "claimRef": {"namespace": "ns", "name": "c", "uid": "u1"}}});
+    crate::fixtures::merge(&mut v, extra);
+    v
+}
