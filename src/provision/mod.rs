@@ -4,6 +4,7 @@
 
 pub mod answer;
 pub mod claim;
+pub mod facts;
 pub mod parameters;
 pub mod patches;
 pub mod plan;

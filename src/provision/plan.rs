@@ -12,49 +12,16 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::parameters::{self, ParameterError, SecretKind};
-use super::request::{self, ClaimError};
-use super::secrets::{self, SecretRef, TemplateError, TemplateInput};
+pub use super::facts::{Features, PlanError, PlanFacts};
+use super::parameters::{self, SecretKind};
+use super::request;
+use super::secrets::{self, SecretRef, TemplateInput};
 pub use super::settings::Settings;
-use super::snapshot::SnapshotLookup;
 use super::source::{self, SourceSupport};
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
 use crate::model::{ClassExt, ReclaimPolicy, VolumeMode};
 use crate::names::*;
-
-/// The driver capabilities that change what a plan may contain.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Features {
-    pub single_node_multi_writer: bool,
-    pub clone: bool,
-    pub snapshot: bool,
-    pub modify: bool,
-    /// VOLUME_ACCESSIBILITY_CONSTRAINTS: CreateVolume carries topology requirements.
-    pub topology: bool,
-}
-
-/// What the stores and the API say about the objects a plan reads beside the claim and its
-/// class: the data source, and the VolumeAttributesClass.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PlanFacts<'a> {
-    /// The claim a clone reads from, and its PV.
-    pub claim: Option<&'a PersistentVolumeClaim>,
-    pub volume: Option<&'a PersistentVolume>,
-    /// The VolumeSnapshot a restore reads from, read live (None: not looked up).
-    pub snapshot: Option<&'a SnapshotLookup>,
-    /// The new claim holds our intent, so a CreateVolume that copies the source may be under
-    /// way (or is replayed to find the volume of a claim given up): a source on its way out
-    /// still serves as long as our protection holds it. New clones of it are refused.
-    pub in_flight: bool,
-    /// The plan only finds the volume of a claim given up (`Abandon`): a data source that can
-    /// no longer be read (a snapshot deleted with its content while we were down) is left out.
-    /// CreateVolume finds an existing volume by its name, and the spec does not count the
-    /// source in what must match; a volume never made comes back empty, and is deleted.
-    pub probe: bool,
-    /// The claim's VolumeAttributesClass, when it names one and the class exists.
-    pub attributes_class: Option<&'a VolumeAttributesClass>,
-}
 
 /// The claim's VolumeAttributesClass, checked as csi-provisioner checks it: the driver must
 /// modify volumes, the class must exist and be the driver's.
@@ -98,47 +65,6 @@ pub struct Plan {
     /// The class asks to retain volumes: a volume made for a claim that went away is recorded in
     /// a PV (which ends Released) rather than deleted.
     pub retain: bool,
-}
-
-/// Why a claim cannot be provisioned as it stands; the text tells the user what to change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    #[error(transparent)]
-    Parameters(#[from] ParameterError),
-    #[error(transparent)]
-    Template(#[from] TemplateError),
-    #[error(transparent)]
-    Claim(#[from] ClaimError),
-    #[error("StorageClass {0:?} not found; create it or correct the claim's storageClassName")]
-    MissingClass(String),
-    #[error("claim Selector is not supported for dynamic provisioning; remove spec.selector")]
-    Selector,
-    #[error(
-        "the claim clones PersistentVolumeClaim {0:?}, but driver {1} does not support cloning (no CLONE_VOLUME capability)"
-    )]
-    CloneUnsupported(String, String),
-    #[error("cannot clone PersistentVolumeClaim {name:?}: {reason}")]
-    CloneSource { name: String, reason: String },
-    #[error(
-        "the claim restores VolumeSnapshot {0:?}, but driver {1} cannot restore snapshots (no CREATE_DELETE_SNAPSHOT capability)"
-    )]
-    SnapshotUnsupported(String, String),
-    #[error("cannot restore VolumeSnapshot {name:?}: {reason}")]
-    SnapshotSource { name: String, reason: String },
-    #[error(
-        "the claim's dataSourceRef names {kind} {name:?} in namespace {namespace:?}; cross-namespace data sources are not supported (feature gate CrossNamespaceVolumeDataSource). Copy the source into the claim's namespace, or restore it there"
-    )]
-    CrossNamespace { kind: String, namespace: String, name: String },
-    #[error(
-        "the claim asks for VolumeAttributesClass {0:?}, but driver {1} cannot apply one (no MODIFY_VOLUME capability, or the cluster does not serve storage.k8s.io/v1 VolumeAttributesClass)"
-    )]
-    AttributesClassUnsupported(String, String),
-    #[error(
-        "VolumeAttributesClass {0:?} not found; create it or correct the claim's volumeAttributesClassName"
-    )]
-    AttributesClassMissing(String),
-    #[error("{0}")]
-    AttributesClassDriver(String),
 }
 
 /// The CSI volume name and PV name for `claim`.

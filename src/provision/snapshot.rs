@@ -5,58 +5,12 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::Value;
 
-use super::plan::{PlanError, PlanFacts};
+pub use super::facts::{Content, Snapshot, SnapshotLookup};
+use super::facts::{PlanError, PlanFacts};
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
 use crate::model::quantity;
 use crate::names::*;
-
-/// The VolumeSnapshot a claim restores from, as the API answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SnapshotLookup {
-    /// The cluster does not serve `snapshot.storage.k8s.io/v1`.
-    Unserved,
-    Missing,
-    /// The API refused the read (RBAC, most likely): the text says why.
-    Unreadable(String),
-    Found(Box<Snapshot>),
-}
-
-/// The fields of a VolumeSnapshot (and its bound content) a restore reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    pub deleting: bool,
-    /// Held by `snapshot.storage.kubernetes.io/volumesnapshot-as-source-protection`.
-    pub protected: bool,
-    /// Held by our `FINALIZER_RESTORE_PROTECTION`.
-    pub held: bool,
-    pub finalizers: Vec<String>,
-    pub resource_version: String,
-    pub ready: bool,
-    /// `status.restoreSize`, as written.
-    pub restore_size: Option<String>,
-    pub content_name: Option<String>,
-    /// `status.error.message`, for the user.
-    pub error: Option<String>,
-    /// The bound VolumeSnapshotContent, when it exists.
-    pub content: Option<Content>,
-}
-
-/// The fields of a VolumeSnapshotContent a restore reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Content {
-    pub name: String,
-    pub driver: String,
-    pub handle: Option<String>,
-    /// `spec.volumeSnapshotRef`: (namespace, name, uid).
-    pub snapshot_ref: (String, String, String),
-    pub source_volume_mode: Option<String>,
-    /// `snapshot.storage.kubernetes.io/allow-volume-mode-change: "true"`.
-    pub allow_mode_change: bool,
-}
 
 fn text(v: &Value, path: &[&str]) -> Option<String> {
     path.iter().try_fold(v, |v, key| v.get(key))?.as_str().map(str::to_string)
@@ -226,7 +180,7 @@ pub fn needs_snapshot(
     name: &str,
     journaled: impl Fn(&PersistentVolumeClaim) -> bool,
 ) -> bool {
-    if super::source::of(claim) != (super::source::Source::Snapshot { name: name.to_string() }) {
+    if super::facts::of(claim) != (super::facts::Source::Snapshot { name: name.to_string() }) {
         return false;
     }
     claim.has_intent()

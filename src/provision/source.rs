@@ -14,81 +14,12 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::plan::{PlanError, PlanFacts};
+use super::facts::{PlanError, PlanFacts};
+pub use super::facts::{SNAPSHOT_GROUP, Source, of};
 use crate::csi::v1 as csi;
 use crate::model::quantity;
 use crate::model::{ClaimExt, VolumeExt};
 use crate::names::*;
-
-/// The API group of VolumeSnapshots.
-pub const SNAPSHOT_GROUP: &str = "snapshot.storage.k8s.io";
-
-/// A claim's data source, sorted by who fills the volume.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    Empty,
-    /// Another claim of the same namespace.
-    Clone {
-        name: String,
-    },
-    /// A VolumeSnapshot of the same namespace.
-    Snapshot {
-        name: String,
-    },
-    /// A kind neither we nor the driver fill: a volume populator's.
-    Populator {
-        group: String,
-        kind: String,
-        name: String,
-    },
-    /// A `dataSourceRef` into another namespace.
-    CrossNamespace {
-        kind: String,
-        namespace: String,
-        name: String,
-    },
-}
-
-impl Source {
-    /// The kind, for metrics and messages ("" for an empty volume).
-    pub fn kind(&self) -> &str {
-        match self {
-            Source::Empty => "",
-            Source::Clone { .. } => "PersistentVolumeClaim",
-            Source::Snapshot { .. } => "VolumeSnapshot",
-            Source::Populator { kind, .. } | Source::CrossNamespace { kind, .. } => kind,
-        }
-    }
-}
-
-/// The claim's data source. `dataSource` wins; the API server mirrors a same-namespace
-/// `dataSourceRef` into it, but not one that names another namespace.
-pub fn of(claim: &PersistentVolumeClaim) -> Source {
-    let Some(spec) = claim.spec.as_ref() else {
-        return Source::Empty;
-    };
-    let own = claim.metadata.namespace.as_deref().unwrap_or_default();
-    let (group, kind, name) = if let Some(s) = &spec.data_source {
-        (s.api_group.clone(), s.kind.clone(), s.name.clone())
-    } else if let Some(r) = &spec.data_source_ref {
-        if let Some(ns) = r.namespace.as_deref().filter(|ns| *ns != own) {
-            return Source::CrossNamespace {
-                kind: r.kind.clone(),
-                namespace: ns.to_string(),
-                name: r.name.clone(),
-            };
-        }
-        (r.api_group.clone(), r.kind.clone(), r.name.clone())
-    } else {
-        return Source::Empty;
-    };
-    let group = group.unwrap_or_default();
-    match (group.as_str(), kind.as_str()) {
-        ("", "PersistentVolumeClaim") => Source::Clone { name },
-        (SNAPSHOT_GROUP, "VolumeSnapshot") => Source::Snapshot { name },
-        _ => Source::Populator { group, kind, name },
-    }
-}
 
 /// The driver capabilities a data source needs.
 #[derive(Debug, Clone, Copy, Default)]
