@@ -1,4 +1,6 @@
-//! The Kubernetes side: the client, the watched stores, and (later) writes and events.
+//! The Kubernetes side: the clients (rate-limited, their writes fenced), the watched stores and
+//! how they hold claims and PVs, and the object access the executor goes through. Writes and
+//! events themselves are the executor's (`controller::writes`, `controller::events`).
 
 pub mod client;
 pub mod gate;

@@ -1,7 +1,7 @@
 //! Carrying out a resize (docs/expansion.md): the pass `expand::decide` plans, the
 //! ControllerExpandVolume call, the PV then the claim, and what a failure leaves behind. What
 //! upstream keeps in memory (the last attempt's final error, "volume in use", the slow set)
-//! lives in `Resizes`, per claim.
+//! lives in `memory::ResizeMemory`, per claim.
 
 use tokio::time::Instant;
 
