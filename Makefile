@@ -35,7 +35,7 @@ lint:
 
 unit:
 	$(CARGO) test --locked $(TEST_FEATURES) --lib --bins
-	$(CARGO) test --locked -p csi-pv-bench --features csi-pv-controller/failpoints
+	$(CARGO) test --locked -p csi-pv-bench
 
 # csi-sanity against our fake driver (Identity + Controller specs) and against hostpathplugin
 # (Node specs too); prints the counts.
