@@ -244,8 +244,7 @@ pub struct StateVolume {
 impl Hostpath {
     /// The volumes in the driver's own state file (empty when it has none yet).
     pub fn state_volumes(&self) -> Vec<StateVolume> {
-        let text = std::fs::read_to_string(self.state_dir.join("state.json")).unwrap_or_default();
-        let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let state = self.state();
         state["Volumes"]
             .as_array()
             .into_iter()
@@ -261,8 +260,28 @@ impl Hostpath {
 
     /// How many snapshots the driver's state file holds.
     pub fn state_snapshots(&self) -> usize {
-        let text = std::fs::read_to_string(self.state_dir.join("state.json")).unwrap_or_default();
-        let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        state["Snapshots"].as_array().map_or(0, Vec::len)
+        self.state()["Snapshots"].as_array().map_or(0, Vec::len)
+    }
+
+    /// The driver's state file, parsed. hostpathplugin rewrites it in place, so a read can
+    /// meet it half written: read again until it parses, rather than take a torn file for an
+    /// empty driver. No file yet: no volume was ever made.
+    fn state(&self) -> serde_json::Value {
+        let path = self.state_dir.join("state.json");
+        for _ in 0..200 {
+            match std::fs::read(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return serde_json::Value::Null;
+                }
+                Ok(bytes) => {
+                    if let Ok(state) = serde_json::from_slice(&bytes) {
+                        return state;
+                    }
+                }
+                Err(_) => {}
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("hostpathplugin's state file {} did not parse for 2 s", path.display())
     }
 }
