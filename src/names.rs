@@ -61,6 +61,20 @@ pub fn annotation<'a>(
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
+/// `finalizers` with `added` at the end, unless it is there already.
+pub fn with_finalizer(finalizers: &[String], added: &str) -> Vec<String> {
+    let mut all = finalizers.to_vec();
+    if !all.iter().any(|f| f == added) {
+        all.push(added.to_string());
+    }
+    all
+}
+
+/// `finalizers` without `removed`.
+pub fn without_finalizer(finalizers: &[String], removed: &str) -> Vec<String> {
+    finalizers.iter().filter(|f| *f != removed).cloned().collect()
+}
+
 /// The object carries `finalizer`.
 pub fn has_finalizer(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,

@@ -6,14 +6,12 @@ use crate::cluster::objects::{Objects, Patched};
 
 /// The object's finalizers with `finalizer` added at the end.
 pub(super) fn with<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
-    let mut finalizers = object.finalizers().to_vec();
-    finalizers.push(finalizer.to_string());
-    finalizers
+    crate::names::with_finalizer(object.finalizers(), finalizer)
 }
 
 /// The object's finalizers without `finalizer`.
 pub(super) fn without<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
-    object.finalizers().iter().filter(|f| *f != finalizer).cloned().collect()
+    crate::names::without_finalizer(object.finalizers(), finalizer)
 }
 
 /// Replaces the finalizers of `object`, preconditioned on the version it was read at. An object

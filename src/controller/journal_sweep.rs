@@ -29,9 +29,9 @@ impl Controller {
         }
     }
 
-    async fn settle_orphan(&self, key: &super::ClaimKey, kept: &PersistentVolumeClaim) {
+    async fn settle_orphan(&self, key: &super::ClaimKey, gone: &PersistentVolumeClaim) {
         // The store may lag behind a claim just made; the API has the last word.
-        match self.live_claim(kept).await {
+        match self.live_claim(gone).await {
             Ok(None) => {}
             Ok(Some(_)) => return,
             Err(e) => {
@@ -39,15 +39,14 @@ impl Controller {
                 return;
             }
         }
-        let gone = kept.clone();
-        let mut snapshot = match self.snapshot_facts(&gone).await {
+        let mut snapshot = match self.snapshot_facts(gone).await {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "cannot read the snapshot a journaled claim restored from; trying at the next resync");
                 return;
             }
         };
-        let mut action = self.decide_claim(&gone, ClaimCopy::Gone, None, snapshot.as_ref());
+        let mut action = self.decide_claim(gone, ClaimCopy::Gone, None, snapshot.as_ref());
         if let ClaimAction::ProtectSnapshot(found) = &action {
             // The CreateVolume that finds the volume reads the snapshot too.
             match self.protect_snapshot(found).await {
@@ -57,16 +56,16 @@ impl Controller {
                     return;
                 }
             }
-            action = self.decide_claim(&gone, ClaimCopy::Gone, None, snapshot.as_ref());
+            action = self.decide_claim(gone, ClaimCopy::Gone, None, snapshot.as_ref());
         }
         tracing::Span::current().record("op", action.name());
         let result = match action {
-            ClaimAction::DropIntent => self.drop_intent(&gone).await.map(|_| ()),
+            ClaimAction::DropIntent => self.drop_intent(gone).await.map(|_| ()),
             ClaimAction::Abandon(plan) => {
                 info!("the claim went away while it was being provisioned; finding its volume");
-                match self.abandon(key, &gone, &plan, ClaimCopy::Gone).await {
+                match self.abandon(key, gone, &plan, ClaimCopy::Gone).await {
                     Ok(super::Outcome::Done) => {
-                        self.release_snapshot(&gone, snapshot.as_ref()).await;
+                        self.release_snapshot(gone, snapshot.as_ref()).await;
                         Ok(())
                     }
                     other => other.map(|_| ()),
@@ -74,14 +73,14 @@ impl Controller {
             }
             ClaimAction::CannotAbandon(e) => Err(SyncError::Input(format!(
                 "the claim went away while it was being provisioned, and whether the driver made its volume {} cannot be checked: {e}. Fix that, or remove the intent journal entry {}.json once the volume is known not to exist",
-                self.volume_name(&gone),
+                self.volume_name(gone),
                 gone.metadata.uid.as_deref().unwrap_or_default()
             ))),
             other => Err(SyncError::Input(format!(
                 "journaled intent of a claim that went away, and no longer ours to settle ({}): its class changed; remove the intent journal entry {}.json once volume {} is known not to exist",
                 other.name(),
                 gone.metadata.uid.as_deref().unwrap_or_default(),
-                self.volume_name(&gone),
+                self.volume_name(gone),
             ))),
         };
         if let Err(e) = result {

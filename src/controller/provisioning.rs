@@ -398,7 +398,7 @@ impl Controller {
         };
         // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
         request.accessibility_requirements = self.topology(claim, plan).await?.unwrap_or(None);
-        let deleting = claim.metadata.deletion_timestamp.is_some() || copy == ClaimCopy::Gone;
+        let deleting = copy.deleting(claim);
         let probed = self.csi.create_volume(request).await;
         if let Err(e) = &probed {
             self.strand_claim(key, e);

@@ -8,20 +8,12 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use tracing::{info, warn};
 
 use super::error::is_status;
-use super::sources::snapshot_resource;
+use super::sources::{parsed_snapshot, snapshot_resource};
 use super::{Controller, SyncError};
 use crate::provision::patches;
 use crate::provision::snapshot::{self, Snapshot, SnapshotLookup};
 
 impl Controller {
-    fn snapshots(&self, namespace: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(
-            self.client.clone(),
-            namespace,
-            &snapshot_resource("VolumeSnapshot", "volumesnapshots"),
-        )
-    }
-
     /// Writes `finalizers` on the snapshot, on the version it was read at.
     async fn set_snapshot_finalizers(
         &self,
@@ -36,8 +28,7 @@ impl Controller {
             .await
         {
             Ok(updated) => {
-                let mut parsed =
-                    snapshot::parse_snapshot(&serde_json::to_value(&updated).unwrap_or_default());
+                let mut parsed = parsed_snapshot(&updated);
                 parsed.content = snapshot.content.clone();
                 Ok(Some(parsed))
             }
@@ -114,9 +105,7 @@ impl Controller {
         let action = "take the restore protection off the VolumeSnapshot";
         for _ in 0..3 {
             let live = match self.snapshots(&snapshot.namespace).get_opt(&snapshot.name).await {
-                Ok(Some(live)) => {
-                    snapshot::parse_snapshot(&serde_json::to_value(&live).unwrap_or_default())
-                }
+                Ok(Some(live)) => parsed_snapshot(&live),
                 Ok(None) => return,
                 Err(e) => {
                     warn!(snapshot = %name, error = %e, "restore protection left for the next sweep");
@@ -160,8 +149,7 @@ impl Controller {
         };
         let held = self.stores.claims.held_state();
         for found in listed {
-            let parsed =
-                snapshot::parse_snapshot(&serde_json::to_value(&found).unwrap_or_default());
+            let parsed = parsed_snapshot(&found);
             if !parsed.held {
                 continue;
             }

@@ -32,7 +32,21 @@ pub(super) fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
+/// A VolumeSnapshot as the API answered it, parsed.
+pub(super) fn parsed_snapshot(object: &DynamicObject) -> snapshot::Snapshot {
+    snapshot::parse_snapshot(&serde_json::to_value(object).unwrap_or_default())
+}
+
 impl Controller {
+    /// The VolumeSnapshots of `namespace`.
+    pub(super) fn snapshots(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &snapshot_resource("VolumeSnapshot", "volumesnapshots"),
+        )
+    }
+
     /// The claim a clone reads from, and its PV, from the stores; `protected` replaces the
     /// stored source when this pass has just written it.
     pub(super) fn clone_facts(
@@ -65,12 +79,7 @@ impl Controller {
             return Ok(None);
         };
         let namespace = claim.namespace().unwrap_or_default();
-        let snapshots: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            &namespace,
-            &snapshot_resource("VolumeSnapshot", "volumesnapshots"),
-        );
-        let found = match snapshots.get_opt(&name).await {
+        let found = match self.snapshots(&namespace).get_opt(&name).await {
             Ok(found) => found,
             // Refused, not failed: the user must act (RBAC); say so on the claim.
             Err(e) if is_status(&e, 403) => {
@@ -93,8 +102,7 @@ impl Controller {
                 SnapshotLookup::Unserved
             }));
         };
-        let value = serde_json::to_value(&found).unwrap_or_default();
-        let mut parsed = snapshot::parse_snapshot(&value);
+        let mut parsed = parsed_snapshot(&found);
         if let Some(content_name) = parsed.content_name.clone() {
             let contents: Api<DynamicObject> = Api::all_with(
                 self.client.clone(),

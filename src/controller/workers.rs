@@ -215,22 +215,23 @@ impl Controller {
             Err(e) => {
                 let class = e.class();
                 crate::metrics::metrics().sync_failure(queue.name(), class.as_str());
-                match (class.retry(), class) {
-                    (Retry::Soon, _) => {
-                        let delay = queue.retry_conflict(key);
+                let delay = match class.retry() {
+                    Retry::Soon => queue.retry_conflict(key),
+                    Retry::Backoff => queue.retry(key),
+                    Retry::Slowly => queue.retry_slowly(key),
+                };
+                match class {
+                    SyncErrorClass::Conflict => {
                         debug!(error = %e, retry_in = ?delay, "conflict; looking again once the watch has the newer version");
                     }
                     // The same request would get the same answer: said loudly, tried again rarely.
-                    (Retry::Slowly, SyncErrorClass::Refused) => {
-                        let delay = queue.retry_slowly(key);
+                    SyncErrorClass::Refused => {
                         error!(error = %e, retry_in = ?delay, "refused; nothing changes until the input, the object or the RBAC named here does");
                     }
-                    (Retry::Slowly, _) => {
-                        let delay = queue.retry_slowly(key);
+                    SyncErrorClass::Infeasible => {
                         warn!(error = %e, retry_in = ?delay, "cannot work as asked; tried again slowly, or at once when the object changes");
                     }
-                    (Retry::Backoff, _) => {
-                        let delay = queue.retry(key.clone());
+                    SyncErrorClass::Final | SyncErrorClass::InProgress => {
                         warn!(error = %e, retry_in = ?delay, "sync failed");
                     }
                 }

@@ -62,6 +62,13 @@ pub enum ClaimCopy {
     Gone,
 }
 
+impl ClaimCopy {
+    /// The claim is on its way out: being deleted, or already gone from the API.
+    pub fn deleting(self, claim: &PersistentVolumeClaim) -> bool {
+        claim.metadata.deletion_timestamp.is_some() || self == ClaimCopy::Gone
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum ClaimAction {
     /// Not this driver's claim, or nothing to do now.
@@ -127,7 +134,7 @@ impl ClaimAction {
 pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
     let finalizer = claim.has_intent();
     let has_intent = finalizer || ctx.journaled;
-    let deleting = claim.metadata.deletion_timestamp.is_some() || ctx.copy == ClaimCopy::Gone;
+    let deleting = ctx.copy.deleting(claim);
     let volume_name = plan::volume_name_for(claim, ctx.settings);
     let bound_to = claim.named_volume();
     let claim_uid = claim.metadata.uid.as_deref().unwrap_or_default();

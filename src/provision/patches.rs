@@ -8,14 +8,6 @@ use serde_json::{Value, json};
 use super::snapshot::Snapshot;
 use crate::names::*;
 
-fn with(finalizers: Option<&Vec<String>>, added: &str) -> Vec<String> {
-    let mut all = finalizers.cloned().unwrap_or_default();
-    if !all.iter().any(|f| f == added) {
-        all.push(added.to_string());
-    }
-    all
-}
-
 /// The provisioning intent on the claim: our finalizer (unless the intent is in the journal,
 /// `journaled`) and the provisioner annotations (unless a binder wrote them for `driver`).
 /// None: nothing to write.
@@ -26,8 +18,8 @@ pub fn intent(claim: &PersistentVolumeClaim, driver: &str, journaled: bool) -> O
     }
     let mut metadata = json!({ "resourceVersion": claim.metadata.resource_version });
     if !journaled {
-        metadata["finalizers"] =
-            json!(with(claim.metadata.finalizers.as_ref(), FINALIZER_PROVISIONING));
+        let finalizers = claim.metadata.finalizers.as_deref().unwrap_or_default();
+        metadata["finalizers"] = json!(with_finalizer(finalizers, FINALIZER_PROVISIONING));
     }
     if !annotated {
         metadata["annotations"] = json!({
@@ -51,7 +43,10 @@ pub fn unselect_node(claim: &PersistentVolumeClaim) -> Value {
 pub fn protect_clone_source(source: &PersistentVolumeClaim) -> Value {
     json!({"metadata": {
         "resourceVersion": source.metadata.resource_version,
-        "finalizers": with(source.metadata.finalizers.as_ref(), FINALIZER_CLONING_PROTECTION),
+        "finalizers": with_finalizer(
+            source.metadata.finalizers.as_deref().unwrap_or_default(),
+            FINALIZER_CLONING_PROTECTION,
+        ),
     }})
 }
 

@@ -159,16 +159,12 @@ pub fn unprotected(facts: &PlanFacts<'_>) -> Option<Snapshot> {
 
 /// The snapshot's finalizers with ours added.
 pub fn protected_finalizers(snapshot: &Snapshot) -> Vec<String> {
-    let mut finalizers = snapshot.finalizers.clone();
-    if !snapshot.held {
-        finalizers.push(FINALIZER_RESTORE_PROTECTION.to_string());
-    }
-    finalizers
+    with_finalizer(&snapshot.finalizers, FINALIZER_RESTORE_PROTECTION)
 }
 
 /// The snapshot's finalizers without ours.
 pub fn released_finalizers(snapshot: &Snapshot) -> Vec<String> {
-    snapshot.finalizers.iter().filter(|f| *f != FINALIZER_RESTORE_PROTECTION).cloned().collect()
+    without_finalizer(&snapshot.finalizers, FINALIZER_RESTORE_PROTECTION)
 }
 
 /// Whether `claim` may still send a CreateVolume from VolumeSnapshot `name` of its namespace:
