@@ -7,7 +7,7 @@
 //!  kube-apiserver ──watch──▶ cluster::stores (claims, PVs compact; classes, ...)
 //!        ▲                         │ every change, and the periodic passes (resync)
 //!        │                         ▼
-//!        │                 controller::queues ──▶ controller::workers (one key at a time)
+//!        │                 controller::intake  ──▶ controller::workers (one key at a time)
 //!        │                                              │
 //!        │                                              ▼
 //!        │                                    controller::dispatch: binder, then

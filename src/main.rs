@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 
 use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{Command, Config};
-use csi_pv_controller::controller::{self, Controller, Options, Queues};
+use csi_pv_controller::controller::{self, Controller, Intake, Options};
 use csi_pv_controller::csi::CsiClient;
 use csi_pv_controller::queue::Backoff;
 use csi_pv_controller::{http, leader};
@@ -122,8 +122,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
 
     let backoff = Backoff { start: config.retry_interval_start, max: config.retry_interval_max };
-    let queues = Queues::new(backoff);
-    let on_change = queues.on_change(config.volume_name_prefix.clone(), config.uuid_length());
+    let intake = Intake::new(backoff);
+    let on_change = intake.on_change(config.volume_name_prefix.clone(), config.uuid_length());
     let journal = match (&config.intent_journal, config.binder().binds()) {
         (Some(dir), false) => {
             let journal = controller::Journal::open(dir)
@@ -194,7 +194,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 &csi,
                 &stores,
                 &driver,
-                queues.nudge.clone(),
+                intake.nudge.clone(),
             )
             .await?,
         ),
@@ -206,7 +206,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         stores,
         &driver,
         settings,
-        queues,
+        intake,
         controller::Switches {
             binder: config.binder(),
             handle_volume_inuse_error: config.handle_volume_inuse_error,

@@ -159,12 +159,12 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
     let Some(ref_uid) = claim_ref.uid.as_deref().filter(|u| !u.is_empty()) else {
         return set_phase(pv, VolumePhase::Available); // row 2: pre-bound by name only
     };
-    let settled = VolumePhase::settled(pv.phase());
+    let awaits_reclaim = VolumePhase::awaits_reclaim(pv.phase());
     let claim = match claim {
         // Rows 3 and 4: confirm in the API before believing the claim is gone.
         ClaimLookup::Store(c) => match c {
             Some(c) if c.metadata.uid.as_deref() == Some(ref_uid) => Some(c),
-            None if settled => None,
+            None if awaits_reclaim => None,
             _ => return VolumeStep::CheckClaim,
         },
         ClaimLookup::Live(c) => c.filter(|c| c.metadata.uid.as_deref() == Some(ref_uid)),
@@ -221,7 +221,7 @@ pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeSt
             VolumeStep::None
         }
         // Only a Released PV is ours to act on: no need to read its claim before then.
-        VolumeStep::CheckClaim if !VolumePhase::settled(pv.phase()) => VolumeStep::None,
+        VolumeStep::CheckClaim if !VolumePhase::awaits_reclaim(pv.phase()) => VolumeStep::None,
         step => step,
     }
 }
@@ -257,7 +257,7 @@ pub fn recheck_reclaim(
     if deletion_done(pv) {
         return Recheck::Finished;
     }
-    if !VolumePhase::settled(pv.phase()) || reclaim(pv, driver) != Reclaim::Delete {
+    if !VolumePhase::awaits_reclaim(pv.phase()) || reclaim(pv, driver) != Reclaim::Delete {
         return Recheck::Changed;
     }
     match claim {

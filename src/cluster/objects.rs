@@ -18,10 +18,11 @@ use serde_json::Value;
 /// What the API answers, later.
 pub type Reply<'a, T> = BoxFuture<'a, Result<T, kube::Error>>;
 
-/// A patch of the object, or of its status subresource.
-pub enum Patched {
-    Object(Patch<Value>),
-    Status(Patch<Value>),
+/// Which part of an object a patch is for: the object itself, or its status subresource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Object,
+    Status,
 }
 
 /// Objects of one kind; `namespace` is None for cluster-scoped kinds.
@@ -36,7 +37,8 @@ pub trait Objects<K>: Send + Sync {
         &'a self,
         namespace: Option<&'a str>,
         name: &'a str,
-        patch: &'a Patched,
+        part: Part,
+        patch: &'a Patch<Value>,
     ) -> Reply<'a, K>;
 
     /// The object as the API answered when a finalizer holds it; None once it is gone.
@@ -106,14 +108,15 @@ impl<K: Scoped> Objects<K> for KubeObjects {
         &'a self,
         namespace: Option<&'a str>,
         name: &'a str,
-        patch: &'a Patched,
+        part: Part,
+        patch: &'a Patch<Value>,
     ) -> Reply<'a, K> {
         Box::pin(async move {
             let api = K::api(&self.client, namespace);
             let params = PatchParams::default();
-            match patch {
-                Patched::Object(p) => api.patch(name, &params, p).await,
-                Patched::Status(p) => api.patch_status(name, &params, p).await,
+            match part {
+                Part::Object => api.patch(name, &params, patch).await,
+                Part::Status => api.patch_status(name, &params, patch).await,
             }
         })
     }

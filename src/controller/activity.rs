@@ -15,14 +15,14 @@ impl Controller {
     /// Once per resync: how often each key was worked on since the last one, into the metric;
     /// a key worked on far more often than changes and retries explain is a loop, said loudly.
     pub(super) fn report_activity(&self) {
-        for (key, passes) in self.queues.claims.observe_passes(HOT_KEY_PASSES) {
+        for (key, passes) in self.intake.claims.observe_passes(HOT_KEY_PASSES) {
             warn!(claim = %key, passes, "claim worked on {passes} times in one resync period: a hot loop; please report it with this log");
         }
-        for (key, passes) in self.queues.volumes.observe_passes(HOT_KEY_PASSES) {
+        for (key, passes) in self.intake.volumes.observe_passes(HOT_KEY_PASSES) {
             warn!(volume = %key, passes, "PersistentVolume worked on {passes} times in one resync period: a hot loop; please report it with this log");
         }
-        let claims = self.queues.claims.take_conflicts();
-        let volumes = self.queues.volumes.take_conflicts();
+        let claims = self.intake.claims.take_conflicts();
+        let volumes = self.intake.volumes.take_conflicts();
         let refused: u32 = claims.values().chain(volumes.values()).sum();
         if refused > 0 {
             let keys = claims.len() + volumes.len();

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use tracing::{debug, info, warn};
 
 use super::Part;
-use super::dispatch::Stage;
+use super::Stage;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError};
 use crate::binder::VolumeIndex;
@@ -46,7 +46,7 @@ impl Controller {
             );
             let reservation = match &step {
                 ClaimStep::Bind(pv) if is_available(pv) => {
-                    Reservation::take(&self.queues.index, &mut volumes, pv, key)
+                    Reservation::take(&self.intake.index, &mut volumes, pv, key)
                 }
                 _ => None,
             };
@@ -210,7 +210,7 @@ impl Controller {
             && self.volume_in_store(name).is_none()
             && let Some(pv) = self.live_volume_if_missing(name).await?
         {
-            self.remember(&pv);
+            self.index_volume(&pv);
             return Ok(Outcome::Again);
         }
         let updated = self

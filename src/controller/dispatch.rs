@@ -5,19 +5,8 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use tracing::debug;
 
-use super::{ClaimKey, Controller, Outcome, SyncError};
+use super::{ClaimKey, Controller, Outcome, Stage, SyncError};
 use crate::model::ClaimExt;
-
-/// Where the binder's part of a pass leaves the claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stage {
-    /// The pass is over.
-    Done(Outcome),
-    /// Provisioning decides the rest: the claim is ours to give a volume.
-    Provision,
-    /// The claim is bound: its size and attributes are next.
-    Expand,
-}
 
 impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {

@@ -223,7 +223,7 @@ impl Controller {
             crate::metrics::metrics().resize_done.observe(seconds);
         }
         self.forget_resize(key);
-        self.queues.claims.forget(key);
+        self.intake.claims.forget(key);
         info!(volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
         self.events.normal(&reference(&claim), reason, note.to_string()).await;
         Ok(Outcome::Done)
@@ -271,9 +271,9 @@ impl Controller {
         slow: bool,
     ) -> Outcome {
         let delay = if slow {
-            self.queues.claims.retry_slowly(key.clone())
+            self.intake.claims.retry_slowly(key.clone())
         } else {
-            self.queues.claims.retry(key.clone())
+            self.intake.claims.retry(key.clone())
         };
         memory.wait = Some((asked, due_at(delay)));
         self.memory.claims.update_claim(key, claim, |m| m.resize = memory);

@@ -2,7 +2,7 @@
 //! off whatever the version.
 
 use super::*;
-use crate::cluster::objects::{Objects, Patched};
+use crate::cluster::objects::{Objects, Part};
 
 /// The object's finalizers with `finalizer` added at the end.
 pub(super) fn with<K: kube::Resource>(object: &K, finalizer: &str) -> Vec<String> {
@@ -25,12 +25,12 @@ pub(super) async fn set_finalizers<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = Patched::Object(kube::api::Patch::Merge(serde_json::json!({
+    let patch = kube::api::Patch::Merge(serde_json::json!({
         "metadata": {
             "resourceVersion": object.resource_version(),
             "finalizers": finalizers,
         }
-    })));
+    }));
     patch_unless_gone(objects, object, &patch, "update the finalizers").await
 }
 
@@ -47,9 +47,9 @@ pub async fn drop_finalizer<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let patch = Patched::Object(kube::api::Patch::Strategic(serde_json::json!({
+    let patch = kube::api::Patch::Strategic(serde_json::json!({
         "metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}
-    })));
+    }));
     let action = format!("remove the finalizer {finalizer}");
     patch_unless_gone(objects, object, &patch, &action).await
 }
@@ -58,7 +58,7 @@ where
 async fn patch_unless_gone<K>(
     objects: &dyn Objects<K>,
     object: &K,
-    patch: &Patched,
+    patch: &kube::api::Patch<serde_json::Value>,
     action: &str,
 ) -> Result<Option<K>, SyncError>
 where
@@ -66,7 +66,7 @@ where
 {
     let name = object.name_any();
     let namespace = object.meta().namespace.as_deref();
-    match objects.patch(namespace, &name, patch).await {
+    match objects.patch(namespace, &name, Part::Object, patch).await {
         Ok(updated) => Ok(Some(updated)),
         Err(e) if error::is_status(&e, 404) => Ok(None),
         Err(e) => Err(SyncError::api(format!("{action} of {name}"), e)),

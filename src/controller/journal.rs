@@ -160,7 +160,7 @@ impl Journal {
         Ok(())
     }
 
-    /// The intent is settled. A removal lost to a crash only makes the next run check again.
+    /// The intent is carried out or undone. A removal lost to a crash only makes the next run check again.
     pub async fn remove(&self, uid: &str) -> Result<(), JournalError> {
         if self.entries().remove(uid).is_none() {
             return Ok(());
@@ -170,7 +170,7 @@ impl Journal {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => {
-                warn!(path = %path.display(), error = %e, "cannot remove a settled intent");
+                warn!(path = %path.display(), error = %e, "cannot remove a finished intent");
                 Err(io(&path)(e))
             }
         }

@@ -14,7 +14,7 @@ impl Controller {
     /// (deleted while we were down, or between our intent and the CreateVolume). Decided as that
     /// claim being deleted: the PV records the volume (drop the entry), or CreateVolume finds it
     /// and it is deleted (recorded under Retain). Claims still here take the usual path.
-    pub(super) async fn settle_journal(&self) {
+    pub(super) async fn sweep_journal(&self) {
         let Some(journal) = &self.switches.journal else {
             return;
         };

@@ -8,13 +8,14 @@ mod error;
 mod events;
 mod expansion;
 mod finalizers;
+mod intake;
 mod intent;
 mod journal;
 mod journal_sweep;
 mod memory;
 mod modify;
+mod pass;
 mod provisioning;
-mod queues;
 mod reads;
 mod report;
 mod restore_protection;
@@ -41,8 +42,10 @@ use tracing::{Instrument, debug, error, field, info_span, warn};
 pub use error::{Retry, SyncError, SyncErrorClass};
 pub use finalizers::drop_finalizer;
 use finalizers::{set_finalizers, with, without};
+pub use intake::Intake;
 pub use journal::{Journal, JournalError};
-pub use queues::Queues;
+use pass::Stage;
+pub use pass::{ClaimKey, Options, Outcome, Switches};
 use unsettled::{Candidates, Unsettled};
 use writes::Part;
 
@@ -58,33 +61,6 @@ use crate::model::{ClaimExt, VolumeExt};
 use crate::provision::plan::{self, Features, Settings};
 use crate::queue::{Backoff, WorkQueue};
 
-/// A claim's queue key: namespace and name.
-pub type ClaimKey = ObjectRef<PersistentVolumeClaim>;
-
-/// How a pass over one key ended, when it did not fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Nothing more to do until something changes.
-    Done,
-    /// Look again at once (the next step depends on a write just made).
-    Again,
-    /// Wait for the retry already scheduled (backoff in force, the input unchanged).
-    Waiting,
-}
-
-/// Tunables of the controller.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub workers: usize,
-    pub backoff: Backoff,
-    /// The periodic pass (`--pvclaimbinder-sync-period`).
-    pub sync: Duration,
-    /// Everything queued again (`--resync-period`).
-    pub resync: Duration,
-    /// The restore protection's sweep (`--snapshot-orphan-sweep-interval`); zero: none.
-    pub snapshot_sweep: Duration,
-}
-
 pub struct Controller {
     client: Client,
     /// The objects the executor reads and writes (`cluster::objects`).
@@ -95,7 +71,7 @@ pub struct Controller {
     stores: Stores,
     /// The work queues, the PV index (the last known version of every PV, ours included) and
     /// which claim each PV served.
-    queues: Queues,
+    intake: Intake,
     scope: Scope,
     settings: Settings,
     features: Features,
@@ -111,24 +87,6 @@ pub struct Controller {
     switches: Switches,
 }
 
-/// Process-wide switches from the flags.
-#[derive(Debug, Clone)]
-pub struct Switches {
-    /// `--binder` (or `--bind-all`).
-    pub binder: crate::binder::Binder,
-    /// `--handle-volume-inuse-error`.
-    pub handle_volume_inuse_error: bool,
-    /// `--feature-gates=AnnotateFsResize=true`.
-    pub annotate_fs_resize: bool,
-    /// With `--binder=external`: how long an unbound claim of ours may wait for the cluster's
-    /// binder to hand it over before we say the binder seems missing.
-    pub handover_grace: Duration,
-    /// `--intent-journal`, opened; None: intents are claim finalizers.
-    pub journal: Option<Arc<Journal>>,
-    /// `--workers`: ControllerExpandVolume calls at once.
-    pub expansion_workers: usize,
-}
-
 impl Controller {
     pub fn new(
         clients: ApiClients,
@@ -136,7 +94,7 @@ impl Controller {
         stores: Stores,
         driver: &DriverInfo,
         settings: Settings,
-        queues: Queues,
+        intake: Intake,
         switches: Switches,
     ) -> Arc<Self> {
         let features = Features {
@@ -153,7 +111,7 @@ impl Controller {
         Arc::new(Controller {
             events: events::Events::new(clients.events, &settings.driver, &settings.identity),
             scope: Scope { driver: settings.driver.clone(), binder: switches.binder },
-            queues,
+            intake,
             cluster: Cluster::kube(clients.state.clone(), clients.writes.client.clone()),
             client: clients.state,
             writes: clients.writes,
@@ -172,11 +130,11 @@ impl Controller {
     }
 
     fn index_mut(&self) -> std::sync::RwLockWriteGuard<'_, VolumeIndex> {
-        self.queues.index.write().unwrap_or_else(|p| p.into_inner())
+        self.intake.index.write().unwrap_or_else(|p| p.into_inner())
     }
 
     fn index(&self) -> std::sync::RwLockReadGuard<'_, VolumeIndex> {
-        self.queues.index.read().unwrap_or_else(|p| p.into_inner())
+        self.intake.index.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Remembers the version of a claim we just wrote (see `ClaimMemory::written`).
@@ -206,13 +164,14 @@ impl Controller {
     /// The claim is gone: everything remembered of it goes too.
     fn forget_claim(&self, key: &ClaimKey) {
         self.memory.claims.forget(key);
-        self.queues.claims.forget(key);
+        self.intake.claims.forget(key);
     }
 
-    /// Remembers a PV we just wrote, so the next decision does not act on an older copy.
-    fn remember(&self, pv: &PersistentVolume) {
+    /// Puts the newest copy of a PV we know (one we wrote, made or read live) in the index, so
+    /// the next decision does not act on an older one.
+    fn index_volume(&self, pv: &PersistentVolume) {
         let known = self.index_mut().upsert_held(pv, Arc::new(Compact::of(pv))).known;
-        self.queues.unsettled.volume_written(known.as_deref(), pv);
+        self.intake.unsettled.volume_written(known.as_deref(), pv);
     }
 
     /// True while a failed driver call on this version of the claim waits for its retry.
@@ -228,9 +187,9 @@ impl Controller {
     /// `slow`: the failure is infeasible; wait the longest backoff delay at once.
     fn back_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim, slow: bool) -> Duration {
         let delay = if slow {
-            self.queues.claims.retry_slowly(key.clone())
+            self.intake.claims.retry_slowly(key.clone())
         } else {
-            self.queues.claims.retry(key.clone())
+            self.intake.claims.retry(key.clone())
         };
         let until = (claim.resource_version().unwrap_or_default(), due_at(delay));
         self.memory.claims.update_claim(key, claim, |m| m.not_before = Some(until));
@@ -239,7 +198,7 @@ impl Controller {
 
     fn clear_backoff(&self, key: &ClaimKey) {
         self.memory.claims.update_if_known(key, |m| m.not_before = None);
-        self.queues.claims.forget(key);
+        self.intake.claims.forget(key);
     }
 
     /// The newest PV we know of by that name: the index holds our own writes too.

@@ -195,8 +195,8 @@ impl Controller {
         if self.backing_off(key, claim) {
             return Ok(Outcome::Waiting);
         }
-        let (mut request, secrets) = match self.signed(plan, known).await {
-            Ok(signed) => signed,
+        let (mut request, secrets) = match self.with_secrets(plan, known).await {
+            Ok(with_secrets) => with_secrets,
             Err(note) => {
                 return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
             }
@@ -254,9 +254,9 @@ impl Controller {
         };
         let pv = self.save_volume(&pv, claim).await?;
         crate::crash_point::here(crate::crash_point::AFTER_PV);
-        self.remember(&pv);
+        self.index_volume(&pv);
         crate::metrics::metrics().provision(class, source, true, started.elapsed());
-        self.queues.nudge.answers_changed();
+        self.intake.nudge.answers_changed();
         // Said once the PV records the volume, as upstream does, before the binding is written:
         // a claim is never Bound before its event is on its way.
         self.succeeded(claim, &plan.volume_name).await;
@@ -314,7 +314,7 @@ impl Controller {
 
     /// The plan's CreateVolume request with the provisioner secret in it (`known`, when this
     /// pass has read it already), and the secret, for a DeleteVolume that may follow.
-    async fn signed(
+    async fn with_secrets(
         &self,
         plan: &Plan,
         known: Option<HashMap<String, String>>,
@@ -389,8 +389,8 @@ impl Controller {
             self.drop_intent(claim).await?;
             return Ok(Outcome::Done);
         }
-        let (mut request, secrets) = match self.signed(plan, None).await {
-            Ok(signed) => signed,
+        let (mut request, secrets) = match self.with_secrets(plan, None).await {
+            Ok(with_secrets) => with_secrets,
             Err(note) => {
                 let reason = Reason::ProvisioningCleanupFailed;
                 return Ok(self.failed(key, claim, reason, note, false).await);

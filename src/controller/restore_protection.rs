@@ -59,14 +59,14 @@ impl Controller {
         };
         match written {
             Some(updated) => {
-                info!(snapshot = %format!("{}/{}", snapshot.namespace, snapshot.name), "snapshot protected until its restore is settled");
+                info!(snapshot = %format!("{}/{}", snapshot.namespace, snapshot.name), "snapshot protected until its restore is over");
                 Ok(SnapshotLookup::Found(Box::new(updated)))
             }
             None => Ok(SnapshotLookup::Missing),
         }
     }
 
-    /// `claim`'s restore is settled: our protection of its snapshot goes unless another claim
+    /// `claim`'s restore is over: our protection of its snapshot goes unless another claim
     /// of the namespace still needs it (listed live: one just given an intent may not be in the
     /// store yet). Best effort: what fails here, the sweep takes off later.
     pub(super) async fn release_snapshot(
@@ -92,8 +92,8 @@ impl Controller {
                 return;
             }
         };
-        let settled = claim.metadata.uid.as_deref();
-        if snapshot::may_release(snapshot, &claims, settled, |c| self.journaled(c)) {
+        let finished = claim.metadata.uid.as_deref();
+        if snapshot::may_release(snapshot, &claims, finished, |c| self.journaled(c)) {
             self.unprotect(snapshot).await;
         }
     }

@@ -47,13 +47,13 @@ impl Controller {
             for key in claims {
                 self.clear_backoff(&key);
                 self.memory.claims.update_if_known(&key, |m| m.resize.wait = None);
-                self.queues.claims.add(key);
+                self.intake.claims.add(key);
             }
             for name in volumes {
                 // A PV's memory is only this mark.
                 self.memory.volumes.forget(&name);
-                self.queues.volumes.forget(&name);
-                self.queues.volumes.add(name);
+                self.intake.volumes.forget(&name);
+                self.intake.volumes.add(name);
             }
         }
     }

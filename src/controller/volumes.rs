@@ -68,7 +68,7 @@ impl Controller {
                 }
                 VolumeStep::QueueClaim => {
                     if let Some((ns, n)) = claim_ref_key(&pv) {
-                        self.queues.claims.add(ObjectRef::new(&n).within(&ns));
+                        self.intake.claims.add(ObjectRef::new(&n).within(&ns));
                     }
                     Ok(Outcome::Done)
                 }
@@ -94,7 +94,7 @@ impl Controller {
                     };
                     let volumes = &*self.cluster.volumes;
                     if let Some(pv) = set_finalizers(volumes, &*pv, finalizers).await? {
-                        self.remember(&pv);
+                        self.index_volume(&pv);
                     }
                     Ok(Outcome::Done)
                 }
@@ -179,7 +179,7 @@ impl Controller {
             .await
             .map_err(|e| SyncError::api("read the PersistentVolume", e))?;
         // A claim read before the PV was Released says nothing of the claim since.
-        let mut claim = read.filter(|_| VolumePhase::settled(cached.phase()));
+        let mut claim = read.filter(|_| VolumePhase::awaits_reclaim(cached.phase()));
         loop {
             let step = binder::volume::recheck_reclaim(
                 live.as_ref(),
@@ -196,11 +196,11 @@ impl Controller {
                 }
                 Recheck::Gone => Ok(Outcome::Done),
                 Recheck::Finished => {
-                    self.remember(pv);
+                    self.index_volume(pv);
                     Ok(Outcome::Done)
                 }
                 Recheck::Changed => {
-                    self.remember(pv);
+                    self.index_volume(pv);
                     Ok(Outcome::Again)
                 }
                 Recheck::Held => {
@@ -227,7 +227,7 @@ impl Controller {
             }
             DeleteGate::NotItsClaims => {
                 let first = {
-                    let mut usage = self.queues.usage.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut usage = self.intake.usage.lock().unwrap_or_else(|p| p.into_inner());
                     usage.first_refusal(&name)
                 };
                 if first {
@@ -254,7 +254,7 @@ impl Controller {
         }
         info!(%handle, "deleted the volume in the driver");
         crate::crash_point::here(crate::crash_point::AFTER_DELETE);
-        self.queues.nudge.answers_changed();
+        self.intake.nudge.answers_changed();
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: pv.metadata.uid.clone(),
@@ -277,14 +277,14 @@ impl Controller {
         // The index learns that our part is over before the watch says so: the events our own
         // writes cause then decide "nothing to do" without asking the API again.
         if let Some(pv) = remaining {
-            self.remember(&pv);
+            self.index_volume(&pv);
         }
         Ok(Outcome::Done)
     }
 
     /// See `binder::usage`: deleted only for the claim it was made for or was used by.
     fn served_its_claim(&self, pv: &PersistentVolume) -> bool {
-        let usage = self.queues.usage.lock().unwrap_or_else(|p| p.into_inner());
+        let usage = self.intake.usage.lock().unwrap_or_else(|p| p.into_inner());
         binder::usage::served_its_claim(
             pv,
             |uid| {

@@ -1,4 +1,4 @@
-//! The loops: workers that take keys off the queues and settle each pass's outcome, the
+//! The loops: workers that take keys off the queues and finish each pass by its outcome, the
 //! class worker, and the periodic passes (resync).
 
 use super::*;
@@ -17,7 +17,7 @@ impl Controller {
             // Available before claims look for a match, as kube-controller-manager's binder
             // ends up; else a claim might be handed to a provisioner for nothing.
             let started = Instant::now();
-            while !self.queues.volumes.is_idle() && started.elapsed() < options.sync {
+            while !self.intake.volumes.is_idle() && started.elapsed() < options.sync {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -43,7 +43,7 @@ impl Controller {
                 let (full_every, sync_every) = (ticks(options.resync), ticks(options.sync));
                 let mut tick = tokio::time::interval(period);
                 tick.tick().await;
-                me.settle_journal().await;
+                me.sweep_journal().await;
                 let mut n: u128 = 0;
                 loop {
                     tick.tick().await;
@@ -58,7 +58,7 @@ impl Controller {
                     } else {
                         me.enqueue_unsettled();
                     }
-                    me.settle_journal().await;
+                    me.sweep_journal().await;
                 }
             })
         };
@@ -78,9 +78,9 @@ impl Controller {
         }
         resync.abort();
         recovery.abort();
-        self.queues.claims.close();
-        self.queues.volumes.close();
-        self.queues.classes.close();
+        self.intake.claims.close();
+        self.intake.volumes.close();
+        self.intake.classes.close();
         let _ = classes.await;
         for task in tasks {
             // Workers finish the key in hand; every step is safe to repeat after a restart.
@@ -100,12 +100,12 @@ impl Controller {
                 }
             }
         }
-        self.queues.unsettled.volumes_relisted();
+        self.intake.unsettled.volumes_relisted();
         for c in self.stores.claims.held_state() {
-            self.queues.claims.add(object_key(&c.name, c.namespace.as_deref()));
+            self.intake.claims.add(object_key(&c.name, c.namespace.as_deref()));
         }
         for v in volumes {
-            self.queues.volumes.add(v.name.to_string());
+            self.intake.volumes.add(v.name.to_string());
         }
     }
 
@@ -113,7 +113,7 @@ impl Controller {
     /// (`resync`), among what changed since the last pass or was unsettled at it (unsettled.rs);
     /// a settled object waits for a change, which its watch queues and marks.
     fn enqueue_unsettled(&self) {
-        let candidates = self.queues.unsettled.take();
+        let candidates = self.intake.unsettled.take();
         let binds = self.scope.binder.binds();
         let mut kept =
             self.sweep_index(candidates.suspects, &candidates.unseen, candidates.relisted);
@@ -121,7 +121,7 @@ impl Controller {
             let Some(c) = self.stores.claims.get(&key) else { continue };
             let volume = c.named_volume().and_then(|v| self.stores.volumes.get(&ObjectRef::new(v)));
             if crate::resync::claim_needs_pass(&c, volume.as_deref(), binds) {
-                self.queues.claims.add(key.clone());
+                self.intake.claims.add(key.clone());
                 kept.claims.insert(key);
             }
         }
@@ -132,11 +132,11 @@ impl Controller {
                 self.stores.claims.get(&key)
             });
             if crate::resync::volume_needs_pass(&v, claim.as_deref(), binds) {
-                self.queues.volumes.add(name.clone());
+                self.intake.volumes.add(name.clone());
                 kept.volumes.insert(name);
             }
         }
-        self.queues.unsettled.keep(kept);
+        self.intake.unsettled.keep(kept);
     }
 
     /// Drops from the index a PV the store has not had for two passes in a row (`resync::sweep`):
@@ -165,46 +165,46 @@ impl Controller {
     /// Every log line of a pass sits in a span naming the object (`namespace/name`) and, once
     /// decided, the operation (`op`), in text and JSON alike.
     async fn claim_worker(&self) {
-        while let Some(key) = self.queues.claims.next().await {
+        while let Some(key) = self.intake.claims.next().await {
             let name = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
             let span = info_span!("sync", claim = %name, op = field::Empty);
             let result = self.sync_claim(&key).instrument(span.clone()).await;
-            self.queues.claims.done(&key);
-            span.in_scope(|| self.settle(&self.queues.claims, key, result));
+            self.intake.claims.done(&key);
+            span.in_scope(|| self.finish_pass(&self.intake.claims, key, result));
         }
     }
 
     /// A class changed (or appeared): its unbound claims may now be provisionable.
     async fn class_worker(&self) {
-        while let Some(class) = self.queues.classes.next().await {
-            for key in self.queues.unbound_of(&class) {
-                self.queues.claims.add(key);
+        while let Some(class) = self.intake.classes.next().await {
+            for key in self.intake.unbound_of(&class) {
+                self.intake.claims.add(key);
             }
             // A default class may now be the one a claim that names none is given.
             let is_default = self.stores.classes.get(&ObjectRef::new(&class)).is_some_and(|c| {
                 crate::binder::matching::default_class(std::iter::once(&*c)).is_some()
             });
             if is_default {
-                for key in self.queues.unbound_of("") {
-                    self.queues.claims.add(key);
+                for key in self.intake.unbound_of("") {
+                    self.intake.claims.add(key);
                 }
             }
-            self.queues.classes.done(&class);
+            self.intake.classes.done(&class);
         }
     }
 
     async fn volume_worker(&self) {
-        while let Some(key) = self.queues.volumes.next().await {
+        while let Some(key) = self.intake.volumes.next().await {
             let span = info_span!("sync", volume = %key, op = field::Empty);
             let result = self.sync_volume(&key).instrument(span.clone()).await;
-            self.queues.volumes.done(&key);
-            span.in_scope(|| self.settle(&self.queues.volumes, key, result));
+            self.intake.volumes.done(&key);
+            span.in_scope(|| self.finish_pass(&self.intake.volumes, key, result));
         }
     }
 
     /// Requeues by outcome: at once after a conflict or a step that needs another look, with
     /// backoff after a failure.
-    fn settle<K>(&self, queue: &WorkQueue<K>, key: K, result: Result<Outcome, SyncError>)
+    fn finish_pass<K>(&self, queue: &WorkQueue<K>, key: K, result: Result<Outcome, SyncError>)
     where
         K: Clone + Eq + std::hash::Hash + Send + std::fmt::Display + 'static,
     {

@@ -14,7 +14,8 @@ use tracing::debug;
 
 use super::{Controller, SyncError, error};
 use crate::binder;
-use crate::cluster::objects::{Objects, Patched};
+use crate::cluster::objects::Objects;
+pub(super) use crate::cluster::objects::Part;
 use crate::freshness::{self, Rebase};
 use crate::model::VolumePhase;
 
@@ -49,7 +50,7 @@ impl Controller {
         let (namespace, name) = (claim.namespace(), claim.name_any());
         let answer = send(&*self.cluster.claim_writes, namespace.as_deref(), &name, patch, part);
         let reread = async { self.live_claim(claim).await.ok().flatten() };
-        settle(answer.await, action, reread, |c| self.wrote_claim(c)).await
+        after_write(answer.await, action, reread, |c| self.wrote_claim(c)).await
     }
 
     /// A merge patch of the PV; `action` says what it does, for the error.
@@ -76,7 +77,7 @@ impl Controller {
         let name = pv.name_any();
         let answer = send(writes, None, &name, patch, part).await;
         let reread = async { writes.get(None, &name).await.ok().flatten() };
-        settle(answer, action, reread, |pv| self.remember(pv)).await
+        after_write(answer, action, reread, |pv| self.index_volume(pv)).await
     }
 }
 
@@ -107,7 +108,7 @@ where
 /// watch to bring it (`claim_is_behind`) instead of meeting the same 409 again. After an
 /// apiserver restart the watch may lag for seconds; retrying from its copy meanwhile was a
 /// conflict storm.
-async fn settle<K>(
+async fn after_write<K>(
     answer: Result<K, kube::Error>,
     action: &str,
     reread: impl Future<Output = Option<K>>,
@@ -129,13 +130,6 @@ async fn settle<K>(
     }
 }
 
-/// Which part of an object a patch is for.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Part {
-    Object,
-    Status,
-}
-
 async fn send<K>(
     objects: &dyn Objects<K>,
     namespace: Option<&str>,
@@ -143,9 +137,5 @@ async fn send<K>(
     patch: Value,
     part: Part,
 ) -> Result<K, kube::Error> {
-    let patch = match part {
-        Part::Object => Patched::Object(Patch::Merge(patch)),
-        Part::Status => Patched::Status(Patch::Merge(patch)),
-    };
-    objects.patch(namespace, name, &patch).await
+    objects.patch(namespace, name, part, &Patch::Merge(patch)).await
 }

@@ -38,7 +38,7 @@ impl VolumePhase {
     }
 
     /// Released or Failed: the claim is gone and reclaim is what is left.
-    pub fn settled(phase: Option<Self>) -> bool {
+    pub fn awaits_reclaim(phase: Option<Self>) -> bool {
         matches!(phase, Some(VolumePhase::Released | VolumePhase::Failed))
     }
 }
@@ -204,9 +204,9 @@ mod tests {
         }
         assert_eq!(pv(None, Some("Lost")).phase(), None);
         assert_eq!(pv(None, None).phase(), None);
-        assert!(VolumePhase::settled(Some(VolumePhase::Failed)));
-        assert!(!VolumePhase::settled(Some(VolumePhase::Bound)));
-        assert!(!VolumePhase::settled(None));
+        assert!(VolumePhase::awaits_reclaim(Some(VolumePhase::Failed)));
+        assert!(!VolumePhase::awaits_reclaim(Some(VolumePhase::Bound)));
+        assert!(!VolumePhase::awaits_reclaim(None));
     }
 
     #[test]

@@ -115,7 +115,7 @@ async fn no_delete_volume_while_the_live_claim_holds_the_volume() {
     let volumes: Vec<PersistentVolume> = typed(&bench.api, VOLUMES);
     relist(&mut bench.volumes, volumes.iter().map(Compact::of).collect());
     for pv in typed::<PersistentVolume>(&bench.api, VOLUMES) {
-        bench.controller.remember(&pv);
+        bench.controller.index_volume(&pv);
     }
     let outcome = bench.controller.sync_volume("pvc-u1").await.expect("a pass");
     assert_eq!(outcome, super::super::Outcome::Done);

@@ -16,7 +16,7 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{ClaimKey, Controller, Queues, Switches};
+use super::{ClaimKey, Controller, Intake, Switches};
 use crate::binder::Binder;
 use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
@@ -114,7 +114,7 @@ impl Bench {
             stores,
             &info,
             settings(),
-            Queues::new(backoff),
+            Intake::new(backoff),
             Switches {
                 binder: Binder::Driver,
                 handle_volume_inuse_error: true,
@@ -137,7 +137,7 @@ impl Bench {
         relist(&mut self.classes, typed(&self.api, CLASSES));
         let volumes: Vec<PersistentVolume> = typed(&self.api, VOLUMES);
         for pv in &volumes {
-            self.controller.remember(pv);
+            self.controller.index_volume(pv);
         }
         relist(&mut self.volumes, volumes.iter().map(Compact::of).collect());
     }

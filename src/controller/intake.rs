@@ -1,11 +1,13 @@
-//! The work queues and the PV index, fed by the watches: which keys a change to an object
-//! makes worth another look.
+//! What the watches feed before any pass runs: the work queues, and the indexes a pass reads
+//! instead of the API (the PV index, which claim each PV served, the unbound claims, what the
+//! periodic pass looks at). `on_change` says which keys a change makes worth another look.
 
 use super::*;
 
-/// The queues and the PV index, to be fed by the watches before the controller exists.
+/// The work queues and the watch-fed indexes, made before the controller so the watches can
+/// feed them from the start.
 #[derive(Clone)]
-pub struct Queues {
+pub struct Intake {
     /// The last known version of every PV, indexed for matching.
     pub index: Arc<RwLock<VolumeIndex>>,
     pub claims: WorkQueue<ClaimKey>,
@@ -25,9 +27,9 @@ pub struct Queues {
     pub nudge: crate::capacity::publisher::Nudge,
 }
 
-impl Queues {
+impl Intake {
     pub fn new(backoff: Backoff) -> Self {
-        Queues {
+        Intake {
             index: Arc::default(),
             claims: WorkQueue::named(backoff, "claims"),
             volumes: WorkQueue::named(backoff, "volumes"),
@@ -69,22 +71,22 @@ impl Queues {
     /// A claim's change also queues the PV it is bound to and the PV provisioned for it (named
     /// with `prefix` and `uuid_length`), whose release depends on the claim.
     pub fn on_change(&self, prefix: String, uuid_length: Option<usize>) -> OnChange {
-        let queues = self.clone();
+        let intake = self.clone();
         Arc::new(move |change| match change {
             Change::Claim(c) | Change::ClaimGone(c) => {
-                queues.usage().saw_claim(c);
-                queues.unsettled.claim_changed(c);
-                queues.track_unbound(c, matches!(change, Change::ClaimGone(_)));
-                queues.claims.add(ObjectRef::from_obj(c));
+                intake.usage().saw_claim(c);
+                intake.unsettled.claim_changed(c);
+                intake.track_unbound(c, matches!(change, Change::ClaimGone(_)));
+                intake.claims.add(ObjectRef::from_obj(c));
                 // A clone that moves may free its source's protection.
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
-                    queues.claims.add(ObjectRef::new(&name).within(&ns));
+                    intake.claims.add(ObjectRef::new(&name).within(&ns));
                 }
                 if let Some(v) = c.volume_name() {
-                    queues.volumes.add(v.to_string());
+                    intake.volumes.add(v.to_string());
                 }
                 if let Some(uid) = c.metadata.uid.as_deref() {
-                    queues.volumes.add(crate::provision::request::volume_name(
+                    intake.volumes.add(crate::provision::request::volume_name(
                         &prefix,
                         uid,
                         uuid_length,
@@ -94,42 +96,42 @@ impl Queues {
             Change::Volume(v, _) | Change::VolumeGone(v) => {
                 let (known, opened) = match change {
                     Change::Volume(_, held) => {
-                        let upserted = queues.index().upsert_held(v, held.clone());
+                        let upserted = intake.index().upsert_held(v, held.clone());
                         let opened = upserted.stored && crate::binder::index::is_available(v);
                         (upserted.known, opened)
                     }
                     _ => {
-                        let known = queues.index().remove(&v.name_any());
-                        queues.usage().volume_gone(&v.name_any());
+                        let known = intake.index().remove(&v.name_any());
+                        intake.usage().volume_gone(&v.name_any());
                         (known, false)
                     }
                 };
-                queues.unsettled.volume_changed(known.as_deref(), v);
+                intake.unsettled.volume_changed(known.as_deref(), v);
                 if opened {
-                    queues.classes.add(v.class().to_string());
+                    intake.classes.add(v.class().to_string());
                 }
-                queues.volumes.add(v.name_any());
+                intake.volumes.add(v.name_any());
                 if let Some(r) = v.claim_ref()
                     && let (Some(ns), Some(name)) = (&r.namespace, &r.name)
                 {
-                    queues.claims.add(ObjectRef::new(name).within(ns));
+                    intake.claims.add(ObjectRef::new(name).within(ns));
                 }
             }
             Change::Class(c) => {
-                queues.classes.add(c.name_any());
-                queues.nudge.answers_changed();
+                intake.classes.add(c.name_any());
+                intake.nudge.answers_changed();
             }
             // A node the capacity objects may be made for (or an attributes class).
-            Change::Reference => queues.nudge.nodes_changed(),
+            Change::Reference => intake.nudge.nodes_changed(),
             Change::Listed(kind) => {
                 if kind == "PersistentVolume" {
-                    queues.unsettled.volumes_relisted();
+                    intake.unsettled.volumes_relisted();
                 }
             }
             // An attachment that comes or goes may hold or free a deletion.
             Change::Attachment(a) => {
                 if let Some(pv) = a.spec.source.persistent_volume_name.clone() {
-                    queues.volumes.add(pv);
+                    intake.volumes.add(pv);
                 }
             }
         })
@@ -152,9 +154,9 @@ mod tests {
     /// shows it without a volume, and leaves when it names one or is gone.
     #[test]
     fn unbound_claims_are_kept_by_class() {
-        let queues =
-            Queues::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(2) });
-        let tell = queues.on_change("pvc".into(), None);
+        let intake =
+            Intake::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(2) });
+        let tell = intake.on_change("pvc".into(), None);
         let gold = |n: &str| named(n, json!({"spec": {"storageClassName": "gold"}}));
         let (a, b, c) =
             (gold("a"), gold("b"), named("c", json!({"spec": {"storageClassName": "tin"}})));
@@ -162,7 +164,7 @@ mod tests {
             tell(Change::Claim(claim));
         }
         let names = |class: &str| {
-            let mut n: Vec<String> = queues.unbound_of(class).into_iter().map(|k| k.name).collect();
+            let mut n: Vec<String> = intake.unbound_of(class).into_iter().map(|k| k.name).collect();
             n.sort();
             n
         };
