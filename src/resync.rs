@@ -66,17 +66,13 @@ fn resizing(claim: &PersistentVolumeClaim) -> bool {
         s.allocated_resource_statuses.as_ref().is_some_and(|r| !r.is_empty())
             || s.conditions.as_ref().is_some_and(|r| !r.is_empty())
     });
-    let requested =
-        claim.spec.as_ref().and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"));
-    recorded || requested != status.and_then(|s| s.capacity.as_ref()?.get("storage"))
+    recorded || claim.requested_storage() != claim.recorded_capacity()
 }
 
 /// A VolumeAttributesClass change is owed or under way (an Infeasible one is retried slowly).
 fn modifying(claim: &PersistentVolumeClaim) -> bool {
-    let wanted = claim.spec.as_ref().and_then(|s| s.volume_attributes_class_name.as_deref());
-    let status = claim.status.as_ref();
-    let current = status.and_then(|s| s.current_volume_attributes_class_name.as_deref());
-    wanted != current || status.is_some_and(|s| s.modify_volume_status.is_some())
+    claim.wanted_attributes_class() != claim.current_attributes_class()
+        || claim.modify_status().is_some()
 }
 
 /// What a pass makes of the PV names the index may hold while the store does not (`suspects`):

@@ -49,7 +49,7 @@ pub fn claim_ref_key(pv: &PersistentVolume) -> Option<(String, String)> {
 }
 
 fn pv_modes_key(pv: &PersistentVolume) -> String {
-    modes_key(pv.spec.as_ref().and_then(|s| s.access_modes.as_deref()).unwrap_or_default())
+    modes_key(pv.access_modes())
 }
 
 impl VolumeIndex {

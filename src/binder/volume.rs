@@ -99,7 +99,7 @@ pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
         // provisioner (kube-controller-manager's "external deleter": Released, silently).
         ReclaimPolicy::Delete
             if annotation(&pv.metadata, ANN_PROVISIONED_BY).is_some()
-                || pv.spec.as_ref().is_some_and(|s| s.csi.is_some()) =>
+                || pv.csi_driver().is_some() =>
         {
             Reclaim::External
         }

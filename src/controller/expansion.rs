@@ -1,8 +1,10 @@
-//! Carrying out a resize (docs/expansion.md): the pass `expand::decide` plans, the
-//! ControllerExpandVolume call, the PV then the claim, and what a failure leaves behind. What
-//! upstream keeps in memory (the last attempt's final error, "volume in use", the slow set)
-//! lives in `memory::ResizeMemory`, per claim.
+//! Carrying out a resize (docs/expansion.md): the pass `expand::Resizer::decide` plans, the
+//! ControllerExpandVolume call, the writes `Resizer::after_expand` builds, and what a failure
+//! leaves behind. What upstream keeps in memory (the last attempt's final error, "volume in
+//! use", the slow set) is an `expand::ResizeMemory`, kept per claim in `memory`.
 
+// The decision compares standard instants; the executor reads them off tokio's clock, which
+// tests pause.
 use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -11,13 +13,12 @@ use kube::api::ListParams;
 use tracing::{info, warn};
 
 use super::Part;
-use super::memory::ResizeMemory;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
-use crate::expand::{self, Expander, ResizeStep};
-use crate::model::ClaimExt;
+use crate::expand::{self, Expander, ResizeMemory, ResizeStep, Resizer};
+use crate::model::{ClaimExt, VolumeExt};
 use crate::reason::Reason;
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
@@ -25,6 +26,15 @@ fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
 }
 
 impl Controller {
+    fn resizer(&self) -> Resizer<'_> {
+        Resizer {
+            driver: &self.settings.driver,
+            expander: self.expander,
+            handle_in_use: self.switches.handle_volume_inuse_error,
+            annotate_fs_resize: self.switches.annotate_fs_resize,
+        }
+    }
+
     /// The resize half of a pass over a Bound claim.
     pub(super) async fn sync_expansion(
         &self,
@@ -38,12 +48,8 @@ impl Controller {
             return Ok(Outcome::Done);
         };
         let mut memory = self.memory.claims.of_claim(key, claim).resize;
-        let Some(expander) = self.expander else {
-            self.cannot_expand(key, claim, &pv, memory).await;
-            return Ok(Outcome::Done);
-        };
-        let plan =
-            expand::decide(claim, &pv, &self.settings.driver, expander, memory.final_error, &now());
+        let resizer = self.resizer();
+        let plan = resizer.decide(claim, &pv, &memory, Instant::now().into_std(), &now());
         let pv = match plan.drop_pre_resize {
             Some(patch) => {
                 self.patch_volume(
@@ -58,18 +64,22 @@ impl Controller {
             }
             None => pv,
         };
-        let ResizeStep::Expand { bytes, start } = plan.step else {
-            self.forget_resize(key);
-            return Ok(Outcome::Done);
+        let (bytes, start, check_in_use) = match plan.step {
+            ResizeStep::None => {
+                self.forget_resize(key);
+                return Ok(Outcome::Done);
+            }
+            ResizeStep::CannotExpand { announce } => {
+                if let Some(size) = announce {
+                    self.cannot_expand(key, claim, memory, size).await;
+                }
+                return Ok(Outcome::Done);
+            }
+            ResizeStep::Waiting => return Ok(Outcome::Waiting),
+            ResizeStep::Expand { bytes, start, check_in_use } => (bytes, start, check_in_use),
         };
         tracing::Span::current().record("op", "expand");
         let asked = requested(claim, &pv);
-        if let Some((size, until)) = memory.wait
-            && size == asked
-            && Instant::now() < until
-        {
-            return Ok(Outcome::Waiting);
-        }
         let claim = match start {
             Some(patch) => self.patch_claim(Part::Status, claim, patch, "start the resize").await?,
             None => {
@@ -78,16 +88,8 @@ impl Controller {
                 let Some(live) = self.live_claim(claim).await? else {
                     return Ok(Outcome::Done);
                 };
-                let again = expand::decide(
-                    &live,
-                    &pv,
-                    &self.settings.driver,
-                    expander,
-                    memory.final_error,
-                    &now(),
-                );
-                match again.step {
-                    ResizeStep::Expand { bytes: b, start: None } if b == bytes => live,
+                match resizer.decide(&live, &pv, &memory, Instant::now().into_std(), &now()).step {
+                    ResizeStep::Expand { bytes: b, start: None, .. } if b == bytes => live,
                     // The claim moved on since the store saw it: its own event brings it back.
                     _ => return Ok(Outcome::Again),
                 }
@@ -98,10 +100,7 @@ impl Controller {
             .normal(&reference(&claim), Reason::Resizing, expand::resizing_note(&volume))
             .await;
 
-        if memory.in_use
-            && self.switches.handle_volume_inuse_error
-            && self.claim_in_use(&claim).await
-        {
+        if check_in_use && self.claim_in_use(&claim).await {
             let note = expand::in_use_note(
                 &claim.namespace().unwrap_or_default(),
                 &claim.name_any(),
@@ -111,9 +110,9 @@ impl Controller {
         }
         memory.in_use = false;
 
-        let outcome = match expander {
-            Expander::NodeOnly => Ok((bytes, true)),
-            Expander::Controller => self.expand_in_driver(key, &pv, bytes).await,
+        let outcome = match self.expander {
+            Some(Expander::Controller) => self.expand_in_driver(key, &pv, bytes).await,
+            _ => Ok((bytes, true)),
         };
         match outcome {
             Ok((capacity, node_required)) => {
@@ -151,9 +150,7 @@ impl Controller {
                     pv.name_any()
                 ))
             })?;
-        if let Some(secret) =
-            pv.spec.as_ref().and_then(|s| s.csi.as_ref()?.controller_expand_secret_ref.as_ref())
-        {
+        if let Some(secret) = pv.expand_secret() {
             let namespace = secret.namespace.as_deref().unwrap_or_default();
             let name = secret.name.as_deref().unwrap_or_default();
             request.secrets = self
@@ -181,51 +178,24 @@ impl Controller {
         capacity: u64,
         node_required: bool,
     ) -> Result<Outcome, SyncError> {
-        let old = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.capacity.as_ref()?.get("storage"))
-            .map(|q| q.0.clone())
-            .unwrap_or_default();
         crate::crash_point::here(crate::crash_point::AFTER_EXPAND);
-        let annotate = node_required && self.switches.annotate_fs_resize;
-        let patch = expand::volume_capacity(pv, capacity, annotate, &old);
+        let expanded = self.resizer().after_expand(claim, pv, capacity, node_required, &now());
         self.patch_volume(
             pv,
-            patch,
+            expanded.volume,
             &format!("patch PersistentVolume {} to record its new capacity", pv.name_any()),
         )
         .await?;
         crate::crash_point::here(crate::crash_point::AFTER_EXPAND_PV);
-        let now = now();
-        let (patch, reason, note) = if node_required {
-            (
-                expand::node_pending(claim, &now),
-                Reason::FileSystemResizeRequired,
-                expand::FS_RESIZE_REQUIRED_NOTE,
-            )
-        } else {
-            (
-                expand::finished(claim, capacity, &now),
-                Reason::VolumeResizeSuccessful,
-                expand::RESIZE_SUCCESSFUL_NOTE,
-            )
-        };
-        let started = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == expand::RESIZING))
-            .and_then(|c| c.last_transition_time.as_ref())
-            .and_then(crate::metrics::seconds_since);
-        let claim = self.patch_claim(Part::Status, claim, patch, "record the resize").await?;
-        if let Some(seconds) = started {
+        let claim =
+            self.patch_claim(Part::Status, claim, expanded.claim, "record the resize").await?;
+        if let Some(seconds) = expanded.started.as_ref().and_then(crate::metrics::seconds_since) {
             crate::metrics::metrics().resize_done.observe(seconds);
         }
         self.forget_resize(key);
         self.intake.claims.forget(key);
         info!(volume = %pv.name_any(), bytes = capacity, node_required, "volume expanded");
-        self.events.normal(&reference(&claim), reason, note.to_string()).await;
+        self.events.normal(&reference(&claim), expanded.reason, expanded.note.to_string()).await;
         Ok(Outcome::Done)
     }
 
@@ -234,28 +204,17 @@ impl Controller {
         self.memory.claims.update_if_known(key, |m| m.resize = ResizeMemory::default());
     }
 
-    /// A larger size asked of a driver that cannot expand: said once per size, as nothing will
-    /// ever happen (upstream stays silent).
+    /// A larger size asked of a driver that cannot expand: said once per size.
     async fn cannot_expand(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
-        pv: &PersistentVolume,
         mut memory: ResizeMemory,
+        size: u64,
     ) {
-        let sizes = expand::Sizes::of(claim, pv);
-        if !expand::owns(claim, pv, &self.settings.driver)
-            || sizes.requested <= sizes.capacity
-            || memory.announced == Some(sizes.requested)
-        {
-            return;
-        }
-        memory.announced = Some(sizes.requested);
+        memory.announced = Some(size);
         self.memory.claims.update_claim(key, claim, |m| m.resize = memory);
-        let note = format!(
-            "CSI driver {} cannot expand volumes (no EXPAND_VOLUME capability in its controller or node service); the claim keeps its size",
-            self.settings.driver
-        );
+        let note = self.resizer().cannot_expand_note();
         warn!("{note}");
         self.events.warning(&reference(claim), Reason::VolumeResizeFailed, note).await;
     }
@@ -275,7 +234,7 @@ impl Controller {
         } else {
             self.intake.claims.retry(key.clone())
         };
-        memory.wait = Some((asked, due_at(delay)));
+        memory.wait = Some((asked, due_at(delay).into_std()));
         self.memory.claims.update_claim(key, claim, |m| m.resize = memory);
         warn!(retry_in = ?delay, "resize failed: {note}");
         self.events.warning(&reference(claim), Reason::VolumeResizeFailed, note).await;

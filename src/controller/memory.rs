@@ -29,21 +29,7 @@ pub(super) struct ClaimMemory {
     pub stranded: bool,
     /// Its resize (upstream keeps the same in memory; after a restart an attempt counts as
     /// uncertain until it fails again).
-    pub resize: ResizeMemory,
-}
-
-/// What is remembered of a claim's resize.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct ResizeMemory {
-    /// The last attempt ended with a final error, so the user's new size is honoured.
-    pub final_error: bool,
-    /// The driver refused because the volume is in use (offline expansion only).
-    pub in_use: bool,
-    /// Passes with this requested size (bytes) wait until then: backoff, or the slow set.
-    /// A new size from the user is looked at at once.
-    pub wait: Option<(u64, Instant)>,
-    /// The requested size last reported as impossible because the driver cannot expand.
-    pub announced: Option<u64>,
+    pub resize: crate::expand::ResizeMemory,
 }
 
 /// What is remembered of one PV.

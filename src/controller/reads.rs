@@ -163,12 +163,7 @@ impl Controller {
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Option<Arc<k8s_openapi::api::storage::v1::VolumeAttributesClass>> {
-        let name = claim
-            .spec
-            .as_ref()?
-            .volume_attributes_class_name
-            .as_deref()
-            .filter(|n| !n.is_empty())?;
+        let name = claim.wanted_attributes_class().filter(|n| !n.is_empty())?;
         self.stores.attributes_classes.as_ref()?.get(&ObjectRef::new(name))
     }
 }

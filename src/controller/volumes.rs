@@ -240,8 +240,7 @@ impl Controller {
         }
         let handle = pv.csi_handle().unwrap_or_default().to_string();
         let secrets = self.deletion_secrets(pv).await;
-        let class =
-            pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or_default();
+        let class = pv.class();
         let started = tokio::time::Instant::now();
         crate::crash_point::here(crate::crash_point::BEFORE_DELETE);
         let deleted = self.csi.delete_volume_if_present(&handle, secrets).await;

@@ -1,26 +1,31 @@
 //! Volume expansion, decided purely: external-resizer's recovery flow (docs/expansion.md
-//! §3). `decide` is one pass over a bound claim; `target` picks the size to send (§3.3); the
+//! §3). `Resizer::decide` is one pass over a bound claim and `Resizer::after_expand` what a
+//! finished call writes (pass.rs); `target` picks the size to send (§3.3); the
 //! patch builders write each transition of §3.2 as one status patch; `request` builds
 //! ControllerExpandVolume; `answer` checks the reply; `in_use` tells an offline-only driver's
 //! "volume in use" apart from other failed preconditions. The controller's `expansion` module
 //! carries the steps out.
 
 pub mod failure;
+mod pass;
 #[cfg(test)]
 mod tests;
 
 use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimCondition, Pod,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
 use crate::model::claim::conditions_with;
 use crate::model::quantity::{format_bytes, parse_bytes};
-use crate::model::{ClaimExt, PodExt, VolumeMode};
+use crate::model::{ClaimExt, PodExt, VolumeExt, VolumeMode};
 use crate::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
 use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
+
+pub use pass::{Expanded, Resize, ResizeMemory, ResizeStep, Resizer};
 
 /// `status.allocatedResourceStatuses["storage"]` values.
 pub const CONTROLLER_IN_PROGRESS: &str = "ControllerResizeInProgress";
@@ -56,58 +61,6 @@ impl Expander {
             (false, false) => None,
         }
     }
-}
-
-/// One pass's decision on a bound claim.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Resize {
-    /// T13: the PV patch that drops the pre-resize capacity, once the claim caught up.
-    pub drop_pre_resize: Option<Value>,
-    pub step: ResizeStep,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum ResizeStep {
-    /// Not ours, or no resize wanted, or kubelet's turn.
-    None,
-    /// Grow the volume to `bytes`. `start` is the T1 patch; None when the claim already
-    /// records this attempt (a repeat after a retry or a restart), so no write is needed.
-    Expand { bytes: u64, start: Option<Value> },
-}
-
-/// One pass over `claim`, bound to `pv`: the size to send and the status patch that comes first.
-/// `final_error`: this process saw the last attempt on the claim end with a final error.
-pub fn decide(
-    claim: &PersistentVolumeClaim,
-    pv: &PersistentVolume,
-    driver: &str,
-    expander: Expander,
-    final_error: bool,
-    now: &str,
-) -> Resize {
-    if !owns(claim, pv, driver) {
-        return Resize { drop_pre_resize: None, step: ResizeStep::None };
-    }
-    let drop_pre_resize = drop_pre_resize(claim, pv);
-    let sizes = Sizes::of(claim, pv);
-    let step = match target(&sizes, final_error, expander == Expander::Controller) {
-        Target::None => ResizeStep::None,
-        Target::Expand { bytes, restart } => {
-            let recorded = !restart
-                && has_condition(claim, RESIZING)
-                && annotation(&claim.metadata, ANN_NODE_EXPANSION_NOT_REQUIRED).is_none();
-            ResizeStep::Expand {
-                bytes,
-                start: (!recorded).then(|| start(claim, bytes, restart, now)),
-            }
-        }
-    };
-    Resize { drop_pre_resize, step }
-}
-
-fn has_condition(claim: &PersistentVolumeClaim, kind: &str) -> bool {
-    let true_of_kind = |c: &PersistentVolumeClaimCondition| c.type_ == kind && c.status == "True";
-    claim.conditions().iter().any(true_of_kind)
 }
 
 /// The claim is in use by a pod that may still run: not Succeeded or Failed, in the claim's
@@ -151,34 +104,19 @@ pub struct Sizes<'a> {
     pub fs_resize_pending: bool,
 }
 
-fn storage(
-    map: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-) -> Option<u64> {
-    map?.get("storage").and_then(|q| parse_bytes(&q.0).ok())
-}
-
 impl<'a> Sizes<'a> {
     pub fn of(claim: &'a PersistentVolumeClaim, pv: &PersistentVolume) -> Sizes<'a> {
         let status = claim.status.as_ref();
+        let bytes = |q: Option<&Quantity>| q.and_then(|q| parse_bytes(&q.0).ok());
         Sizes {
-            requested: storage(
-                claim.spec.as_ref().and_then(|s| s.resources.as_ref()?.requests.as_ref()),
-            )
-            .unwrap_or(0),
-            capacity: storage(status.and_then(|s| s.capacity.as_ref())).unwrap_or(0),
-            volume: storage(pv.spec.as_ref().and_then(|s| s.capacity.as_ref())).unwrap_or(0),
-            allocated: storage(status.and_then(|s| s.allocated_resources.as_ref())),
+            requested: bytes(claim.requested_storage()).unwrap_or(0),
+            capacity: bytes(claim.recorded_capacity()).unwrap_or(0),
+            volume: pv.capacity_bytes(),
+            allocated: bytes(status.and_then(|s| s.allocated_resources.as_ref()?.get("storage"))),
             status: status
                 .and_then(|s| s.allocated_resource_statuses.as_ref()?.get("storage"))
                 .map(String::as_str),
-            fs_resize_pending: status
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == FS_RESIZE_PENDING)),
+            fs_resize_pending: claim.condition(FS_RESIZE_PENDING).is_some(),
         }
     }
 }
@@ -187,9 +125,8 @@ impl<'a> Sizes<'a> {
 pub fn owns(claim: &PersistentVolumeClaim, pv: &PersistentVolume, driver: &str) -> bool {
     let bound = claim.is_bound();
     let named = claim.volume_name() == pv.metadata.name.as_deref();
-    let spec = pv.spec.as_ref();
-    let ours = spec.and_then(|s| s.csi.as_ref()).is_some_and(|c| c.driver == driver);
-    let refers = spec.and_then(|s| s.claim_ref.as_ref()).is_some_and(|r| {
+    let ours = pv.csi_driver() == Some(driver);
+    let refers = pv.claim_ref().is_some_and(|r| {
         r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid && r.uid.is_some()
     });
     bound && named && ours && refers

@@ -1,6 +1,9 @@
 //! What decisions read from a PersistentVolumeClaim.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimCondition};
+use k8s_openapi::api::core::v1::{
+    ModifyVolumeStatus, PersistentVolumeClaim, PersistentVolumeClaimCondition,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use super::VolumeMode;
@@ -67,6 +70,20 @@ pub trait ClaimExt {
     fn has_intent(&self) -> bool;
     /// `status.conditions`, empty when absent.
     fn conditions(&self) -> &[PersistentVolumeClaimCondition];
+    /// The condition of that type, if the claim has one.
+    fn condition(&self, kind: &str) -> Option<&PersistentVolumeClaimCondition> {
+        self.conditions().iter().find(|c| c.type_ == kind)
+    }
+    /// `spec.resources.requests.storage`: the size the user asks for.
+    fn requested_storage(&self) -> Option<&Quantity>;
+    /// `status.capacity.storage`: the size the claim records as had.
+    fn recorded_capacity(&self) -> Option<&Quantity>;
+    /// `spec.volumeAttributesClassName`: the class the user asks for.
+    fn wanted_attributes_class(&self) -> Option<&str>;
+    /// `status.currentVolumeAttributesClassName`: the class the volume has.
+    fn current_attributes_class(&self) -> Option<&str>;
+    /// `status.modifyVolumeStatus`: a change of attributes class under way.
+    fn modify_status(&self) -> Option<&ModifyVolumeStatus>;
 }
 
 /// A `status.conditions` value for a patch: the claim's conditions that `keep` accepts, as
@@ -124,6 +141,26 @@ impl ClaimExt for PersistentVolumeClaim {
     fn conditions(&self) -> &[PersistentVolumeClaimCondition] {
         let status = self.status.as_ref();
         status.and_then(|s| s.conditions.as_deref()).unwrap_or_default()
+    }
+
+    fn requested_storage(&self) -> Option<&Quantity> {
+        self.spec.as_ref()?.resources.as_ref()?.requests.as_ref()?.get("storage")
+    }
+
+    fn recorded_capacity(&self) -> Option<&Quantity> {
+        self.status.as_ref()?.capacity.as_ref()?.get("storage")
+    }
+
+    fn wanted_attributes_class(&self) -> Option<&str> {
+        self.spec.as_ref()?.volume_attributes_class_name.as_deref()
+    }
+
+    fn current_attributes_class(&self) -> Option<&str> {
+        self.status.as_ref()?.current_volume_attributes_class_name.as_deref()
+    }
+
+    fn modify_status(&self) -> Option<&ModifyVolumeStatus> {
+        self.status.as_ref()?.modify_volume_status.as_ref()
     }
 }
 

@@ -1,6 +1,6 @@
 //! What decisions read from a PersistentVolume.
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, SecretReference};
 
 use super::VolumeMode;
 use super::quantity::parse_bytes;
@@ -105,6 +105,11 @@ pub trait VolumeExt {
     fn csi_driver(&self) -> Option<&str>;
     /// The driver's id of the volume (`spec.csi.volumeHandle`), if the PV is a CSI volume.
     fn csi_handle(&self) -> Option<&str>;
+    /// `spec.accessModes`, empty when absent.
+    fn access_modes(&self) -> &[String];
+    /// `spec.csi.controllerExpandSecretRef`: the secret ControllerExpandVolume and
+    /// ControllerModifyVolume carry.
+    fn expand_secret(&self) -> Option<&SecretReference>;
 }
 
 impl VolumeExt for PersistentVolume {
@@ -155,6 +160,14 @@ impl VolumeExt for PersistentVolume {
 
     fn csi_handle(&self) -> Option<&str> {
         Some(self.spec.as_ref()?.csi.as_ref()?.volume_handle.as_str())
+    }
+
+    fn access_modes(&self) -> &[String] {
+        self.spec.as_ref().and_then(|s| s.access_modes.as_deref()).unwrap_or_default()
+    }
+
+    fn expand_secret(&self) -> Option<&SecretReference> {
+        self.spec.as_ref()?.csi.as_ref()?.controller_expand_secret_ref.as_ref()
     }
 }
 

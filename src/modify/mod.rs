@@ -99,7 +99,7 @@ impl ModifyStep {
 }
 
 fn modify_status(claim: &PersistentVolumeClaim) -> Option<(&str, &str)> {
-    let s = claim.status.as_ref()?.modify_volume_status.as_ref()?;
+    let s = claim.modify_status()?;
     Some((s.status.as_str(), s.target_volume_attributes_class_name.as_deref().unwrap_or_default()))
 }
 
@@ -135,16 +135,8 @@ pub fn decide(
     if !ours || !bound {
         return ModifyStep::None;
     }
-    let wanted = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_attributes_class_name.as_deref())
-        .unwrap_or_default();
-    let current = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.current_volume_attributes_class_name.as_deref())
-        .unwrap_or_default();
+    let wanted = claim.wanted_attributes_class().unwrap_or_default();
+    let current = claim.current_attributes_class().unwrap_or_default();
     let status = modify_status(claim);
     if status.is_none() && wanted == current {
         return ModifyStep::None;
@@ -321,7 +313,7 @@ pub fn secret_ref(pv: &PersistentVolume) -> Option<(String, String)> {
         .zip(annotation(&pv.metadata, ANN_MODIFY_SECRET_NAMESPACE))
         .map(|(name, namespace)| (namespace.to_string(), name.to_string()))
         .or_else(|| {
-            let r = pv.spec.as_ref()?.csi.as_ref()?.controller_expand_secret_ref.as_ref()?;
+            let r = pv.expand_secret()?;
             Some((r.namespace.clone()?, r.name.clone()?))
         })
 }

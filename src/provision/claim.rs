@@ -143,8 +143,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     }
     let our_pv = ctx.volume.filter(|pv| {
         pv.metadata.name.as_deref() == Some(volume_name.as_str())
-            && pv.spec.as_ref().and_then(|s| s.csi.as_ref()).map(|c| c.driver.as_str())
-                == Some(ctx.settings.driver.as_str())
+            && pv.csi_driver() == Some(ctx.settings.driver.as_str())
             && pv.metadata.deletion_timestamp.is_none()
             && pv.claim_ref_uid() == Some(claim_uid)
     });

@@ -1,4 +1,4 @@
-//! ControllerExpandVolume requests and answers, and one pass of `decide`.
+//! ControllerExpandVolume requests and answers, the expander, and who uses a claim.
 
 use super::*;
 
@@ -41,87 +41,6 @@ fn answers_zero_means_asked_and_smaller_is_refused() {
     assert_eq!(answer(4 * GI, (5 * GI) as i64), Ok(5 * GI));
     assert!(answer(4 * GI, GI as i64).is_err());
     assert!(answer(4 * GI, -1).is_err());
-}
-
-fn step(c: &PersistentVolumeClaim, p: &PersistentVolume, expander: Expander) -> ResizeStep {
-    decide(c, p, "d", expander, false, NOW).step
-}
-
-#[test]
-fn decide_leaves_claims_of_other_drivers_and_satisfied_claims_alone() {
-    let other = decide(&claim(json!({})), &pv(json!({})), "x", Expander::Controller, false, NOW);
-    assert_eq!(other.step, ResizeStep::None);
-    assert_eq!(other.drop_pre_resize, None);
-    let satisfied = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
-    assert_eq!(step(&satisfied, &pv(json!({})), Expander::Controller), ResizeStep::None);
-}
-
-#[test]
-fn decide_starts_a_new_attempt_with_a_t1_patch() {
-    match step(&claim(json!({})), &pv(json!({})), Expander::Controller) {
-        ResizeStep::Expand { bytes, start: Some(p) } => {
-            assert_eq!(bytes, 4 * GI);
-            assert_eq!(p["status"]["allocatedResourceStatuses"]["storage"], CONTROLLER_IN_PROGRESS);
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-#[test]
-fn decide_repeats_a_recorded_attempt_without_writing() {
-    // After T1 (and a crash, a timeout or a restart): same size, nothing to write.
-    let unannotated = |extra: Value| {
-        let mut c = claim(extra);
-        c.metadata.annotations = None;
-        c
-    };
-    let recorded = unannotated(json!({
-        "status": {"allocatedResources": {"storage": "4Gi"},
-                   "allocatedResourceStatuses": {"storage": CONTROLLER_IN_PROGRESS},
-                   "conditions": [{"type": RESIZING, "status": "True"}]}
-    }));
-    assert_eq!(
-        step(&recorded, &pv(json!({})), Expander::Controller),
-        ResizeStep::Expand { bytes: 4 * GI, start: None }
-    );
-    // Without the Resizing condition the attempt is written again.
-    let bare = unannotated(json!({
-        "status": {"allocatedResources": {"storage": "4Gi"},
-                   "allocatedResourceStatuses": {"storage": CONTROLLER_IN_PROGRESS},
-                   "conditions": []}
-    }));
-    assert!(matches!(
-        step(&bare, &pv(json!({})), Expander::Controller),
-        ResizeStep::Expand { start: Some(_), .. }
-    ));
-}
-
-#[test]
-fn decide_node_only_driver_with_node_infeasible_sends_the_request() {
-    // §3.3 P ≥ S, NodeResizeInfeasible: A for controller drivers, S for node-only ones.
-    let c = claim(json!({
-        "spec": {"resources": {"requests": {"storage": "3Gi"}}},
-        "status": {"allocatedResources": {"storage": "4Gi"},
-                   "allocatedResourceStatuses": {"storage": NODE_INFEASIBLE}}
-    }));
-    let p = pv(json!({"spec": {"capacity": {"storage": "4Gi"}}}));
-    assert!(matches!(
-        step(&c, &p, Expander::Controller),
-        ResizeStep::Expand { bytes, .. } if bytes == 4 * GI
-    ));
-    assert!(matches!(
-        step(&c, &p, Expander::NodeOnly),
-        ResizeStep::Expand { bytes, .. } if bytes == 3 * GI
-    ));
-}
-
-#[test]
-fn decide_drops_pre_resize_capacity_alongside() {
-    let c = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
-    let p = pv(json!({"metadata": {"annotations": {ANN_PRE_RESIZE_CAPACITY: "1Gi"}}}));
-    let r = decide(&c, &p, "d", Expander::Controller, false, NOW);
-    assert_eq!(r.step, ResizeStep::None);
-    assert!(r.drop_pre_resize.is_some());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Table tests of the resize decisions of docs/expansion.md, by topic; the fixtures are here.
 
 mod decide;
+mod pass;
 mod patches;
 mod target;
 
