@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 
 use crate::model::ClassExt;
 use crate::model::quantity::format_bytes;
-use crate::provision::topology::{driver_keys, segment_of};
+use crate::model::topology::{driver_keys, segment_of};
 
 pub const DRIVER_LABEL: &str = "csi.storage.k8s.io/drivername";
 pub const MANAGED_BY_LABEL: &str = "csi.storage.k8s.io/managed-by";
@@ -31,7 +31,7 @@ pub const MANAGED_BY_LABEL: &str = "csi.storage.k8s.io/managed-by";
 pub const MANAGED_BY: &str = "external-provisioner";
 
 /// Topology key → value: the nodes one object speaks for.
-pub use crate::provision::topology::Segment;
+pub use crate::model::topology::Segment;
 
 /// One object's worth: a class in a segment.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -1,5 +1,5 @@
 //! What the decision modules read from Kubernetes objects, in one place: accessors over claims,
-//! volumes and pods, the enums of their phases and modes, and quantities.
+//! volumes and pods, the enums of their phases and modes, quantities and topology segments.
 //!
 //! Decisions read objects through these traits rather than through `spec`/`status` Option
 //! chains, so that what a rule reads is named once, and so that a slimmer stored type can take
@@ -10,6 +10,7 @@ pub mod class;
 pub mod compact;
 pub mod pod;
 pub mod quantity;
+pub mod topology;
 pub mod volume;
 
 pub use claim::{ClaimExt, ClaimPhase};

@@ -18,9 +18,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use crate::csi::v1 as csi;
-
-/// One topology segment: key → value, ordered by key.
-pub type Segment = BTreeMap<String, String>;
+pub use crate::model::topology::{Segment, driver_keys, segment_of};
 
 /// Why no requirement could be worked out; the text tells the user what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -144,23 +142,6 @@ fn any_keys(driver: &str, cluster: &ClusterNodes<'_>) -> Option<Vec<String>> {
     let mut csi_nodes = cluster.csi_nodes.clone();
     csi_nodes.sort_by_key(|c| c.metadata.name.clone());
     csi_nodes.iter().find_map(|c| driver_keys(c, driver))
-}
-
-/// The topology keys `driver` registered in `csi_node`, if it registered any.
-pub fn driver_keys(csi_node: &CSINode, driver: &str) -> Option<Vec<String>> {
-    csi_node
-        .spec
-        .drivers
-        .iter()
-        .find(|d| d.name == driver)?
-        .topology_keys
-        .clone()
-        .filter(|k| !k.is_empty())
-}
-
-/// The segment `labels` give for `keys`; None when a key is missing.
-pub fn segment_of(labels: &BTreeMap<String, String>, keys: &[String]) -> Option<Segment> {
-    keys.iter().map(|k| Some((k.clone(), labels.get(k)?.clone()))).collect()
 }
 
 /// Every distinct segment of the nodes that carry all of `keys`.
