@@ -7,7 +7,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::provision::settings::{Settings, TopologyOptions};
+use crate::provision::settings::{Settings, TopologyOptions, VolumeNaming};
 
 /// The driver the shared fixtures belong to.
 pub const DRIVER: &str = "d.csi";
@@ -59,8 +59,7 @@ pub fn claim(extra: Value) -> PersistentVolumeClaim {
 pub fn settings() -> Settings {
     Settings {
         driver: DRIVER.into(),
-        volume_name_prefix: "pvc".into(),
-        volume_name_uuid_length: None,
+        naming: VolumeNaming { prefix: "pvc".into(), uuid_length: None },
         default_fs_type: Some("ext4".into()),
         extra_create_metadata: false,
         controller_publish_readonly: false,

@@ -123,7 +123,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
     let backoff = Backoff { start: config.retry_interval_start, max: config.retry_interval_max };
     let intake = Intake::new(backoff);
-    let on_change = intake.on_change(config.volume_name_prefix.clone(), config.uuid_length());
+    let on_change = intake.on_change(config.volume_naming());
     let journal = match (&config.intent_journal, config.binder().binds()) {
         (Some(dir), false) => {
             let journal = controller::Journal::open(dir)

@@ -45,6 +45,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
         .await
         .context("cannot list PersistentVolumes")?
         .items;
+    let naming = config.volume_naming();
     let (mut removed, mut kept) = (0, 0);
     for claim in &claims {
         // Claims of other drivers are not ours to judge.
@@ -53,11 +54,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
         {
             continue;
         }
-        let volume_name = csi_pv_controller::provision::request::volume_name(
-            &config.volume_name_prefix,
-            claim.metadata.uid.as_deref().unwrap_or_default(),
-            config.uuid_length(),
-        );
+        let volume_name = naming.for_claim(claim);
         let Some(verdict) = rollback::judge(claim, &volumes, &volume_name, force) else {
             continue;
         };

@@ -2,15 +2,19 @@
 //! known. Process-wide, set once at start.
 
 use super::Config;
-use crate::provision::settings::{Settings, TopologyOptions};
+use crate::provision::settings::{Settings, TopologyOptions, VolumeNaming};
 
 impl Config {
+    /// How volumes are named (`--volume-name-prefix`, `--volume-name-uuid-length`).
+    pub fn volume_naming(&self) -> VolumeNaming {
+        VolumeNaming { prefix: self.volume_name_prefix.clone(), uuid_length: self.uuid_length() }
+    }
+
     /// The settings for `driver`, whose PVs carry `identity`.
     pub fn settings(&self, driver: &str, identity: String) -> Settings {
         Settings {
             driver: driver.to_string(),
-            volume_name_prefix: self.volume_name_prefix.clone(),
-            volume_name_uuid_length: self.uuid_length(),
+            naming: self.volume_naming(),
             default_fs_type: Some(self.default_fstype.clone()).filter(|f| !f.is_empty()),
             extra_create_metadata: self.extra_create_metadata,
             controller_publish_readonly: self.controller_publish_readonly,

@@ -69,8 +69,8 @@ impl Intake {
     /// What the watches call on every change: the object's key, and the keys of the objects
     /// whose next step depends on it.
     /// A claim's change also queues the PV it is bound to and the PV provisioned for it (named
-    /// with `prefix` and `uuid_length`), whose release depends on the claim.
-    pub fn on_change(&self, prefix: String, uuid_length: Option<usize>) -> OnChange {
+    /// by `naming`), whose release depends on the claim.
+    pub fn on_change(&self, naming: VolumeNaming) -> OnChange {
         let intake = self.clone();
         Arc::new(move |change| match change {
             Change::Claim(c) | Change::ClaimGone(c) => {
@@ -86,11 +86,7 @@ impl Intake {
                     intake.volumes.add(v.to_string());
                 }
                 if let Some(uid) = c.metadata.uid.as_deref() {
-                    intake.volumes.add(crate::provision::request::volume_name(
-                        &prefix,
-                        uid,
-                        uuid_length,
-                    ));
+                    intake.volumes.add(naming.for_uid(uid));
                 }
             }
             Change::Volume(v, _) | Change::VolumeGone(v) => {
@@ -156,7 +152,7 @@ mod tests {
     fn unbound_claims_are_kept_by_class() {
         let intake =
             Intake::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(2) });
-        let tell = intake.on_change("pvc".into(), None);
+        let tell = intake.on_change(VolumeNaming { prefix: "pvc".into(), uuid_length: None });
         let gold = |n: &str| named(n, json!({"spec": {"storageClassName": "gold"}}));
         let (a, b, c) =
             (gold("a"), gold("b"), named("c", json!({"spec": {"storageClassName": "tin"}})));

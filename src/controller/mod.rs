@@ -58,7 +58,8 @@ use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, Driver, DriverInfo};
 use crate::model::compact::Compact;
 use crate::model::{ClaimExt, VolumeExt};
-use crate::provision::plan::{self, Features, Settings};
+use crate::provision::plan::{Features, Settings};
+use crate::provision::settings::VolumeNaming;
 use crate::queue::{Backoff, WorkQueue};
 
 pub struct Controller {
@@ -207,7 +208,7 @@ impl Controller {
     }
 
     fn volume_name(&self, claim: &PersistentVolumeClaim) -> String {
-        plan::volume_name_for(claim, &self.settings)
+        self.settings.naming.for_claim(claim)
     }
 }
 

@@ -286,13 +286,7 @@ impl Controller {
         let usage = self.intake.usage.lock().unwrap_or_else(|p| p.into_inner());
         binder::usage::served_its_claim(
             pv,
-            |uid| {
-                crate::provision::request::volume_name(
-                    &self.settings.volume_name_prefix,
-                    uid,
-                    self.settings.volume_name_uuid_length,
-                )
-            },
+            |uid| self.settings.naming.for_uid(uid),
             usage.user_of(&pv.name_any()),
         )
     }

@@ -135,7 +135,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
     let finalizer = claim.has_intent();
     let has_intent = finalizer || ctx.journaled;
     let deleting = ctx.copy.deleting(claim);
-    let volume_name = plan::volume_name_for(claim, ctx.settings);
+    let volume_name = ctx.settings.naming.for_claim(claim);
     let bound_to = claim.named_volume();
     let claim_uid = claim.metadata.uid.as_deref().unwrap_or_default();
     if !is_ours(claim, ctx) {

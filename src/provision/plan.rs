@@ -67,15 +67,6 @@ pub struct Plan {
     pub retain: bool,
 }
 
-/// The CSI volume name and PV name for `claim`.
-pub fn volume_name_for(claim: &PersistentVolumeClaim, settings: &Settings) -> String {
-    request::volume_name(
-        &settings.volume_name_prefix,
-        claim.metadata.uid.as_deref().unwrap_or_default(),
-        settings.volume_name_uuid_length,
-    )
-}
-
 /// The claim's class name as the binder reads it (beta annotation first); None for no class.
 pub fn class_name(claim: &PersistentVolumeClaim) -> Option<&str> {
     let class = claim.class();
@@ -101,7 +92,7 @@ pub fn build(
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     let claim_name = claim.metadata.name.clone().unwrap_or_default();
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-    let volume_name = volume_name_for(claim, settings);
+    let volume_name = settings.naming.for_claim(claim);
 
     let capacity_range = request::capacity_range(claim)?;
     let access_modes = spec.access_modes.clone().unwrap_or_default();

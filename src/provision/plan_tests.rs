@@ -115,7 +115,7 @@ fn defaults_block_and_read_only() {
     assert_eq!(csi_of(&rox.volume).read_only, Some(true));
 
     let mut short = settings();
-    short.volume_name_uuid_length = Some(4);
+    short.naming.uuid_length = Some(4);
     let c = claim(json!({"metadata": {"uid": "ab-cd-ef"}}));
     assert_eq!(build_with(&c, &class(json!({})), &short).unwrap().volume_name, "pvc-abcd");
 }

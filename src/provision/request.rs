@@ -29,19 +29,6 @@ pub enum ClaimError {
     ReadWriteOncePodNotAlone,
 }
 
-/// `<prefix>-<claim uid>`, or with `uuid_length` the UID without dashes cut to that many
-/// characters, as external-provisioner's --volume-name-uuid-length. It is both the CSI volume
-/// name (the idempotency key) and the PV name.
-pub fn volume_name(prefix: &str, claim_uid: &str, uuid_length: Option<usize>) -> String {
-    match uuid_length {
-        None => format!("{prefix}-{claim_uid}"),
-        Some(n) => {
-            let compact: String = claim_uid.chars().filter(|c| *c != '-').take(n).collect();
-            format!("{prefix}-{compact}")
-        }
-    }
-}
-
 /// required = the request, limit = the limit when one is set (0 = none).
 pub fn capacity_range(claim: &PersistentVolumeClaim) -> Result<csi::CapacityRange, ClaimError> {
     let resources = claim.spec.as_ref().and_then(|s| s.resources.as_ref());
@@ -137,14 +124,6 @@ mod tests {
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": resources}
         }))
         .unwrap()
-    }
-
-    #[test]
-    fn names() {
-        let uid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
-        assert_eq!(volume_name("pvc", uid, None), format!("pvc-{uid}"));
-        assert_eq!(volume_name("vol", uid, Some(8)), "vol-1b4e28ba");
-        assert_eq!(volume_name("pvc", uid, Some(100)), "pvc-1b4e28ba2fa111d2883f0016d3cca427");
     }
 
     #[test]

@@ -7,8 +7,8 @@
 pub struct Settings {
     /// The driver name from GetPluginInfo.
     pub driver: String,
-    pub volume_name_prefix: String,
-    pub volume_name_uuid_length: Option<usize>,
+    /// `--volume-name-prefix` and `--volume-name-uuid-length`.
+    pub naming: VolumeNaming,
     pub default_fs_type: Option<String>,
     pub extra_create_metadata: bool,
     pub controller_publish_readonly: bool,
@@ -20,6 +20,35 @@ pub struct Settings {
     pub topology: TopologyOptions,
     /// `--extra-modify-metadata`: ControllerModifyVolume gets the claim's and PV's names.
     pub extra_modify_metadata: bool,
+}
+
+/// How a claim's volume is named: `<prefix>-<claim uid>`, or with `uuid_length` the UID
+/// without dashes cut to that many characters (csi-provisioner's `--volume-name-prefix` and
+/// `--volume-name-uuid-length`). The name is both the CSI volume name (the idempotency key)
+/// and the PV name; every place that needs it asks this one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeNaming {
+    pub prefix: String,
+    pub uuid_length: Option<usize>,
+}
+
+impl VolumeNaming {
+    /// The volume of the claim with this UID.
+    pub fn for_uid(&self, claim_uid: &str) -> String {
+        let prefix = &self.prefix;
+        match self.uuid_length {
+            None => format!("{prefix}-{claim_uid}"),
+            Some(n) => {
+                let compact: String = claim_uid.chars().filter(|c| *c != '-').take(n).collect();
+                format!("{prefix}-{compact}")
+            }
+        }
+    }
+
+    /// The volume of `claim`.
+    pub fn for_claim(&self, claim: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> String {
+        self.for_uid(claim.metadata.uid.as_deref().unwrap_or_default())
+    }
 }
 
 /// How csi-provisioner's topology flags are set.
@@ -35,5 +64,20 @@ pub struct TopologyOptions {
 impl Default for TopologyOptions {
     fn default() -> Self {
         TopologyOptions { strict: false, immediate: true }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VolumeNaming;
+
+    #[test]
+    fn volume_names_carry_the_claim_uid_whole_or_cut() {
+        let uid = "1b4e28ba-2fa1-11d2-883f-0016d3cca427";
+        let naming =
+            |prefix: &str, uuid_length| VolumeNaming { prefix: prefix.into(), uuid_length };
+        assert_eq!(naming("pvc", None).for_uid(uid), format!("pvc-{uid}"));
+        assert_eq!(naming("vol", Some(8)).for_uid(uid), "vol-1b4e28ba");
+        assert_eq!(naming("pvc", Some(100)).for_uid(uid), "pvc-1b4e28ba2fa111d2883f0016d3cca427");
     }
 }
