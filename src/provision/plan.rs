@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeSpec, SecretReference,
+    PersistentVolumeClaimSpec, PersistentVolumeSpec, SecretReference,
 };
 use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -26,7 +26,7 @@ use crate::names::*;
 /// The claim's VolumeAttributesClass, checked as csi-provisioner checks it: the driver must
 /// modify volumes, the class must exist and be the driver's.
 fn attributes_class<'a>(
-    spec: &k8s_openapi::api::core::v1::PersistentVolumeClaimSpec,
+    spec: &PersistentVolumeClaimSpec,
     settings: &Settings,
     features: Features,
     facts: PlanFacts<'a>,
@@ -87,157 +87,211 @@ pub fn build(
     }
     let attributes = attributes_class(&spec, settings, features, facts)?;
     let empty = BTreeMap::new();
-    let class_parameters = parameters::parse(class.parameters.as_ref().unwrap_or(&empty))?;
-
-    let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let claim_name = claim.metadata.name.clone().unwrap_or_default();
-    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    let parameters = parameters::parse(class.parameters.as_ref().unwrap_or(&empty))?;
     let volume_name = settings.naming.for_claim(claim);
-
-    let capacity_range = request::capacity_range(claim)?;
-    let access_modes = spec.access_modes.clone().unwrap_or_default();
-    let modes = request::access_modes(&access_modes, features.single_node_multi_writer)?;
-    let block = claim.volume_mode() == VolumeMode::Block;
-    let fs_type = class_parameters
+    let fs_type = parameters
         .fs_type
         .clone()
         .or_else(|| settings.default_fs_type.clone())
         .filter(|f| !f.is_empty());
-    let mount_options = class.mount_options.clone().unwrap_or_default();
-    let capabilities =
-        request::volume_capabilities(&modes, block, fs_type.as_deref(), &mount_options);
-
-    let support = SourceSupport {
-        clone: features.clone,
-        snapshot: features.snapshot,
-        prevent_mode_conversion: settings.prevent_volume_mode_conversion,
-    };
-    let content_source = match source::content_source(
-        claim,
-        capacity_range.required_bytes,
-        &settings.driver,
-        support,
-        facts,
-    ) {
-        Err(PlanError::SnapshotSource { .. } | PlanError::CloneSource { .. }) if facts.probe => {
-            None
-        }
-        other => other?,
-    };
-
-    let annotations = claim.metadata.annotations.clone().unwrap_or_default();
-    let template_input = TemplateInput {
-        pv_name: &volume_name,
-        pvc_name: &claim_name,
-        pvc_namespace: &namespace,
-        pvc_annotations: &annotations,
-    };
-    let mut resolved = BTreeMap::new();
-    for (kind, template) in &class_parameters.secrets {
-        resolved.insert(*kind, secrets::resolve(template, &template_input)?);
-    }
-    let reference = |kind| {
-        resolved.get(&kind).map(|r: &SecretRef| SecretReference {
-            name: Some(r.name.clone()),
-            namespace: Some(r.namespace.clone()),
-        })
-    };
-
-    let mut driver_parameters: std::collections::HashMap<String, String> =
-        class_parameters.driver_parameters.clone().into_iter().collect();
-    if settings.extra_create_metadata {
-        driver_parameters.insert("csi.storage.k8s.io/pvc/name".into(), claim_name.clone());
-        driver_parameters.insert("csi.storage.k8s.io/pvc/namespace".into(), namespace.clone());
-        driver_parameters.insert("csi.storage.k8s.io/pv/name".into(), volume_name.clone());
-    }
-
-    let request = csi::CreateVolumeRequest {
-        name: volume_name.clone(),
-        capacity_range: Some(capacity_range),
-        volume_capabilities: capabilities,
-        parameters: driver_parameters,
-        secrets: Default::default(),
-        volume_content_source: content_source,
-        accessibility_requirements: None,
-        mutable_parameters: attributes
-            .and_then(|c| c.parameters.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
-    };
-
+    let inputs = Inputs { claim, spec: &spec, class, settings, volume_name: &volume_name };
+    let request =
+        inputs.create_request(&parameters, fs_type.as_deref(), attributes, features, facts)?;
+    let secrets = inputs.resolve_secrets(&parameters)?;
     let reclaim = ClassExt::reclaim_policy(class);
-    let provisioner_secret = resolved.get(&SecretKind::Provisioner).cloned();
-    let mut pv_annotations = BTreeMap::from([
-        (ANN_PROVISIONED_BY.to_string(), settings.driver.clone()),
-        (
-            ANN_DELETION_SECRET_NAME.to_string(),
-            provisioner_secret.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
-        ),
-        (
-            ANN_DELETION_SECRET_NAMESPACE.to_string(),
-            provisioner_secret.as_ref().map(|s| s.namespace.clone()).unwrap_or_default(),
-        ),
-    ]);
-    if let Some(modify) = resolved.get(&SecretKind::ControllerModify) {
-        pv_annotations.insert(ANN_MODIFY_SECRET_NAME.into(), modify.name.clone());
-        pv_annotations.insert(ANN_MODIFY_SECRET_NAMESPACE.into(), modify.namespace.clone());
-    }
-    let read_only = settings.controller_publish_readonly
-        && access_modes.len() == 1
-        && access_modes[0] == "ReadOnlyMany";
-    let volume = PersistentVolume {
-        metadata: ObjectMeta {
-            name: Some(volume_name.clone()),
-            annotations: Some(pv_annotations),
-            finalizers: (reclaim == ReclaimPolicy::Delete)
-                .then(|| vec![FINALIZER_VOLUME.to_string()]),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeSpec {
-            access_modes: Some(access_modes),
-            mount_options: class.mount_options.clone().filter(|m| !m.is_empty()),
-            persistent_volume_reclaim_policy: Some(reclaim.as_str().to_string()),
-            storage_class_name: class.metadata.name.clone(),
-            volume_mode: spec.volume_mode.clone(),
-            volume_attributes_class_name: attributes.and_then(|c| c.metadata.name.clone()),
-            claim_ref: Some(ObjectReference {
-                kind: Some("PersistentVolumeClaim".into()),
-                api_version: Some("v1".into()),
-                namespace: Some(namespace),
-                name: Some(claim_name),
-                uid: Some(uid),
-                resource_version: claim.metadata.resource_version.clone(),
-                ..Default::default()
-            }),
-            csi: Some(CSIPersistentVolumeSource {
-                driver: settings.driver.clone(),
-                fs_type: if block { None } else { fs_type },
-                read_only: read_only.then_some(true),
-                controller_publish_secret_ref: reference(SecretKind::ControllerPublish),
-                node_stage_secret_ref: reference(SecretKind::NodeStage),
-                node_publish_secret_ref: reference(SecretKind::NodePublish),
-                controller_expand_secret_ref: reference(SecretKind::ControllerExpand),
-                node_expand_secret_ref: reference(SecretKind::NodeExpand),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        status: None,
-    };
+    let volume = inputs.volume_to_record(fs_type, &secrets, attributes, reclaim);
     Ok(Plan {
+        requested_bytes: request.capacity_range.as_ref().map(|r| r.required_bytes).unwrap_or(0),
         volume_name,
-        requested_bytes: request
-            .capacity_range
-            .as_ref()
-            .map(|r| r.required_bytes)
-            .unwrap_or_default(),
         request,
-        provisioner_secret,
+        provisioner_secret: secrets.get(&SecretKind::Provisioner).cloned(),
         volume,
         class: class.clone(),
         retain: reclaim == ReclaimPolicy::Retain,
     })
+}
+
+/// What every part of a plan reads.
+struct Inputs<'a> {
+    claim: &'a PersistentVolumeClaim,
+    spec: &'a PersistentVolumeClaimSpec,
+    class: &'a StorageClass,
+    settings: &'a Settings,
+    volume_name: &'a str,
+}
+
+impl Inputs<'_> {
+    fn name(&self) -> String {
+        self.claim.metadata.name.clone().unwrap_or_default()
+    }
+
+    fn namespace(&self) -> String {
+        self.claim.metadata.namespace.clone().unwrap_or_default()
+    }
+
+    fn access_modes(&self) -> Vec<String> {
+        self.spec.access_modes.clone().unwrap_or_default()
+    }
+
+    /// CreateVolume without secrets (the executor reads them): size, capabilities, the class's
+    /// parameters (with the claim's names under `--extra-create-metadata`), the source, and
+    /// the attributes class's parameters.
+    fn create_request(
+        &self,
+        parameters: &parameters::ClassParameters,
+        fs_type: Option<&str>,
+        attributes: Option<&VolumeAttributesClass>,
+        features: Features,
+        facts: PlanFacts<'_>,
+    ) -> Result<csi::CreateVolumeRequest, PlanError> {
+        let capacity_range = request::capacity_range(self.claim)?;
+        let modes = request::access_modes(&self.access_modes(), features.single_node_multi_writer)?;
+        let block = self.claim.volume_mode() == VolumeMode::Block;
+        let mount_options = self.class.mount_options.clone().unwrap_or_default();
+        let support = SourceSupport {
+            clone: features.clone,
+            snapshot: features.snapshot,
+            prevent_mode_conversion: self.settings.prevent_volume_mode_conversion,
+        };
+        let source = source::content_source(
+            self.claim,
+            capacity_range.required_bytes,
+            &self.settings.driver,
+            support,
+            facts,
+        );
+        let content_source = match source {
+            // An abandon only needs the name: a source that cannot be read is left out.
+            Err(PlanError::SnapshotSource { .. } | PlanError::CloneSource { .. })
+                if facts.probe =>
+            {
+                None
+            }
+            other => other?,
+        };
+        let mut driver_parameters: std::collections::HashMap<String, String> =
+            parameters.driver_parameters.clone().into_iter().collect();
+        if self.settings.extra_create_metadata {
+            let mut add = |key: &str, value: String| driver_parameters.insert(key.into(), value);
+            add("csi.storage.k8s.io/pvc/name", self.name());
+            add("csi.storage.k8s.io/pvc/namespace", self.namespace());
+            add("csi.storage.k8s.io/pv/name", self.volume_name.to_string());
+        }
+        Ok(csi::CreateVolumeRequest {
+            name: self.volume_name.to_string(),
+            capacity_range: Some(capacity_range),
+            volume_capabilities: request::volume_capabilities(
+                &modes,
+                block,
+                fs_type,
+                &mount_options,
+            ),
+            parameters: driver_parameters,
+            secrets: Default::default(),
+            volume_content_source: content_source,
+            accessibility_requirements: None,
+            mutable_parameters: attributes
+                .and_then(|c| c.parameters.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        })
+    }
+
+    /// The class's secret templates, filled in with the claim's and the PV's names.
+    fn resolve_secrets(
+        &self,
+        parameters: &parameters::ClassParameters,
+    ) -> Result<BTreeMap<SecretKind, SecretRef>, PlanError> {
+        let (name, namespace) = (self.name(), self.namespace());
+        let annotations = self.claim.metadata.annotations.clone().unwrap_or_default();
+        let input = TemplateInput {
+            pv_name: self.volume_name,
+            pvc_name: &name,
+            pvc_namespace: &namespace,
+            pvc_annotations: &annotations,
+        };
+        let mut resolved = BTreeMap::new();
+        for (kind, template) in &parameters.secrets {
+            resolved.insert(*kind, secrets::resolve(template, &input)?);
+        }
+        Ok(resolved)
+    }
+
+    /// The PV to record once the driver answers, pre-bound to the claim.
+    fn volume_to_record(
+        &self,
+        fs_type: Option<String>,
+        secrets: &BTreeMap<SecretKind, SecretRef>,
+        attributes: Option<&VolumeAttributesClass>,
+        reclaim: ReclaimPolicy<'_>,
+    ) -> PersistentVolume {
+        let settings = self.settings;
+        let reference = |kind| {
+            secrets.get(&kind).map(|r: &SecretRef| SecretReference {
+                name: Some(r.name.clone()),
+                namespace: Some(r.namespace.clone()),
+            })
+        };
+        let provisioner = secrets.get(&SecretKind::Provisioner);
+        let mut annotations = BTreeMap::from([
+            (ANN_PROVISIONED_BY.to_string(), settings.driver.clone()),
+            (
+                ANN_DELETION_SECRET_NAME.to_string(),
+                provisioner.map(|s| s.name.clone()).unwrap_or_default(),
+            ),
+            (
+                ANN_DELETION_SECRET_NAMESPACE.to_string(),
+                provisioner.map(|s| s.namespace.clone()).unwrap_or_default(),
+            ),
+        ]);
+        if let Some(modify) = secrets.get(&SecretKind::ControllerModify) {
+            annotations.insert(ANN_MODIFY_SECRET_NAME.into(), modify.name.clone());
+            annotations.insert(ANN_MODIFY_SECRET_NAMESPACE.into(), modify.namespace.clone());
+        }
+        let access_modes = self.access_modes();
+        let read_only = settings.controller_publish_readonly && access_modes == ["ReadOnlyMany"];
+        let block = self.claim.volume_mode() == VolumeMode::Block;
+        PersistentVolume {
+            metadata: ObjectMeta {
+                name: Some(self.volume_name.to_string()),
+                annotations: Some(annotations),
+                finalizers: (reclaim == ReclaimPolicy::Delete)
+                    .then(|| vec![FINALIZER_VOLUME.to_string()]),
+                ..Default::default()
+            },
+            spec: Some(PersistentVolumeSpec {
+                access_modes: Some(access_modes),
+                mount_options: self.class.mount_options.clone().filter(|m| !m.is_empty()),
+                persistent_volume_reclaim_policy: Some(reclaim.as_str().to_string()),
+                storage_class_name: self.class.metadata.name.clone(),
+                volume_mode: self.spec.volume_mode.clone(),
+                volume_attributes_class_name: attributes.and_then(|c| c.metadata.name.clone()),
+                claim_ref: Some(ObjectReference {
+                    kind: Some("PersistentVolumeClaim".into()),
+                    api_version: Some("v1".into()),
+                    namespace: Some(self.namespace()),
+                    name: Some(self.name()),
+                    uid: Some(self.claim.metadata.uid.clone().unwrap_or_default()),
+                    resource_version: self.claim.metadata.resource_version.clone(),
+                    ..Default::default()
+                }),
+                csi: Some(CSIPersistentVolumeSource {
+                    driver: settings.driver.clone(),
+                    fs_type: if block { None } else { fs_type },
+                    read_only: read_only.then_some(true),
+                    controller_publish_secret_ref: reference(SecretKind::ControllerPublish),
+                    node_stage_secret_ref: reference(SecretKind::NodeStage),
+                    node_publish_secret_ref: reference(SecretKind::NodePublish),
+                    controller_expand_secret_ref: reference(SecretKind::ControllerExpand),
+                    node_expand_secret_ref: reference(SecretKind::NodeExpand),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
 }
 
 #[cfg(test)]
