@@ -81,20 +81,15 @@ fn number(version: Option<&str>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec};
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     use serde_json::json;
 
     fn claim(rv: &str, labels: &[(&str, &str)], volume: Option<&str>) -> PersistentVolumeClaim {
-        let mut c = PersistentVolumeClaim::default();
-        c.metadata.name = Some("c".into());
-        c.metadata.resource_version = Some(rv.into());
-        c.metadata.labels = (!labels.is_empty())
-            .then(|| labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
-        c.spec = Some(PersistentVolumeClaimSpec {
-            volume_name: volume.map(str::to_string),
-            ..Default::default()
-        });
-        c
+        let mut c = crate::fixtures::pvc("c").version(rv);
+        for (key, value) in labels {
+            c = c.label(key, value);
+        }
+        c.with(json!({"spec": {"volumeName": volume}})).build()
     }
 
     #[test]

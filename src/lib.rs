@@ -53,5 +53,4 @@ pub mod resync;
 pub mod rollback;
 
 #[cfg(test)]
-#[path = "architecture_tests.rs"]
-mod architecture;
+mod architecture_tests;

@@ -65,33 +65,22 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures;
     use serde_json::json;
 
     fn claim(finalizer: bool, volume: Option<&str>, deleting: bool) -> PersistentVolumeClaim {
-        let mut c: PersistentVolumeClaim = serde_json::from_value(json!({
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u-1"},
-            "spec": {"volumeName": volume},
-        }))
-        .unwrap();
+        let mut c = fixtures::pvc("c").uid("u-1").with(json!({"spec": {"volumeName": volume}}));
         if finalizer {
-            c.metadata.finalizers =
-                Some(vec!["kubernetes.io/pvc-protection".into(), FINALIZER_PROVISIONING.into()]);
+            c = c.finalizers(&["kubernetes.io/pvc-protection", FINALIZER_PROVISIONING]);
         }
         if deleting {
-            c.metadata.deletion_timestamp =
-                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-                ));
+            c = c.deleting();
         }
-        c
+        c.build()
     }
 
     fn pv(name: &str, claim_uid: Option<&str>) -> PersistentVolume {
-        serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"claimRef": claim_uid.map(|u| json!({"name": "c", "namespace": "ns", "uid": u}))},
-        }))
-        .unwrap()
+        fixtures::pv(name).claim_ref_if(claim_uid).build()
     }
 
     #[test]

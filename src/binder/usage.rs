@@ -88,22 +88,15 @@ pub fn refusal(pv: &PersistentVolume) -> Notice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures;
     use serde_json::json;
 
     fn pv(name: &str, uid: Option<&str>) -> PersistentVolume {
-        let mut v = json!({"metadata": {"name": name}, "spec": {}});
-        if let Some(uid) = uid {
-            v["spec"]["claimRef"] = json!({"namespace": "ns", "name": "c", "uid": uid});
-        }
-        serde_json::from_value(v).unwrap()
+        fixtures::pv(name).claim_ref_if(uid).build()
     }
 
     fn claim(uid: &str, volume: Option<&str>) -> PersistentVolumeClaim {
-        serde_json::from_value(json!({
-            "metadata": {"namespace": "ns", "name": "c", "uid": uid},
-            "spec": {"volumeName": volume},
-        }))
-        .unwrap()
+        fixtures::pvc("c").uid(uid).with(json!({"spec": {"volumeName": volume}})).build()
     }
 
     fn named(uid: &str) -> String {

@@ -3,10 +3,7 @@ use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 
 fn class(name: &str, driver: &str, mode: &str) -> StorageClass {
-    serde_json::from_value(json!({
-        "metadata": {"name": name}, "provisioner": driver, "volumeBindingMode": mode
-    }))
-    .unwrap()
+    crate::fixtures::storage_class(name).provisioner(driver).binding_mode(mode).build()
 }
 
 fn node(name: &str, zone: &str) -> Node {

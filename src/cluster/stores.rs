@@ -380,10 +380,7 @@ mod tests {
     use crate::model::VolumeExt;
 
     fn pv(name: &str, version: &str) -> PersistentVolume {
-        crate::fixtures::object(
-            serde_json::json!({"metadata": {"name": name, "resourceVersion": version}}),
-            serde_json::json!({}),
-        )
+        crate::fixtures::pv(name).version(version).build()
     }
 
     /// A list is told once it is whole, each PV with the store's own compact copy (no second

@@ -137,13 +137,13 @@ impl Intake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{claim, object};
+    use crate::fixtures::{claim, merge};
     use serde_json::json;
 
     fn named(name: &str, extra: serde_json::Value) -> PersistentVolumeClaim {
-        let base =
-            serde_json::to_value(claim(json!({"metadata": {"name": name}}))).expect("a claim");
-        object(base, extra)
+        let mut fields = json!({"metadata": {"name": name}});
+        merge(&mut fields, extra);
+        claim(fields)
     }
 
     /// A class's change looks again at exactly its unbound claims: a claim joins when the watch

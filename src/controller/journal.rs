@@ -192,13 +192,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Claim `n/c` of class `fast`, with the managed fields a journal entry leaves out.
     fn claim(uid: &str) -> PersistentVolumeClaim {
-        serde_json::from_value(json!({
-            "metadata": {"name": "c", "namespace": "n", "uid": uid,
-                "managedFields": [{"manager": "kubectl"}]},
-            "spec": {"storageClassName": "fast"}
-        }))
-        .unwrap()
+        crate::fixtures::pvc("c")
+            .namespace("n")
+            .uid(uid)
+            .class("fast")
+            .with(json!({"metadata": {"managedFields": [{"manager": "kubectl"}]}}))
+            .build()
     }
 
     #[tokio::test]

@@ -138,9 +138,7 @@ mod tests {
     use kube::runtime::reflector::ObjectRef;
 
     fn claim(uid: &str) -> PersistentVolumeClaim {
-        let mut c = PersistentVolumeClaim::default();
-        c.metadata.uid = Some(uid.into());
-        c
+        crate::fixtures::pvc("c").uid(uid).build()
     }
 
     #[test]

@@ -93,12 +93,15 @@ impl Unsettled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{claim, object};
+    use crate::fixtures::{self, claim, object};
     use serde_json::json;
 
     fn pv(name: &str, claim: Option<&str>) -> PersistentVolume {
-        let claim_ref = claim.map(|c| json!({"namespace": "ns", "name": c, "uid": "u"}));
-        object(json!({"metadata": {"name": name}, "spec": {"claimRef": claim_ref}}), json!({}))
+        let pv = fixtures::pv(name);
+        match claim {
+            Some(c) => pv.claim_ref("ns", c, Some("u")).build(),
+            None => pv.build(),
+        }
     }
 
     fn names(c: &Candidates) -> (Vec<String>, Vec<String>) {

@@ -167,18 +167,8 @@ impl ClaimExt for PersistentVolumeClaim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PersistentVolumeClaimStatus};
-
-    fn claim(spec: PersistentVolumeClaimSpec, phase: Option<&str>) -> PersistentVolumeClaim {
-        PersistentVolumeClaim {
-            metadata: Default::default(),
-            spec: Some(spec),
-            status: Some(PersistentVolumeClaimStatus {
-                phase: phase.map(Into::into),
-                ..Default::default()
-            }),
-        }
-    }
+    use crate::fixtures::pvc;
+    use serde_json::json;
 
     #[test]
     fn phases_parse_only_what_the_api_knows() {
@@ -191,7 +181,7 @@ mod tests {
             (Some(""), None),
         ];
         for (field, want) in cases {
-            let c = claim(Default::default(), field);
+            let c = pvc("c").with(json!({"status": {"phase": field}})).build();
             assert_eq!(c.phase(), want, "{field:?}");
             assert_eq!(c.is_bound(), want == Some(ClaimPhase::Bound));
         }
@@ -200,13 +190,7 @@ mod tests {
 
     #[test]
     fn the_beta_class_annotation_wins_over_the_field() {
-        let mut c = claim(
-            PersistentVolumeClaimSpec {
-                storage_class_name: Some("field".into()),
-                ..Default::default()
-            },
-            None,
-        );
+        let mut c = pvc("c").class("field").build();
         assert_eq!(c.class(), "field");
         assert!(!c.names_no_class());
         c.metadata.annotations = Some([(ANN_BETA_STORAGE_CLASS.into(), "beta".into())].into());
@@ -214,13 +198,7 @@ mod tests {
         let none = PersistentVolumeClaim::default();
         assert_eq!(none.class(), "");
         assert!(none.names_no_class());
-        let empty = claim(
-            PersistentVolumeClaimSpec {
-                storage_class_name: Some(String::new()),
-                ..Default::default()
-            },
-            None,
-        );
+        let empty = pvc("c").class("").build();
         assert!(!empty.names_no_class(), "an empty class is a choice: no default");
     }
 

@@ -51,11 +51,8 @@ impl ClassExt for StorageClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::class;
     use serde_json::json;
-
-    fn class(extra: serde_json::Value) -> StorageClass {
-        crate::fixtures::class(extra)
-    }
 
     #[test]
     fn binding_modes_and_reclaim_policies_read_as_upstream_reads_them() {

@@ -174,20 +174,12 @@ impl VolumeExt for PersistentVolume {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PersistentVolumeSpec, PersistentVolumeStatus};
+    use serde_json::json;
 
     fn pv(policy: Option<&str>, phase: Option<&str>) -> PersistentVolume {
-        PersistentVolume {
-            metadata: Default::default(),
-            spec: Some(PersistentVolumeSpec {
-                persistent_volume_reclaim_policy: policy.map(Into::into),
-                ..Default::default()
-            }),
-            status: Some(PersistentVolumeStatus {
-                phase: phase.map(Into::into),
-                ..Default::default()
-            }),
-        }
+        let fields =
+            json!({"spec": {"persistentVolumeReclaimPolicy": policy}, "status": {"phase": phase}});
+        crate::fixtures::pv("v").with(fields).build()
     }
 
     #[test]

@@ -1,32 +1,27 @@
 use super::*;
+use crate::fixtures;
 use serde_json::json;
 
+/// Claim `team/data` bound to `pv-1` and resizing, asking for class `spec_class` while its
+/// volume has `current`; `status` merged into its status.
 fn claim(spec_class: Option<&str>, current: Option<&str>, status: Value) -> PersistentVolumeClaim {
-    let mut v = json!({
-        "metadata": {"name": "data", "namespace": "team", "uid": "u1", "resourceVersion": "9"},
-        "spec": {"volumeName": "pv-1"},
-        "status": {"phase": "Bound", "conditions": [{"type": "Resizing", "status": "True"}]}
-    });
-    if let Some(c) = spec_class {
-        v["spec"]["volumeAttributesClassName"] = json!(c);
-    }
-    if let Some(c) = current {
-        v["status"]["currentVolumeAttributesClassName"] = json!(c);
-    }
-    if let Value::Object(extra) = status {
-        for (k, x) in extra {
-            v["status"][k] = x;
-        }
-    }
-    serde_json::from_value(v).unwrap()
+    fixtures::pvc("data")
+        .namespace("team")
+        .uid("u1")
+        .version("9")
+        .volume("pv-1")
+        .phase("Bound")
+        .with(json!({
+            "spec": {"volumeAttributesClassName": spec_class},
+            "status": {"conditions": [{"type": "Resizing", "status": "True"}],
+                       "currentVolumeAttributesClassName": current}
+        }))
+        .with(json!({"status": status}))
+        .build()
 }
 
 fn pv(driver: &str) -> PersistentVolume {
-    serde_json::from_value(json!({
-        "metadata": {"name": "pv-1"},
-        "spec": {"csi": {"driver": driver, "volumeHandle": "h-1"}}
-    }))
-    .unwrap()
+    fixtures::pv("pv-1").csi(driver, "h-1").build()
 }
 
 fn vac(name: &str) -> VolumeAttributesClass {

@@ -111,7 +111,7 @@ pub fn after_probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provision::volume::tests::{answer, plan};
+    use crate::fixtures::{created as answer, plan};
 
     fn failure(class: ErrorClass, code: FailureCode) -> Failure {
         Failure { class, code, text: "boom".into() }

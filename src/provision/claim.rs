@@ -354,5 +354,4 @@ pub fn claim_bound(claim: &PersistentVolumeClaim) -> bool {
 }
 
 #[cfg(test)]
-#[path = "claim_tests/mod.rs"]
 mod tests;

@@ -295,5 +295,4 @@ impl Inputs<'_> {
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
-pub(crate) mod tests;
+mod tests;

@@ -112,18 +112,14 @@ mod tests {
     use super::*;
 
     fn claim(request: Option<&str>, limit: Option<&str>) -> PersistentVolumeClaim {
-        let mut resources = serde_json::Map::new();
+        let mut c = crate::fixtures::pvc("c").access_modes(&["ReadWriteOnce"]);
         if let Some(r) = request {
-            resources.insert("requests".into(), serde_json::json!({"storage": r}));
+            c = c.size(r);
         }
         if let Some(l) = limit {
-            resources.insert("limits".into(), serde_json::json!({"storage": l}));
+            c = c.limit(l);
         }
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "c", "namespace": "ns", "uid": "1b4e28ba-2fa1-11d2-883f-0016d3cca427"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": resources}
-        }))
-        .unwrap()
+        c.build()
     }
 
     #[test]

@@ -202,5 +202,4 @@ pub fn may_release<'a>(
 }
 
 #[cfg(test)]
-#[path = "snapshot_tests.rs"]
 mod tests;

@@ -179,5 +179,4 @@ pub fn populator_notice(group: &str, kind: &str, name: &str, served: bool) -> (b
 }
 
 #[cfg(test)]
-#[path = "source_tests.rs"]
 mod tests;

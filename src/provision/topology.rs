@@ -241,5 +241,4 @@ fn within(segment: &Segment, allowed: &Segment) -> bool {
 }
 
 #[cfg(test)]
-#[path = "topology_tests.rs"]
 mod tests;

@@ -122,66 +122,10 @@ fn node_affinity(topology: &[csi::Topology]) -> Option<VolumeNodeAffinity> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::provision::plan::PlanFacts;
-    use crate::provision::plan::{Features, build};
+    use crate::fixtures::{created as answer, plan};
     use serde_json::json;
-
-    pub(crate) fn plan(clone: bool) -> Plan {
-        let class =
-            serde_json::from_value(json!({"metadata": {"name": "gold"}, "provisioner": "d.csi"}))
-                .unwrap();
-        let mut claim = json!({
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u"},
-            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}
-        });
-        let source_claim = serde_json::from_value(json!({
-            "metadata": {"name": "src", "namespace": "ns", "uid": "s"},
-            "spec": {"resources": {"requests": {"storage": "1Gi"}}}, "status": {"phase": "Bound"}
-        }))
-        .unwrap();
-        let source_pv = serde_json::from_value(json!({
-            "metadata": {"name": "pv-src"},
-            "spec": {"csi": {"driver": "d.csi", "volumeHandle": "h"}, "claimRef": {"uid": "s"}}
-        }))
-        .unwrap();
-        if clone {
-            claim["spec"]["dataSource"] = json!({"kind": "PersistentVolumeClaim", "name": "src"});
-        }
-        build(
-            &serde_json::from_value(claim).unwrap(),
-            &class,
-            &crate::fixtures::settings(),
-            Features { clone: true, ..Features::default() },
-            PlanFacts {
-                claim: Some(&source_claim),
-                volume: Some(&source_pv),
-                ..PlanFacts::default()
-            },
-        )
-        .unwrap()
-    }
-
-    pub(crate) fn answer(bytes: i64) -> csi::Volume {
-        csi::Volume {
-            capacity_bytes: bytes,
-            volume_id: "vol-1".into(),
-            volume_context: [("k".to_string(), "v".to_string())].into(),
-            content_source: None,
-            accessible_topology: vec![
-                csi::Topology {
-                    segments: [
-                        ("zone".to_string(), "a".to_string()),
-                        ("rack".to_string(), "1".to_string()),
-                    ]
-                    .into(),
-                },
-                csi::Topology { segments: [("zone".to_string(), "b".to_string())].into() },
-            ],
-        }
-    }
 
     #[test]
     fn the_answer_completes_the_pv() {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use super::*;
 use crate::expand::CONTROLLER_IN_PROGRESS as RESIZING;
-use crate::fixtures::{CLAIM_UID, claim, object};
+use crate::fixtures::{self, claim, merge};
 use crate::names::FINALIZER_PROVISIONING as INTENT;
 
 fn deleting() -> Value {
@@ -16,23 +16,14 @@ fn deleting() -> Value {
 
 /// A Bound claim of 1Gi on PV `pv`, whose status agrees with its spec.
 fn bound_claim(extra: Value) -> PersistentVolumeClaim {
-    let base = claim(json!({
-        "spec": {"volumeName": "pv"},
-        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}
-    }));
-    object(serde_json::to_value(base).expect("a claim"), extra)
+    let mut fields = json!({"spec": {"volumeName": "pv"}, "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}});
+    merge(&mut fields, extra);
+    claim(fields)
 }
 
 /// PV `pv`, Bound to the fixture claim.
 fn bound_pv(extra: Value) -> PersistentVolume {
-    object(
-        json!({
-            "metadata": {"name": "pv"},
-            "spec": {"claimRef": {"namespace": "ns", "name": "c", "uid": CLAIM_UID}},
-            "status": {"phase": "Bound"}
-        }),
-        extra,
-    )
+    fixtures::pv("pv").bound_to(&claim(json!({}))).with(extra).build()
 }
 
 #[test]

@@ -17,30 +17,34 @@ use crate::binder::claim::{ClaimStep, ClaimView, decide as decide_claim};
 use crate::binder::index::*;
 use crate::binder::matching::*;
 use crate::binder::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
-use crate::fixtures::{claim, merge};
+use crate::fixtures::{self, claim, merge};
 use crate::model::VolumePhase;
 use crate::names::*;
 
 const UID: &str = crate::fixtures::CLAIM_UID;
 const DRIVER: &str = "d.csi";
 
+/// An Available Retain PV of class `gold`, ReadWriteOnce, at version 10.
+fn available(name: &str, size: &str) -> fixtures::Build<PersistentVolume> {
+    fixtures::pv(name)
+        .version("10")
+        .size(size)
+        .access_modes(&["ReadWriteOnce"])
+        .class("gold")
+        .reclaim("Retain")
+        .phase("Available")
+}
+
 fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": name, "resourceVersion": "10"},
-            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
-                     "storageClassName": "gold", "persistentVolumeReclaimPolicy": "Retain"},
-            "status": {"phase": "Available"}
-        }),
-        extra,
-    )
+    available(name, size).with(extra).build()
 }
 
 fn class(mode: Option<&str>) -> StorageClass {
-    serde_json::from_value(json!({
-        "metadata": {"name": "gold"}, "provisioner": DRIVER, "volumeBindingMode": mode
-    }))
-    .unwrap()
+    let class = fixtures::storage_class("gold");
+    match mode {
+        Some(mode) => class.binding_mode(mode).build(),
+        None => class.build(),
+    }
 }
 
 fn index(pvs: Vec<PersistentVolume>) -> VolumeIndex {
@@ -108,10 +112,9 @@ fn vstep(v: &PersistentVolume, c: ClaimLookup<'_>) -> VolumeStep {
     decide_volume(v, c, DRIVER)
 }
 
+/// PV `v` bound to the shared claim `ns/c`.
 fn bound_pv(extra: Value) -> PersistentVolume {
-    let mut base = json!({"spec": {"claimRef": {"name": "c", "namespace": "ns", "uid": UID}}, "status": {"phase": "Bound"}});
-    merge(&mut base, extra);
-    pv("v", "1Gi", base)
+    available("v", "1Gi").bound_to(&claim(json!({}))).with(extra).build()
 }
 
 /// The step leaves the claim Pending with an event of this reason, kind and message.

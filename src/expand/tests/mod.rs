@@ -6,6 +6,7 @@ mod patches;
 mod target;
 
 use super::*;
+use crate::fixtures;
 use serde_json::json;
 
 const GI: u64 = 1 << 30;
@@ -32,31 +33,32 @@ fn expand(bytes: u64, restart: bool) -> Target {
     Target::Expand { bytes: bytes * GI, restart }
 }
 
+/// Claim `ns/c`, bound to `pv` at 2Gi and asking for 4Gi, with an old resize error.
 fn claim(extra: Value) -> PersistentVolumeClaim {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "7",
-                         "annotations": {ANN_NODE_EXPANSION_NOT_REQUIRED: "true"}},
-            "spec": {"volumeName": "pv", "resources": {"requests": {"storage": "4Gi"}}},
-            "status": {"phase": "Bound", "capacity": {"storage": "2Gi"},
-                       "conditions": [{"type": "Other", "status": "True"},
-                                      {"type": "ControllerResizeError", "status": "True", "message": "old"}]}
-        }),
-        extra,
-    )
+    fixtures::pvc("c")
+        .uid("u")
+        .version("7")
+        .annotation(ANN_NODE_EXPANSION_NOT_REQUIRED, "true")
+        .volume("pv")
+        .size("4Gi")
+        .phase("Bound")
+        .with(json!({"status": {"capacity": {"storage": "2Gi"},
+            "conditions": [{"type": "Other", "status": "True"},
+                           {"type": "ControllerResizeError", "status": "True", "message": "old"}]}}))
+        .with(extra)
+        .build()
 }
 
+/// PV `pv` of driver `d`, 2Gi, xfs, claimed by `claim`.
 fn pv(extra: Value) -> PersistentVolume {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": "pv"},
-            "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "mountOptions": ["noatime"],
-                     "csi": {"driver": "d", "volumeHandle": "h", "fsType": "xfs"},
-                     "claimRef": {"namespace": "ns", "name": "c", "uid": "u"}}
-        }),
-        extra,
-    )
+    fixtures::pv("pv")
+        .size("2Gi")
+        .access_modes(&["ReadWriteOnce"])
+        .csi("d", "h")
+        .claim_ref("ns", "c", Some("u"))
+        .with(json!({"spec": {"mountOptions": ["noatime"], "csi": {"fsType": "xfs"}}}))
+        .with(extra)
+        .build()
 }
 
 fn types(patch: &Value) -> Vec<&str> {

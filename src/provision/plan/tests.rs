@@ -1,18 +1,6 @@
 use super::*;
-pub(crate) use crate::fixtures::{class, settings};
-use serde_json::{Value, json};
-
-pub(crate) fn claim(extra: Value) -> PersistentVolumeClaim {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": "data", "namespace": "team", "uid": "u-1", "resourceVersion": "7",
-                         "annotations": {"owner": "alice"}},
-            "spec": {"storageClassName": "gold", "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}
-        }),
-        extra,
-    )
-}
+use crate::fixtures::{class, data_claim as claim, settings};
+use serde_json::json;
 
 /// The PV's CSI source; a test's PV always has one.
 fn csi_of(pv: &PersistentVolume) -> &k8s_openapi::api::core::v1::CSIPersistentVolumeSource {

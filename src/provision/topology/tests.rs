@@ -2,10 +2,7 @@ use super::*;
 use serde_json::{Value, json};
 
 fn class(allowed: Value) -> StorageClass {
-    serde_json::from_value(json!({
-        "metadata": {"name": "c"}, "provisioner": "d", "allowedTopologies": allowed
-    }))
-    .unwrap()
+    crate::fixtures::storage_class("c").provisioner("d").allowed_topologies(allowed).build()
 }
 
 fn node(name: &str, labels: Value) -> Node {

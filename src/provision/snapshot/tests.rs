@@ -1,8 +1,8 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::fixtures::data_claim as claim;
 use crate::fixtures::{class, merge, settings};
-use crate::provision::plan::tests::claim;
 use crate::provision::plan::{Features, build};
 
 fn snapshot_json(extra: Value) -> Value {

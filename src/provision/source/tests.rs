@@ -2,31 +2,31 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::fixtures::{class, merge, settings};
-use crate::provision::plan::tests::claim;
+use crate::fixtures::{self, class, data_claim as claim, merge, settings};
 use crate::provision::plan::{Features, build};
 
 fn clone_features() -> Features {
     Features { clone: true, ..Features::default() }
 }
 
+/// Claim `team/src` of 1Gi, bound to `pv-src`: the clone source.
 fn source_claim(extra: Value) -> PersistentVolumeClaim {
-    crate::fixtures::object(
-        json!({
-            "metadata": {"name": "src", "namespace": "team", "uid": "src-uid"},
-            "spec": {"volumeName": "pv-src", "resources": {"requests": {"storage": "1Gi"}}},
-            "status": {"phase": "Bound"}
-        }),
-        extra,
-    )
+    let pv = fixtures::pv("pv-src").build();
+    fixtures::pvc("src")
+        .namespace("team")
+        .uid("src-uid")
+        .size("1Gi")
+        .bound_to(&pv)
+        .with(extra)
+        .build()
 }
 
+/// PV `pv-src` of `driver`, whose claimRef carries `uid` only.
 fn source_pv(driver: &str, uid: &str) -> PersistentVolume {
-    serde_json::from_value(json!({
-        "metadata": {"name": "pv-src"},
-        "spec": {"csi": {"driver": driver, "volumeHandle": "h-src"}, "claimRef": {"uid": uid}}
-    }))
-    .unwrap()
+    fixtures::pv("pv-src")
+        .csi(driver, "h-src")
+        .with(json!({"spec": {"claimRef": {"uid": uid}}}))
+        .build()
 }
 
 fn clone_of(name: &str) -> PersistentVolumeClaim {

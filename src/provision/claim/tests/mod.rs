@@ -4,7 +4,7 @@ mod passes;
 mod tables;
 
 use super::*;
-use crate::fixtures::claim;
+use crate::fixtures::{self, claim};
 use serde_json::{Value, json};
 
 const DRIVER: &str = "d.csi";
@@ -15,19 +15,15 @@ fn settings() -> Settings {
 }
 
 fn class(provisioner: &str, extra: Value) -> StorageClass {
-    crate::fixtures::object(
-        json!({"metadata": {"name": "gold"}, "provisioner": provisioner}),
-        extra,
-    )
+    fixtures::storage_class("gold").provisioner(provisioner).with(extra).build()
 }
 
+/// The PV named after the shared claim, of `driver`, whose claimRef has `claim_uid`.
 fn pv(driver: &str, claim_uid: &str) -> PersistentVolume {
-    serde_json::from_value(json!({
-        "metadata": {"name": format!("pvc-{UID}")},
-        "spec": {"csi": {"driver": driver, "volumeHandle": "h"},
-                 "claimRef": {"name": "c", "namespace": "ns", "uid": claim_uid}}
-    }))
-    .unwrap()
+    fixtures::pv(&format!("pvc-{UID}"))
+        .csi(driver, "h")
+        .claim_ref("ns", "c", Some(claim_uid))
+        .build()
 }
 
 const INTENT: &str = FINALIZER_PROVISIONING;
