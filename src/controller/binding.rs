@@ -15,7 +15,7 @@ use crate::binder::VolumeIndex;
 use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::index::is_available;
-use crate::model::{ClaimExt, ClaimPhase, VolumePhase};
+use crate::model::{ClaimExt, ClaimPhase};
 use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
 use crate::reason::Reason;
 
@@ -248,43 +248,6 @@ impl Controller {
         };
         self.notify(&reference(&claim), &notice).await;
         Ok(())
-    }
-
-    /// The binding, in upstream's order: PV spec, PV status, claim spec, claim status. Each
-    /// write is skipped when already done and preconditioned on the version it was built from.
-    /// Returns the claim as the last claim write left it.
-    pub(super) async fn bind(
-        &self,
-        claim: &PersistentVolumeClaim,
-        pv: &PersistentVolume,
-    ) -> Result<PersistentVolumeClaim, SyncError> {
-        let mut pv = pv.clone();
-        let name = pv.name_any();
-        if let Some(patch) = bind::volume_spec(&pv, claim) {
-            pv = self.patch_volume(&pv, patch, "bind the PersistentVolume to the claim").await?;
-        }
-        let pv = self.set_phase(&pv, VolumePhase::Bound, None).await?;
-        let mut claim = claim.clone();
-        let mut wrote = false;
-        if let Some(patch) = bind::claim_spec(&claim, &pv) {
-            claim = self
-                .patch_claim(Part::Object, &claim, patch, "bind the claim to its PersistentVolume")
-                .await?;
-            wrote = true;
-        }
-        if let Some(patch) = bind::claim_status_bound(&claim, &pv) {
-            claim = self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound").await?;
-            wrote = true;
-            if let Some(seconds) =
-                claim.metadata.creation_timestamp.as_ref().and_then(crate::metrics::seconds_since)
-            {
-                crate::metrics::metrics().claim_bound.observe(seconds);
-            }
-        }
-        if wrote {
-            info!(volume = %name, "bound");
-        }
-        Ok(claim)
     }
 }
 

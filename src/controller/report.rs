@@ -1,5 +1,6 @@
 //! Telling the user and the log how a step went: a Warning event and a backoff for a step that
-//! cannot go on now, the success of a provisioning, a binder's notice. The passes call these
+//! cannot go on now, the success of a provisioning, a binder's notice, and a driver that could
+//! not be reached (its keys wait for the driver's return, `stranded`). The passes call these
 //! verbs; none of them decides anything.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -7,6 +8,7 @@ use tracing::{info, warn};
 
 use super::{ClaimKey, Controller, Outcome, reference};
 use crate::binder::claim::Notice;
+use crate::csi::CsiError;
 use crate::reason::Reason;
 
 impl Controller {
@@ -47,6 +49,20 @@ impl Controller {
             self.events.warning(object, notice.reason, note).await;
         } else {
             self.events.normal(object, notice.reason, note).await;
+        }
+    }
+
+    /// Remembers a claim whose pass failed on an unreachable driver.
+    pub(super) fn strand_claim(&self, key: &ClaimKey, error: &CsiError) {
+        if error.unreachable() {
+            self.memory.claims.update(key, |m| m.stranded = true);
+        }
+    }
+
+    /// Remembers a PV whose pass failed on an unreachable driver.
+    pub(super) fn strand_volume(&self, name: &str, error: &CsiError) {
+        if error.unreachable() {
+            self.memory.volumes.update(&name.to_string(), |m| m.stranded = true);
         }
     }
 }

@@ -6,27 +6,12 @@ use std::time::Duration;
 
 use tracing::info;
 
-use super::{ClaimKey, Controller};
-use crate::csi::CsiError;
+use super::Controller;
 
 /// How often Probe is asked while some key is stranded.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 impl Controller {
-    /// Remembers a claim whose pass failed on an unreachable driver.
-    pub(super) fn strand_claim(&self, key: &ClaimKey, error: &CsiError) {
-        if error.unreachable() {
-            self.memory.claims.update(key, |m| m.stranded = true);
-        }
-    }
-
-    /// Remembers a PV whose pass failed on an unreachable driver.
-    pub(super) fn strand_volume(&self, name: &str, error: &CsiError) {
-        if error.unreachable() {
-            self.memory.volumes.update(&name.to_string(), |m| m.stranded = true);
-        }
-    }
-
     /// Runs until the queues close: while keys are stranded, asks Probe every second, and on
     /// the first answer queues them all at once, their backoff cleared.
     pub(super) async fn resume_when_driver_returns(&self) {

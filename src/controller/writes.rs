@@ -1,4 +1,5 @@
-//! The patches of claims and PVs. Each takes its rate-limit token first, then looks at the
+//! The patches of claims and PVs, and the binding they make up (`bind`, for the binder's pass
+//! and for the PV provisioning just made). Each takes its rate-limit token first, then looks at the
 //! newest copy (`freshness`): a patch decided on a copy that only lost a label race goes on
 //! the newer version, one whose object changed where it matters is decided again. A write
 //! therefore never waits in the limiter holding a version that was stale before it left.
@@ -10,7 +11,7 @@ use kube::ResourceExt;
 use kube::api::Patch;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::{Controller, SyncError, error};
 use crate::binder;
@@ -78,6 +79,43 @@ impl Controller {
         let answer = send(writes, None, &name, patch, part).await;
         let reread = async { writes.get(None, &name).await.ok().flatten() };
         after_write(answer, action, reread, |pv| self.index_volume(pv)).await
+    }
+
+    /// The binding, in upstream's order: PV spec, PV status, claim spec, claim status. Each
+    /// write is skipped when already done and preconditioned on the version it was built from.
+    /// Returns the claim as the last claim write left it.
+    pub(super) async fn bind(
+        &self,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+    ) -> Result<PersistentVolumeClaim, SyncError> {
+        let mut pv = pv.clone();
+        let name = pv.name_any();
+        if let Some(patch) = binder::bind::volume_spec(&pv, claim) {
+            pv = self.patch_volume(&pv, patch, "bind the PersistentVolume to the claim").await?;
+        }
+        let pv = self.set_phase(&pv, VolumePhase::Bound, None).await?;
+        let mut claim = claim.clone();
+        let mut wrote = false;
+        if let Some(patch) = binder::bind::claim_spec(&claim, &pv) {
+            claim = self
+                .patch_claim(Part::Object, &claim, patch, "bind the claim to its PersistentVolume")
+                .await?;
+            wrote = true;
+        }
+        if let Some(patch) = binder::bind::claim_status_bound(&claim, &pv) {
+            claim = self.patch_claim(Part::Status, &claim, patch, "mark the claim Bound").await?;
+            wrote = true;
+            if let Some(seconds) =
+                claim.metadata.creation_timestamp.as_ref().and_then(crate::metrics::seconds_since)
+            {
+                crate::metrics::metrics().claim_bound.observe(seconds);
+            }
+        }
+        if wrote {
+            info!(volume = %name, "bound");
+        }
+        Ok(claim)
     }
 }
 

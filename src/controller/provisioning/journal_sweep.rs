@@ -1,12 +1,12 @@
 //! The intent journal's sweep: entries whose claim is gone (deleted while we were down, or
-//! between our intent and the CreateVolume) are settled as that claim being deleted would be,
+//! between our intent and the CreateVolume) are undone as that claim being deleted would be,
 //! through the provisioning pass's own decision and undo.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field, info, info_span, warn};
 
-use super::{Controller, SyncError};
+use crate::controller::{Controller, SyncError};
 use crate::provision::claim::{ClaimAction, ClaimCopy};
 
 impl Controller {
@@ -14,7 +14,7 @@ impl Controller {
     /// (deleted while we were down, or between our intent and the CreateVolume). Decided as that
     /// claim being deleted: the PV records the volume (drop the entry), or CreateVolume finds it
     /// and it is deleted (recorded under Retain). Claims still here take the usual path.
-    pub(super) async fn sweep_journal(&self) {
+    pub(in crate::controller) async fn sweep_journal(&self) {
         let Some(journal) = &self.switches.journal else {
             return;
         };
@@ -25,11 +25,11 @@ impl Controller {
                 continue;
             }
             let span = info_span!("sync", claim = %key, op = field::Empty);
-            self.settle_orphan(&key, &kept).instrument(span).await;
+            self.undo_orphan(&key, &kept).instrument(span).await;
         }
     }
 
-    async fn settle_orphan(&self, key: &super::ClaimKey, gone: &PersistentVolumeClaim) {
+    async fn undo_orphan(&self, key: &crate::controller::ClaimKey, gone: &PersistentVolumeClaim) {
         // The store may lag behind a claim just made; the API has the last word.
         match self.live_claim(gone).await {
             Ok(None) => {}
@@ -64,7 +64,7 @@ impl Controller {
             ClaimAction::Abandon(plan) => {
                 info!("the claim went away while it was being provisioned; finding its volume");
                 match self.abandon(key, gone, &plan, ClaimCopy::Gone).await {
-                    Ok(super::Outcome::Done) => {
+                    Ok(crate::controller::Outcome::Done) => {
                         self.release_snapshot(gone, snapshot.as_ref()).await;
                         Ok(())
                     }

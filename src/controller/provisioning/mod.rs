@@ -1,5 +1,13 @@
 //! The provisioning executor: carries out what `provision::claim` decides for a claim (the
 //! intent, CreateVolume, the PV, the binding) and the undo of volumes whose claim went away.
+//! Its parts: the intent (`intent`), the data sources and their protection (`sources`,
+//! `restore_protection`), and the sweep of journaled intents whose claim is gone
+//! (`journal_sweep`).
+
+mod intent;
+mod journal_sweep;
+mod restore_protection;
+mod sources;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +36,7 @@ const STEPS_PER_PASS: usize = 4;
 
 impl Controller {
     /// Dynamic provisioning of a claim the binder found no PV for, or that carries our intent.
-    pub(super) async fn sync_provisioning(
+    pub(in crate::controller) async fn sync_provisioning(
         &self,
         key: &ClaimKey,
         claim: PersistentVolumeClaim,

@@ -5,9 +5,9 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 
-use super::Part;
-use super::reference;
-use super::{Controller, SyncError, set_finalizers, without};
+use crate::controller::Part;
+use crate::controller::reference;
+use crate::controller::{Controller, SyncError, set_finalizers, without};
 use crate::model::ClaimExt;
 use crate::names::*;
 use crate::provision::patches;
@@ -17,7 +17,7 @@ impl Controller {
     /// Makes the intent durable. In the journal: a synced file, and a claim write only for the
     /// provisioner annotations when no binder wrote them. Otherwise one claim write: our
     /// finalizer with those annotations.
-    pub(super) async fn record_intent(
+    pub(in crate::controller) async fn record_intent(
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<PersistentVolumeClaim, SyncError> {
@@ -47,8 +47,11 @@ impl Controller {
         Ok(updated)
     }
 
-    /// The intent is settled: the journal entry goes, and our finalizer if the claim has it.
-    pub(super) async fn drop_intent(&self, claim: &PersistentVolumeClaim) -> Result<(), SyncError> {
+    /// The intent is over: the journal entry goes, and our finalizer if the claim has it.
+    pub(in crate::controller) async fn drop_intent(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<(), SyncError> {
         if let (Some(journal), Some(uid)) = (&self.switches.journal, claim.metadata.uid.as_deref())
         {
             journal.remove(uid).await?;

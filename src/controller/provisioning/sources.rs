@@ -10,9 +10,9 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
-use super::Part;
-use super::reference;
-use super::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
+use crate::controller::Part;
+use crate::controller::reference;
+use crate::controller::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
 use crate::model::ClaimExt;
 use crate::names::*;
 use crate::provision::snapshot::{self, SnapshotLookup};
@@ -20,9 +20,10 @@ use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
 use crate::reason::Reason;
 
 /// The clone source's claim and PV, as the stores have them.
-pub(super) type CloneFacts = (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
+pub(in crate::controller) type CloneFacts =
+    (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
 
-pub(super) fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
+pub(in crate::controller) fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: SNAPSHOT_GROUP.into(),
         version: "v1".into(),
@@ -33,13 +34,13 @@ pub(super) fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
 }
 
 /// A VolumeSnapshot as the API answered it, parsed.
-pub(super) fn parsed_snapshot(object: &DynamicObject) -> snapshot::Snapshot {
+pub(in crate::controller) fn parsed_snapshot(object: &DynamicObject) -> snapshot::Snapshot {
     snapshot::parse_snapshot(&serde_json::to_value(object).unwrap_or_default())
 }
 
 impl Controller {
     /// The VolumeSnapshots of `namespace`.
-    pub(super) fn snapshots(&self, namespace: &str) -> Api<DynamicObject> {
+    pub(in crate::controller) fn snapshots(&self, namespace: &str) -> Api<DynamicObject> {
         Api::namespaced_with(
             self.client.clone(),
             namespace,
@@ -49,7 +50,7 @@ impl Controller {
 
     /// The claim a clone reads from, and its PV, from the stores; `protected` replaces the
     /// stored source when this pass has just written it.
-    pub(super) fn clone_facts(
+    pub(in crate::controller) fn clone_facts(
         &self,
         claim: &PersistentVolumeClaim,
         protected: Option<&Arc<PersistentVolumeClaim>>,
@@ -71,7 +72,7 @@ impl Controller {
 
     /// The VolumeSnapshot a claim restores from, with its bound content, read live (as
     /// csi-provisioner reads them: snapshots are few and not watched). None: not a restore.
-    pub(super) async fn snapshot_facts(
+    pub(in crate::controller) async fn snapshot_facts(
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<Option<SnapshotLookup>, SyncError> {
@@ -123,7 +124,7 @@ impl Controller {
 
     /// Puts the cloning-protection finalizer on the source claim, on the version the decision
     /// read (a source deleted meanwhile makes this fail, and the next pass refuses the clone).
-    pub(super) async fn protect_source(
+    pub(in crate::controller) async fn protect_source(
         &self,
         namespace: &str,
         name: &str,
@@ -143,7 +144,7 @@ impl Controller {
     /// A claim on its way out that holds clones back: its finalizer goes once no claim of its
     /// namespace that clones it may have a CreateVolume in flight. The clones are listed live:
     /// one just given our intent may not be in the store yet.
-    pub(super) async fn release_clone_source(
+    pub(in crate::controller) async fn release_clone_source(
         &self,
         claim: &PersistentVolumeClaim,
     ) -> Result<(), SyncError> {
@@ -160,9 +161,12 @@ impl Controller {
         if !source::release_clone_protection(claim, &clones, in_flight) {
             return Ok(());
         }
-        let updated =
-            super::drop_finalizer(&*self.cluster.claims, claim, FINALIZER_CLONING_PROTECTION)
-                .await?;
+        let updated = crate::controller::drop_finalizer(
+            &*self.cluster.claims,
+            claim,
+            FINALIZER_CLONING_PROTECTION,
+        )
+        .await?;
         if let Some(updated) = updated {
             self.wrote_claim(&updated);
         }
@@ -172,7 +176,7 @@ impl Controller {
 
     /// A data source for a volume populator: said once per claim when the cluster serves its
     /// kind; a Warning, looked at again after a backoff, when nothing can fill it.
-    pub(super) async fn populator_source(
+    pub(in crate::controller) async fn populator_source(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,

@@ -7,9 +7,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use tracing::{info, warn};
 
-use super::error::is_status;
 use super::sources::{parsed_snapshot, snapshot_resource};
-use super::{Controller, SyncError};
+use crate::controller::error::is_status;
+use crate::controller::{Controller, SyncError};
 use crate::provision::patches;
 use crate::provision::snapshot::{self, Snapshot, SnapshotLookup};
 
@@ -40,7 +40,7 @@ impl Controller {
     /// Puts our restore protection on the snapshot before the intent and any CreateVolume; a
     /// snapshot changed or deleted since it was read makes this fail, and the next pass decides
     /// again from what it is then.
-    pub(super) async fn protect_snapshot(
+    pub(in crate::controller) async fn protect_snapshot(
         &self,
         snapshot: &Snapshot,
     ) -> Result<SnapshotLookup, SyncError> {
@@ -69,7 +69,7 @@ impl Controller {
     /// `claim`'s restore is over: our protection of its snapshot goes unless another claim
     /// of the namespace still needs it (listed live: one just given an intent may not be in the
     /// store yet). Best effort: what fails here, the sweep takes off later.
-    pub(super) async fn release_snapshot(
+    pub(in crate::controller) async fn release_snapshot(
         &self,
         claim: &PersistentVolumeClaim,
         lookup: Option<&SnapshotLookup>,
