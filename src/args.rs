@@ -33,6 +33,16 @@ where
         .collect()
 }
 
+/// A boolean as Go's strconv.ParseBool reads it, which is how the sidecars read `--flag=value`
+/// and feature gates: 1, t, T, TRUE, true, True; 0, f, F, FALSE, false, False.
+pub fn go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        other => Err(format!("{other:?} is not a boolean (true or false, as Go writes them)")),
+    }
+}
+
 fn single_dash_long(arg: &str) -> bool {
     let Some(flag) = arg.strip_prefix('-') else {
         return false;
@@ -54,6 +64,19 @@ mod tests {
             .skip(1)
             .map(|a| a.into_string().unwrap())
             .collect()
+    }
+
+    #[test]
+    fn booleans_as_go_reads_them() {
+        for yes in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(go_bool(yes), Ok(true), "{yes}");
+        }
+        for no in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(go_bool(no), Ok(false), "{no}");
+        }
+        for neither in ["yes", "tRUE", "", "2"] {
+            assert!(go_bool(neither).is_err(), "{neither}");
+        }
     }
 
     #[test]

@@ -1,17 +1,61 @@
-//! `--feature-gates`, as the Go sidecars take it: `Name=true|false`, comma-separated. Gates that
-//! are GA upstream are accepted when on (the behaviour is always there) and refused when off; a
-//! gate we do not know is refused, so that a typo never passes for a setting.
+//! `--feature-gates`, as the Go sidecars take it: `Name=value`, comma-separated, the value as Go
+//! reads a boolean (`True` too). Gates that are GA upstream are accepted when on (the behaviour
+//! is always there) and refused when off. The gates both sidecars register from the Kubernetes
+//! libraries (API server and client features) are taken and have no effect, as in the sidecars,
+//! which serve no API. A gate neither knows is refused, so that a typo never passes for a
+//! setting.
 
 use std::collections::BTreeMap;
 
 /// The gates that change what this process does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FeatureGates {
     /// csi-resizer's alpha gate (off by default there too): keep the claim's old capacity in
     /// `volume.alpha.kubernetes.io/pre-resize-capacity` on the PV while the node grows the
     /// filesystem, so that a claim bound to the PV again still gets its node expansion.
     pub annotate_fs_resize: bool,
+    /// Gates taken that change nothing here, each with why: said once at start.
+    pub no_effect: Vec<String>,
 }
+
+/// Both sidecars' gate (alpha, off by default): give the Lease up on exit. We always do.
+const RELEASE_ON_EXIT: &str = "ReleaseLeaderElectionOnExit";
+
+/// The gates csi-provisioner v6 and csi-resizer v2 register from the Kubernetes libraries:
+/// switches of API-server and client-library code that neither sidecar runs.
+const LIBRARY_GATES: &[&str] = &[
+    "APIResponseCompression",
+    "APIServerIdentity",
+    "APIServingWithRoutine",
+    "AllAlpha",
+    "AllBeta",
+    "AllowParsingUserUIDFromCertAuth",
+    "AllowUnsafeMalformedObjectDeletion",
+    "CBORServingAndStorage",
+    "ComponentFlagz",
+    "ComponentStatusz",
+    "ConcurrentWatchObjectDecode",
+    "ConstrainedImpersonation",
+    "CoordinatedLeaderElection",
+    "DeclarativeValidationBeta",
+    "DetectCacheInconsistency",
+    "ListFromCacheSnapshot",
+    "ManifestBasedAdmissionControlConfig",
+    "NativeHistograms",
+    "OpenAPIEnums",
+    "RemoteRequestHeaderUID",
+    "ShardedListAndWatch",
+    "SizeBasedListCostEstimate",
+    "StorageVersionAPI",
+    "StorageVersionHash",
+    "StructuredAuthenticationConfigurationEgressSelector",
+    "StructuredAuthenticationConfigurationJWKSMetrics",
+    "TokenRequestServiceAccountUIDValidation",
+    "UnauthenticatedHTTP2DOSMitigation",
+    "UnknownVersionInteroperabilityProxy",
+    "WatchCacheInitializationPostStartHook",
+    "WatchList",
+];
 
 /// Gates that are GA in the sidecars we replace: always on here.
 const ALWAYS_ON: &[&str] =
@@ -38,6 +82,12 @@ impl std::str::FromStr for FeatureGates {
             }
             match name.as_str() {
                 "AnnotateFsResize" => gates.annotate_fs_resize = on,
+                RELEASE_ON_EXIT => gates
+                    .no_effect
+                    .push(format!("{RELEASE_ON_EXIT}={on}: the Lease is always given up on exit")),
+                n if LIBRARY_GATES.contains(&n) => gates.no_effect.push(format!(
+                    "{n}={on}: a switch of Kubernetes library code this process does not run"
+                )),
                 n if ALWAYS_ON.contains(&n) && on => {}
                 n if ALWAYS_ON.contains(&n) => {
                     return Err(format!("{n} is always on in csi-pv-controller"));
@@ -60,11 +110,8 @@ fn parse(text: &str) -> Result<BTreeMap<String, bool>, String> {
         let (name, value) = pair
             .split_once('=')
             .ok_or_else(|| format!("{pair:?}: expected Name=true or Name=false"))?;
-        let on = match value.trim() {
-            "true" => true,
-            "false" => false,
-            other => return Err(format!("{name}={other}: the value must be true or false")),
-        };
+        let on = crate::args::go_bool(value.trim())
+            .map_err(|e| format!("{name}={}: {e}", value.trim()))?;
         gates.insert(name.trim().to_string(), on);
     }
     Ok(gates)
@@ -76,7 +123,11 @@ mod tests {
 
     #[test]
     fn gates_parse_as_the_go_sidecars_write_them() {
-        let table: [(&str, Result<bool, &str>); 10] = [
+        let table: [(&str, Result<bool, &str>); 14] = [
+            ("Topology=True", Ok(false)),
+            ("AnnotateFsResize=TRUE,VolumeAttributesClass=t", Ok(true)),
+            ("ReleaseLeaderElectionOnExit=true", Ok(false)),
+            ("WatchList=false,AllAlpha=true", Ok(false)),
             ("CrossNamespaceVolumeDataSource=false", Ok(false)),
             ("CrossNamespaceVolumeDataSource=true", Err("not implemented")),
             ("", Ok(false)),
@@ -86,12 +137,16 @@ mod tests {
             ("Topology=false", Err("always on")),
             ("Nonsense=true", Err("unknown feature gate")),
             ("AnnotateFsResize", Err("expected Name=true")),
-            ("AnnotateFsResize=yes", Err("must be true or false")),
+            ("AnnotateFsResize=yes", Err("not a boolean")),
         ];
         for (text, want) in table {
             let got = text.parse::<FeatureGates>();
             match (got, want) {
-                (Ok(g), Ok(on)) => assert_eq!(g.annotate_fs_resize, on, "{text}"),
+                (Ok(g), Ok(on)) => {
+                    assert_eq!(g.annotate_fs_resize, on, "{text}");
+                    let library = text.contains("WatchList") || text.contains("Release");
+                    assert_eq!(g.no_effect.is_empty(), !library, "{text}: {:?}", g.no_effect);
+                }
                 (Err(e), Err(part)) => assert!(e.contains(part), "{text}: {e}"),
                 (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
             }

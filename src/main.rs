@@ -6,12 +6,11 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use csi_pv_controller::cluster::{self, Stores};
-use csi_pv_controller::config::{Command, Config};
+use csi_pv_controller::config::{self, Command, Config};
 use csi_pv_controller::controller::{self, Controller, Intake, Options};
 use csi_pv_controller::csi::CsiClient;
 use csi_pv_controller::queue::Backoff;
@@ -44,9 +43,19 @@ mod cli {
 }
 
 fn main() -> ExitCode {
-    // Exits 2 with clap's message on unparsable flags.
-    let config = Config::parse_from(csi_pv_controller::args::go_style(std::env::args_os()));
+    // Exits 2 on flags that cannot be read, with clap's message or ours (refused flags).
+    let (config, no_effect) = match config::from_args(std::env::args_os()) {
+        Ok(read) => read,
+        Err(config::FlagError::Clap(e)) => e.exit(),
+        Err(config::FlagError::Refused(message)) => {
+            eprintln!("csi-pv-controller: {message}");
+            return ExitCode::from(2);
+        }
+    };
     init_logging(&config);
+    for note in no_effect {
+        info!("{note}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 
 mod settings;
+pub mod upstream;
 pub use crate::provision::settings::{Settings, TopologyOptions};
 
 #[derive(Debug, Clone, Parser)]
@@ -20,168 +21,173 @@ pub use crate::provision::settings::{Settings, TopologyOptions};
 )]
 pub struct Config {
     /// The CSI driver's controller socket: unix:///path or a path.
-    #[arg(long, default_value = "/run/csi/socket")]
+    #[arg(help_heading = "Process", long, default_value = "/run/csi/socket")]
     pub csi_address: String,
 
     /// Deadline of every call to the CSI driver.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
 
     /// How long to wait at start for the driver's socket to answer Probe before giving up with an
     /// error (0: wait forever, as upstream does).
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub csi_connect_timeout: Duration,
 
     /// Kubeconfig file; without it KUBECONFIG, ~/.kube/config or the in-cluster account is used.
-    #[arg(long)]
+    #[arg(help_heading = "Process", long)]
     pub kubeconfig: Option<PathBuf>,
 
     /// Address of the HTTP server for /healthz and /readyz, e.g. :8080 (empty: no server).
-    #[arg(long, default_value = "")]
+    #[arg(help_heading = "Process", long, default_value = "")]
     pub http_endpoint: String,
 
     /// Take part in leader election on a Lease, so that only one replica acts.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Process", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub leader_election: bool,
 
     /// Namespace of the Lease (empty: $POD_NAMESPACE, else the service account's, else default).
-    #[arg(long, default_value = "")]
+    #[arg(help_heading = "Process", long, default_value = "")]
     pub leader_election_namespace: String,
 
     /// How long a standby waits, from when it sees the Lease's last change, before it takes the
     /// Lease over. Written into the Lease in whole seconds.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub leader_election_lease_duration: Duration,
 
     /// The leader stops acting when no renewal has succeeded for this long.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub leader_election_renew_deadline: Duration,
 
     /// How often the leader renews the Lease and a standby looks at it.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub leader_election_retry_period: Duration,
 
     /// Sustained requests per second to the Kubernetes API. Negative (the default): no
     /// client-side limit, as client-go's -1; the apiserver's API Priority and Fairness paces us.
     /// One client here does the work of csi-provisioner, csi-resizer and the PV binder; set 5
     /// (and burst 10) for their per-client limit.
-    #[arg(long, default_value_t = -1.0, allow_negative_numbers = true)]
+    #[arg(help_heading = "Process", long, default_value_t = -1.0, allow_negative_numbers = true)]
     pub kube_api_qps: f32,
 
     /// Requests allowed at once above a positive --kube-api-qps.
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Process", long, default_value_t = 10)]
     pub kube_api_burst: u32,
 
     /// How many objects are worked on concurrently.
-    #[arg(long, default_value_t = 100)]
+    #[arg(help_heading = "Process", long, default_value_t = 100)]
     pub worker_threads: usize,
 
     /// How many ControllerExpandVolume calls may run at once (csi-resizer's --workers).
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Resizer", long, default_value_t = 10)]
     pub workers: usize,
 
     /// Path of the Prometheus metrics on --http-endpoint (as csi-provisioner's --metrics-path).
-    #[arg(long, default_value = "/metrics")]
+    #[arg(help_heading = "Process", long, default_value = "/metrics")]
     pub metrics_path: String,
 
     /// First delay before retrying a failed operation on an object; doubles on each failure.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub retry_interval_start: Duration,
 
     /// Longest delay between retries of a failed operation on an object.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Process", long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub retry_interval_max: Duration,
 
     /// Prefix of the names of provisioned volumes and their PVs: <prefix>-<claim UID>.
-    #[arg(long, default_value = "pvc")]
+    #[arg(help_heading = "Provisioner", long, default_value = "pvc")]
     pub volume_name_prefix: String,
 
     /// -1: the whole claim UID in volume names; N: the UID without dashes, cut to N characters.
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = -1, allow_negative_numbers = true)]
     pub volume_name_uuid_length: i64,
 
     /// Filesystem type for volumes whose StorageClass names none (empty: none).
-    #[arg(long, default_value = "")]
+    #[arg(help_heading = "Provisioner", long, default_value = "")]
     pub default_fstype: String,
 
     /// Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to CreateVolume parameters.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub extra_create_metadata: bool,
 
     /// Refuse to restore a snapshot into a claim of another volumeMode than the snapshot's
     /// source, unless its VolumeSnapshotContent is annotated
     /// snapshot.storage.kubernetes.io/allow-volume-mode-change="true".
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub prevent_volume_mode_conversion: bool,
 
     /// csi-provisioner's: with delayed binding, ask the driver for the selected node's topology
     /// segment only, instead of every node's with the selected one preferred.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub strict_topology: bool,
 
     /// csi-provisioner's: with immediate binding and no allowedTopologies, ask the driver for
     /// the topology segments of every node it is on; false sends no requirement.
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub immediate_topology: bool,
 
     /// csi-resizer's: add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to
     /// ControllerModifyVolume's mutable parameters.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Resizer", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub extra_modify_metadata: bool,
 
     /// Mark the PV read-only for the driver when the claim's only access mode is ReadOnlyMany.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub controller_publish_readonly: bool,
 
     /// kube-controller-manager's --pvclaimbinder-sync-period: how often the periodic pass runs.
     /// When we bind, it looks at every claim and PV again, as that binder does; beside the
     /// cluster's binder, at those not settled yet (not Bound). It also sweeps the intent journal.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Binder", long, default_value = "15s", value_parser = humantime::parse_duration)]
     pub pvclaimbinder_sync_period: Duration,
 
     /// csi-provisioner's: publish CSIStorageCapacity objects from GetCapacity, in the namespace
     /// of env NAMESPACE (owned per --capacity-ownerref-level, from env POD_NAME).
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub enable_capacity: bool,
 
     /// Owner of the capacity objects, counted up from the pod: -1 none, 0 the pod, 1 its
     /// StatefulSet or DaemonSet, 2 a Deployment.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = 1, allow_negative_numbers = true)]
     pub capacity_ownerref_level: i32,
 
     /// How often every capacity object is asked for again.
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Provisioner", long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub capacity_poll_interval: Duration,
 
     /// Publish capacity for Immediate classes too, not only WaitForFirstConsumer ones.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub capacity_for_immediate_binding: bool,
 
     /// GetCapacity calls at once.
-    #[arg(long, default_value_t = 1)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = 1)]
     pub capacity_threads: usize,
 
     /// The capacity objects' own client budget (csi-provisioner's).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Provisioner",
+        long,
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub kube_api_capacity_qps: f32,
 
-    #[arg(long, default_value_t = 5)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = 5)]
     pub kube_api_capacity_burst: u32,
 
     /// csi-resizer's --resync-period: how often every claim and PV is queued again, whatever its
     /// state.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Resizer", long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub resync_period: Duration,
 
     /// csi-provisioner's: how often the restore protection is taken off VolumeSnapshots that no
     /// claim needs any more (left by a crash); 0 turns the sweep off.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(help_heading = "Provisioner", long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub snapshot_orphan_sweep_interval: Duration,
 
     /// Who binds claims to PVs: external (kube-controller-manager's PV binder, as in every
     /// cluster that runs it: we provision what it hands to the driver and never bind), driver
     /// (we bind this driver's claims; its binder must be off) or all (we bind every claim).
-    #[arg(long, default_value = "external")]
+    #[arg(help_heading = "Binder", long, default_value = "external")]
     pub binder: crate::binder::Binder,
 
     /// With --binder=external: keep each provisioning intent (the promise that a volume being
@@ -189,31 +195,31 @@ pub struct Config {
     /// claim, saving two claim writes per volume. The directory must outlive the process (an
     /// emptyDir does: it survives a container restart). Unused by the binding modes, whose
     /// finalizer rides on writes they make anyway.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Provisioner", long, value_name = "DIR")]
     pub intent_journal: Option<std::path::PathBuf>,
 
     /// Bind every claim and PV in the cluster, not only this driver's: for clusters that run
     /// kube-controller-manager with its PV binder switched off. The same as --binder=all.
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Binder", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub bind_all: bool,
 
     /// After a driver answers "volume in use" (FailedPrecondition) to an expansion, wait until
     /// no pod uses the claim before asking again. Needs pods list; false for online drivers.
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Resizer", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
     pub handle_volume_inuse_error: bool,
 
     /// Feature gates as the Go sidecars take them (Name=true,...): AnnotateFsResize (off by
     /// default, as in csi-resizer); gates that are GA upstream are accepted when on.
-    #[arg(long, default_value = "")]
+    #[arg(help_heading = "Process", long, default_value = "")]
     pub feature_gates: crate::feature_gates::FeatureGates,
 
     /// Log format: text, or json (one object per line).
-    #[arg(long, alias = "logging-format", default_value = "text", value_parser = ["text", "json"])]
+    #[arg(help_heading = "Process", long, alias = "logging-format", default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
 
     /// Log verbosity as klog's -v: 0–1 info, 2–4 debug, 5 and up trace. RUST_LOG, when set,
     /// takes precedence.
-    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    #[arg(help_heading = "Process", short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
 
     #[command(subcommand)]
@@ -242,6 +248,34 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// Why the flags could not be read.
+#[derive(Debug)]
+pub enum FlagError {
+    /// clap's own answer: --help and --version (exit 0), or a value it cannot parse.
+    Clap(clap::Error),
+    /// Our words: an upstream flag we refuse, or a flag nobody knows (exit 2).
+    Refused(String),
+}
+
+/// The flags as the process reads them: Go's spellings (`-flag`, `args::go_style`), then the
+/// upstream flags that have no flag of ours (`upstream`), then clap. Also returns one note per
+/// flag or gate taken with no effect, for the log.
+pub fn from_args<I>(argv: I) -> Result<(Config, Vec<String>), FlagError>
+where
+    I: IntoIterator<Item = std::ffi::OsString>,
+{
+    let translated =
+        upstream::translate(crate::args::go_style(argv)).map_err(FlagError::Refused)?;
+    let config =
+        Config::try_parse_from(translated.argv).map_err(|e| match upstream::unknown_flag(&e) {
+            Some(message) => FlagError::Refused(message),
+            None => FlagError::Clap(e),
+        })?;
+    let mut notes = translated.ignored;
+    notes.extend(config.feature_gates.no_effect.iter().cloned());
+    Ok((config, notes))
 }
 
 /// A flag value that parses but makes no sense.

@@ -3,7 +3,11 @@ use super::*;
 fn parse(args: &[&str]) -> Result<Config, String> {
     let mut argv = vec!["csi-pv-controller"];
     argv.extend_from_slice(args);
-    let config = Config::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let (config, _) =
+        from_args(argv.into_iter().map(std::ffi::OsString::from)).map_err(|e| match e {
+            FlagError::Clap(e) => e.to_string(),
+            FlagError::Refused(message) => message,
+        })?;
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
 }
@@ -139,4 +143,21 @@ fn every_accepted_flag_is_passed_by_a_test() {
         .map(str::to_string)
         .collect();
     assert!(missing.is_empty(), "flags no integration test passes: {missing:?}");
+}
+
+#[test]
+fn go_spellings_and_upstream_flags_are_read_as_the_sidecars_read_them() {
+    let c =
+        parse(&["-leader-election=True", "--feature-gates=Topology=True", "--enable-capacity=1"])
+            .unwrap();
+    assert!(c.leader_election && c.enable_capacity);
+    assert!(!parse(&["--strict-topology=F"]).unwrap().strict_topology);
+    let c = parse(&["--metrics-address=:9090", "-automaxprocs"]).unwrap();
+    assert_eq!(c.http_endpoint, ":9090");
+    // A flag nobody knows gets our words, not a guess at a similar flag.
+    let unknown = parse(&["--leader-elect"]).unwrap_err();
+    assert!(unknown.contains("unknown flag --leader-elect"), "{unknown}");
+    assert!(!unknown.contains("similar"), "{unknown}");
+    let refused = parse(&["--master=https://api:6443"]).unwrap_err();
+    assert!(refused.contains("kubeconfig"), "{refused}");
 }
