@@ -151,6 +151,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
         let driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
+        // One claim queue does csi-provisioner's and csi-resizer's work: its workqueue series
+        // carry csi-resizer's queue name too, from the first key on.
+        intake.claims.also_export_as(&format!("{}-pvc", driver.name));
         let clients = cluster::client::build_with_events(
             config.kubeconfig.as_deref(),
             config.kube_api_qps,

@@ -54,6 +54,9 @@ struct Inner<K> {
     backoff: Backoff,
     /// The `name` label of the workqueue metrics; unnamed queues are not measured.
     name: Option<crate::metrics::QueueLabels>,
+    /// A second `name` the client-go workqueue series are also exported under: the claim
+    /// queue does csi-resizer's work too, whose dashboards look for `<driver>-pvc`.
+    alias: std::sync::OnceLock<crate::metrics::QueueLabels>,
 }
 
 /// Cloning gives another handle on the same queue.
@@ -75,6 +78,35 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// A queue whose depth, adds and retries are exported under `name`.
     pub fn named(backoff: Backoff, name: &str) -> Self {
         Self::build(backoff, Some(crate::metrics::QueueLabels { name: name.to_string() }))
+    }
+
+    /// Exports the client-go workqueue series under `name` as well (once; later calls change
+    /// nothing).
+    pub fn also_export_as(&self, name: &str) {
+        let _ = self.inner.alias.set(crate::metrics::QueueLabels { name: name.to_string() });
+    }
+
+    /// The names the client-go workqueue series are exported under.
+    fn exported(&self) -> impl Iterator<Item = &crate::metrics::QueueLabels> {
+        self.inner.name.iter().chain(self.inner.alias.get())
+    }
+
+    /// client-go's periodic gauges: the seconds of work under way that no worker has finished,
+    /// summed over the keys being worked on, and the longest of them.
+    pub fn measure_unfinished(&self) {
+        let now = Instant::now();
+        let (total, longest) = {
+            let state = self.state();
+            state.active.values().fold((0.0, 0.0), |(total, longest): (f64, f64), since| {
+                let seconds = now.saturating_duration_since(*since).as_secs_f64();
+                (total + seconds, longest.max(seconds))
+            })
+        };
+        let m = crate::metrics::metrics();
+        for labels in self.exported() {
+            m.queue_unfinished.get_or_create(labels).set(total);
+            m.queue_longest.get_or_create(labels).set(longest);
+        }
     }
 
     /// The queue's metrics name ("" when unnamed).
@@ -99,6 +131,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 wake: Notify::new(),
                 backoff,
                 name,
+                alias: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -110,8 +143,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn measure(&self, depth: usize, added: bool) {
-        if let Some(labels) = &self.inner.name {
-            let m = crate::metrics::metrics();
+        let m = crate::metrics::metrics();
+        for labels in self.exported() {
             m.queue_depth.get_or_create(labels).set(i64::try_from(depth).unwrap_or(i64::MAX));
             if added {
                 m.queue_adds.get_or_create(labels).inc();
@@ -131,7 +164,10 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             fn() -> prometheus_client::metrics::histogram::Histogram,
         >,
     ) {
-        if let (Some(labels), Some(elapsed)) = (&self.inner.name, elapsed) {
+        let Some(elapsed) = elapsed else {
+            return;
+        };
+        for labels in self.exported() {
             histogram(crate::metrics::metrics())
                 .get_or_create(labels)
                 .observe(elapsed.as_secs_f64());
@@ -182,7 +218,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn count_retry(&self) {
-        if let Some(labels) = &self.inner.name {
+        for labels in self.exported() {
             crate::metrics::metrics().queue_retries.get_or_create(labels).inc();
         }
     }

@@ -6,10 +6,13 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::cluster::{World, eventually};
 use support::fake_driver::{DriverConfig, Fault};
-use support::sidecar::Sidecar;
+use support::sidecar::{Sidecar, sample};
 
 const NAMESPACE: &str = "leader";
 const LIMIT: Duration = Duration::from_secs(45);
@@ -55,6 +58,29 @@ async fn standby_takes_over_from_a_killed_leader_and_finishes_its_work() {
     world.create_claim("one", "fast", "1Gi", json!({})).await;
     world.bound("one", LIMIT).await;
     assert_eq!(world.lease_holder().await.as_deref(), Some(first.as_str()));
+
+    // The leader renews on the Lease as it last wrote it, with no read (client-go's fast
+    // path); a change by someone else sends a renewal through a read first (the slow path).
+    let lease = format!("csi-pv-controller-{}", world.driver_name.replace('.', "-"));
+    let slowpath = format!("leader_election_slowpath_total{{name=\"{lease}\"}}");
+    let text = world.sidecar.metrics().await;
+    let status = format!("leader_election_master_status{{name=\"{lease}\"}}");
+    assert_eq!(sample(&text, &status), Some(1.0), "{text}");
+    assert_eq!(sample(&text, &slowpath).unwrap_or(0.0), 0.0, "{text}");
+    let leases: Api<Lease> = Api::namespaced(world.client.clone(), NAMESPACE);
+    let touch = json!({"metadata": {"labels": {"touched-by": "test"}}});
+    leases.patch(&lease, &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
+    let slow = eventually(LIMIT, || async {
+        let text = world.sidecar.metrics().await;
+        (sample(&text, &slowpath)? >= 1.0).then_some(())
+    })
+    .await;
+    assert!(
+        slow.is_some(),
+        "no slow-path renewal after the Lease changed:\n{}",
+        world.sidecar.log_text()
+    );
+    assert_eq!(world.lease_holder().await.as_deref(), Some(first.as_str()), "still the leader");
 
     // The leader starts CreateVolume for a second claim and dies before it answers.
     world.driver.inject("CreateVolume", Fault::Hang);

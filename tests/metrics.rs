@@ -56,6 +56,25 @@ async fn upstream_series_after_a_provision_a_failure_and_a_deletion() {
     for (series, expected) in table {
         assert_eq!(value(&series), expected, "{series} in\n{text}");
     }
+    // The claim queue's client-go series are also csi-resizer's, under its queue name.
+    let resizer = format!("workqueue_adds_total{{name=\"{}-pvc\"}}", world.driver_name);
+    assert_eq!(value(&resizer), value("workqueue_adds_total{name=\"claims\"}"), "{text}");
+    // client-go's periodic gauges, and its buckets: 10 ns to 10 s by tens, then +Inf.
+    for series in [
+        "workqueue_unfinished_work_seconds{name=\"claims\"}",
+        "workqueue_longest_running_processor_seconds{name=\"volumes\"}",
+    ] {
+        assert!(value(series).is_some_and(|v| v >= 0.0), "{series} in\n{text}");
+    }
+    let buckets = |series: &str, label: &str| {
+        let prefix = format!("{series}_bucket{{");
+        text.lines().filter(|l| l.starts_with(&prefix) && l.contains(label)).count()
+    };
+    let claims = "name=\"claims\"";
+    assert_eq!(buckets("workqueue_queue_duration_seconds", claims), 11, "{text}");
+    // The provisioner library's durations use Prometheus' default buckets (11, then +Inf).
+    let provision = "controller_persistentvolumeclaim_provision_duration_seconds";
+    assert_eq!(buckets(provision, class), 12, "{text}");
     for series in [
         "workqueue_queue_duration_seconds_count{name=\"claims\"}",
         "workqueue_work_duration_seconds_count{name=\"claims\"}",

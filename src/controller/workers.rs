@@ -72,7 +72,21 @@ impl Controller {
                 }
             })
         });
+        // client-go refreshes its unfinished-work gauges every half second.
+        let unfinished = {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(500));
+                loop {
+                    tick.tick().await;
+                    me.intake.claims.measure_unfinished();
+                    me.intake.volumes.measure_unfinished();
+                    me.intake.classes.measure_unfinished();
+                }
+            })
+        };
         stop.await;
+        unfinished.abort();
         if let Some(sweep) = sweep {
             sweep.abort();
         }

@@ -44,6 +44,9 @@ struct Elector {
     fence: Fence,
     /// The record as we last saw it, when we first saw it so, and its resourceVersion.
     observed: Option<(Observed, Option<String>)>,
+    /// The Lease as our last write left it: the leader renews on it without reading first
+    /// (client-go's fast path), and reads only when that write fails.
+    written: Option<Lease>,
 }
 
 impl Leadership {
@@ -68,6 +71,7 @@ impl Leadership {
             timing,
             fence: fence.clone(),
             observed: None,
+            written: None,
         };
         let full = format!("{namespace}/{name}");
         info!(lease = %full, %identity, "campaigning for leadership");
@@ -118,7 +122,7 @@ impl Elector {
         gauge.set(0);
         // Campaign: try every retry period until the Lease is ours.
         loop {
-            match self.attempt(self.timing.retry_period).await {
+            match self.attempt(self.timing.retry_period, false).await {
                 Ok(Tried::Held) => break,
                 Ok(Tried::Other(holder)) => debug!(%holder, "the Lease is held"),
                 Ok(Tried::Raced) => debug!("the Lease changed under us"),
@@ -144,7 +148,7 @@ impl Elector {
                 warn!(lease = %self.name, deadline = ?self.timing.renew_deadline, "no renewal within the renew deadline");
                 break false;
             };
-            match self.attempt(left).await {
+            match self.attempt(left, true).await {
                 Ok(Tried::Held) => {}
                 Ok(Tried::Other(holder)) => {
                     warn!(lease = %self.name, %holder, "another replica holds the Lease");
@@ -165,16 +169,58 @@ impl Elector {
         }
     }
 
-    /// One read and, if the step says so, one write, all within `limit`.
-    async fn attempt(&mut self, limit: Duration) -> Result<Tried, kube::Error> {
+    /// One read and, if the step says so, one write, all within `limit`. `leading`: a renewal,
+    /// which first writes on the Lease as we left it, with no read.
+    async fn attempt(&mut self, limit: Duration, leading: bool) -> Result<Tried, kube::Error> {
         let started = Instant::now();
-        match tokio::time::timeout(limit, self.try_once(started)).await {
+        match tokio::time::timeout(limit, self.try_once(started, leading)).await {
             Ok(result) => result,
             Err(_) => Ok(Tried::TimedOut),
         }
     }
 
-    async fn try_once(&mut self, started: Instant) -> Result<Tried, kube::Error> {
+    /// The leader's renewal on the Lease our last write left, with no read first. None: there
+    /// is no such Lease, or the write failed (someone else wrote it, or the API refused).
+    async fn renew_on_written(&mut self, started: Instant) -> Option<Tried> {
+        let mut lease = self.written.take()?;
+        let now = Instant::now();
+        let wall = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let ours = record::observe(None, &lease.spec.clone().unwrap_or_default(), now);
+        let Step::Write(spec) =
+            record::step(Some(&ours), &self.identity, self.timing.lease_duration, now, wall)
+        else {
+            return None;
+        };
+        lease.spec = Some(spec);
+        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            Ok(lease) => Some(self.wrote(started, lease)),
+            Err(error) => {
+                debug!(lease = %self.name, %error, "renewal on the last written Lease failed; reading it");
+                None
+            }
+        }
+    }
+
+    /// Our write went through: the fence stays open, and the Lease is remembered as written.
+    fn wrote(&mut self, started: Instant, lease: Lease) -> Tried {
+        self.fence.renewed(started, self.timing.renew_deadline);
+        let spec = lease.spec.clone().unwrap_or_default();
+        let seen = record::observe(None, &spec, Instant::now());
+        self.observed = Some((seen, lease.metadata.resource_version.clone()));
+        self.written = Some(lease);
+        Tried::Held
+    }
+
+    async fn try_once(&mut self, started: Instant, leading: bool) -> Result<Tried, kube::Error> {
+        if leading {
+            if let Some(tried) = self.renew_on_written(started).await {
+                return Ok(tried);
+            }
+            crate::metrics::metrics()
+                .leader_slowpath
+                .get_or_create(&crate::metrics::QueueLabels { name: self.name.clone() })
+                .inc();
+        }
         let current = self.api.get_opt(&self.name).await?;
         let now = Instant::now();
         let wall = MicroTime(k8s_openapi::jiff::Timestamp::now());
@@ -202,13 +248,7 @@ impl Elector {
             }
         };
         match written {
-            Ok(lease) => {
-                self.fence.renewed(started, self.timing.renew_deadline);
-                let spec = lease.spec.clone().unwrap_or_default();
-                let seen = record::observe(None, &spec, Instant::now());
-                self.observed = Some((seen, lease.metadata.resource_version));
-                Ok(Tried::Held)
-            }
+            Ok(lease) => Ok(self.wrote(started, lease)),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Tried::Raced),
             Err(error) => Err(error),
         }

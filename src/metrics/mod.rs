@@ -5,6 +5,7 @@
 mod process;
 
 use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -105,6 +106,8 @@ series! {
     queue_retries: Family<QueueLabels, Counter> = Family::default(), "workqueue_retries", "Retries scheduled after a failed pass";
     queue_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_queue_duration_seconds", "How long a key waits in a work queue before a worker takes it";
     work_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_work_duration_seconds", "How long a worker takes over one key";
+    queue_unfinished: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default(), "workqueue_unfinished_work_seconds", "Seconds of work under way that no worker has finished, summed over the keys being worked on";
+    queue_longest: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default(), "workqueue_longest_running_processor_seconds", "Seconds the longest-running worker of the queue has been at its key";
     passes_per_key: Histograms<QueueLabels> = histograms(pass_histogram), "csi_pv_controller_passes_per_key", "Passes each key of a work queue got in one resync period, observed per key at every resync";
     sync_failures: Family<FailureLabels, Counter> = Family::default(), "csi_pv_controller_sync_failures", "Passes that failed, by work queue and by what the failure means for the next try: final and in_progress (backoff), infeasible and refused (slow), conflict (soon)";
     write_conflicts: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_write_conflicts", "Passes whose write met a newer version of the object (HTTP 409), by work queue";
@@ -113,11 +116,12 @@ series! {
     api_writes: Family<WriteLabels, Counter> = Family::default(), "csi_pv_controller_api_writes", "Writes to the Kubernetes API made by this process, by resource and verb";
     provisioned: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision", "Volumes provisioned, by storage class and data source kind";
     provision_failed: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision_failed", "CreateVolume attempts that failed, by storage class and data source kind";
-    provision_seconds: Histograms<ProvisionLabels> = histograms(operation_histogram), "controller_persistentvolumeclaim_provision_duration_seconds", "From CreateVolume to the PV saved, for provisions that succeeded";
+    provision_seconds: Histograms<ProvisionLabels> = histograms(default_histogram), "controller_persistentvolumeclaim_provision_duration_seconds", "From CreateVolume to the PV saved, for provisions that succeeded";
     deleted: Family<ClassLabels, Counter> = Family::default(), "controller_persistentvolume_delete", "Volumes deleted in the driver, by storage class";
     delete_failed: Family<ClassLabels, Counter> = Family::default(), "controller_persistentvolume_delete_failed", "DeleteVolume attempts that failed, by storage class";
-    delete_seconds: Histograms<ClassLabels> = histograms(operation_histogram), "controller_persistentvolume_delete_duration_seconds", "DeleteVolume calls that succeeded";
+    delete_seconds: Histograms<ClassLabels> = histograms(default_histogram), "controller_persistentvolume_delete_duration_seconds", "DeleteVolume calls that succeeded";
     leader: Family<QueueLabels, Gauge> = Family::default(), "leader_election_master_status", "1 while this replica holds the leader election Lease of that name, else 0";
+    leader_slowpath: Family<QueueLabels, Counter> = Family::default(), "leader_election_slowpath", "Renewals of the Lease of that name that had to read it first, because the write on the Lease as last written failed";
     fenced: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_fenced", "API writes and CSI calls refused because this replica's leadership may have lapsed";
     capacity_goal: Gauge = Gauge::default(), "csistoragecapacities_desired_goal", "CSIStorageCapacity objects that should exist (classes times topology segments)";
     capacity_current: Gauge = Gauge::default(), "csistoragecapacities_desired_current", "CSIStorageCapacity objects that should exist and do";
@@ -128,9 +132,16 @@ fn csi_histogram() -> Histogram {
     Histogram::new(CSI_BUCKETS)
 }
 
-/// client-go's workqueue buckets: 1 µs to 10 s, by tens.
+/// client-go's workqueue buckets: 10 ns to 10 s, by tens.
 fn queue_histogram() -> Histogram {
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1e-6, 10.0, 8))
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1e-8, 10.0, 10))
+}
+
+/// Prometheus' default buckets, which the provisioner library's duration histograms use.
+const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+fn default_histogram() -> Histogram {
+    Histogram::new(DEFAULT_BUCKETS)
 }
 
 fn operation_histogram() -> Histogram {
