@@ -42,6 +42,7 @@ pub(crate) mod fixtures;
 pub mod freshness;
 pub mod http;
 pub mod leader;
+pub mod logs;
 pub mod metrics;
 pub mod model;
 pub mod modify;

@@ -2,7 +2,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -13,8 +12,10 @@ use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{self, Command, Config};
 use csi_pv_controller::controller::{self, Controller, Intake, Options};
 use csi_pv_controller::csi::CsiClient;
+use csi_pv_controller::logs;
 use csi_pv_controller::queue::Backoff;
 use csi_pv_controller::{http, leader};
+use tracing_subscriber::fmt::format::JsonFields;
 
 /// The Lease's own client: renewals must never wait behind the API rate limit.
 const LEASE_CLIENT_QPS: f32 = 100.0;
@@ -87,9 +88,10 @@ fn init_logging(config: &Config) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(config.log_level()));
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if config.log_format == "json" {
-        logs.json().init();
+        logs.fmt_fields(JsonFields::new()).event_format(logs::ComponentJson).init();
     } else {
-        logs.with_ansi(std::io::stderr().is_terminal()).init();
+        // No colour codes: klog's lines are plain, and pipelines parse them.
+        logs.with_ansi(false).event_format(logs::KlogText).init();
     }
 }
 

@@ -118,15 +118,20 @@ async fn create_volume_flags_shape_the_request_and_the_pv() {
     assert_eq!(pv_csi(&shared_pv).read_only, Some(true));
     assert_ne!(pv_csi(&plain_pv).read_only, Some(true));
     assert_eq!(world.hostpath().state_volumes().len(), 2);
-    // --log-format=json: one JSON object per line, each with its level.
+    // --log-format=json: one JSON object per line in component-base's shape: ts, caller, msg,
+    // and v on every line but errors.
     let log = world.sidecar.log_text();
     let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(lines.len() > 5, "{log}");
     for line in lines {
         let value: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-        assert!(value["level"].is_string(), "{line}");
+        assert!(value["ts"].is_f64() && value["caller"].is_string(), "{line}");
+        assert!(value["msg"].is_string(), "{line}");
+        assert!(value.get("v").is_none_or(serde_json::Value::is_u64), "{line}");
+        assert!(value.get("level").is_none(), "component-base has no level field: {line}");
     }
+    assert!(log.lines().any(|l| l.contains("\"v\":0")), "{log}");
 }
 
 /// Two nodes in two zones. By default, an Immediate claim asks for every zone the driver is in,

@@ -22,6 +22,16 @@ async fn becomes_ready_and_stops_on_sigterm() {
     assert!(sidecar.healthy().await);
     let log = sidecar.log_text();
     assert!(log.contains("fake.csi.test") && log.contains("CREATE_DELETE_VOLUME"), "{log}");
+    // Text logs carry klog's header: `I1126 02:38:30.756391    6744 main.rs:201] "msg" k=v`.
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let (head, tail) = line.split_once("] ").unwrap_or_else(|| panic!("no header: {line}"));
+        let parts: Vec<&str> = head.split_whitespace().collect();
+        assert_eq!(parts.len(), 4, "{line}");
+        let (level, date) = parts[0].split_at(1);
+        assert!(["I", "W", "E"].contains(&level) && date.len() == 4, "{line}");
+        assert!(date.chars().chain(parts[2].chars()).all(|c| c.is_ascii_digit()), "{line}");
+        assert!(parts[3].contains(".rs:") && tail.starts_with('"'), "{line}");
+    }
 
     // A driver outage shows in /readyz; /healthz (liveness) stays 200: a restart would not
     // bring the driver back.
