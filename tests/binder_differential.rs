@@ -67,7 +67,16 @@ fn the_binder_ends_where_kube_controller_managers_ends() {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let options = PlaneOptions { audit: false, protection_finalizers: false };
-    for batch in states.chunks(BATCH) {
+    let batches = states.len().div_ceil(BATCH);
+    for (i, batch) in states.chunks(BATCH).enumerate() {
+        // make fuzz-binder runs for minutes: say where it is.
+        println!(
+            "batch {} of {batches}: states {} to {} ({:.0} s since the start)",
+            i + 1,
+            batch.first().map_or("-", |(id, _)| id.as_str()),
+            batch.last().map_or("-", |(id, _)| id.as_str()),
+            started.elapsed().as_secs_f64()
+        );
         let upstream = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
         let ours = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
         differences.extend(runtime.block_on(run_batch(&upstream, &ours, batch)));

@@ -237,7 +237,7 @@ fn main() -> ExitCode {
         }
     };
     let runs = args.runs;
-    let mut bench = Bench { args, results, kcm_port: None };
+    let mut bench = Bench { args, results, kcm_port: None, started: std::time::Instant::now() };
     for run in 0..runs {
         for &scenario in &scenarios {
             if scenario == Scenario::Ceiling {

@@ -28,6 +28,8 @@ pub struct Bench {
     pub results: Results,
     /// kube-controller-manager's metrics port in the running stack.
     pub kcm_port: Option<u16>,
+    /// When the bench began, for the progress lines.
+    pub started: Instant,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -106,10 +108,12 @@ impl Bench {
         scenario: Scenario,
     ) -> Result<(), String> {
         println!(
-            "==> {} / {} / run {} / {scenario}",
+            "==> {} / {} / run {} of {} / {scenario} ({:.0} s since the start)",
             id.kind,
             throttle_label(id.throttle),
-            id.run + 1
+            id.run + 1,
+            self.args.runs,
+            self.started.elapsed().as_secs_f64()
         );
         let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
         let dir = plane.plane.dir.join("run");
@@ -305,7 +309,12 @@ impl Bench {
 
     /// The apiserver's write ceiling on a fresh plane with no stack running.
     pub fn ceiling(&mut self, runtime: &tokio::runtime::Runtime, run: usize) -> Result<(), String> {
-        println!("==> ceiling / run {}", run + 1);
+        println!(
+            "==> ceiling / run {} of {} ({:.0} s since the start)",
+            run + 1,
+            self.args.runs,
+            self.started.elapsed().as_secs_f64()
+        );
         let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
         let (clients, in_flight, window) =
             (self.args.ceiling_clients, self.args.ceiling_in_flight, self.args.ceiling_window);
