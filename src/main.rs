@@ -247,7 +247,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             let mut leadership = leader::Leadership::campaign(
                 lease_client,
                 &namespace,
-                &leader::lease_name(&driver.name),
+                &leader::leases(&driver.name),
                 &leader::identity(),
                 config.lease_timing(),
                 fence.clone(),

@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -16,56 +14,12 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use support::cluster::{INTENT_JOURNAL, World, eventually};
-use support::control_plane::spawn;
 use support::csi_relay::Fault;
-use support::peers::peer;
 use support::relayed::{Beside, Relayed};
+use support::upstream::Upstream;
 
 const LIMIT: Duration = Duration::from_secs(120);
 const GI: i64 = 1 << 30;
-
-/// csi-provisioner and csi-resizer on the driver's own socket, as csi-driver-host-path runs
-/// them; killed when dropped.
-struct Upstream {
-    children: Vec<Child>,
-    logs: Vec<PathBuf>,
-}
-
-impl Upstream {
-    fn start(kubeconfig: &Path, socket: &Path, dir: &Path) -> Upstream {
-        let mut children = Vec::new();
-        let mut logs = Vec::new();
-        for (name, extra) in [
-            ("csi-provisioner", &["--feature-gates=Topology=true", "--extra-create-metadata"][..]),
-            ("csi-resizer", &["--handle-volume-inuse-error=false"][..]),
-        ] {
-            let mut command = Command::new(peer(name));
-            command
-                .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                .arg(format!("--csi-address={}", socket.display()))
-                .arg("--leader-election=false")
-                .arg("--v=4")
-                .args(extra);
-            let log = dir.join(format!("{name}.log"));
-            children.push(spawn(command, &log).unwrap_or_else(|e| panic!("{e}")));
-            logs.push(log);
-        }
-        Upstream { children, logs }
-    }
-
-    fn log_text(&self) -> String {
-        support::control_plane::logs_text(&self.logs, Some(60))
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 fn capacity(claim: &PersistentVolumeClaim) -> Option<String> {
     let status = claim.status.as_ref()?;
@@ -116,7 +70,13 @@ async fn csi_provisioner_and_csi_resizer_finish_what_we_left_and_leave_nothing()
     assert_eq!(code, Some(0), "{text}");
 
     let socket = world.hostpath().socket.clone();
-    let upstream = Upstream::start(&world.plane.admin_kubeconfig, &socket, world.dir.path());
+    let upstream = Upstream::start(
+        &world.plane.admin_kubeconfig,
+        &socket,
+        world.dir.path(),
+        "rollback",
+        &["--leader-election=false"],
+    );
     let why = |world: &World<Relayed>| {
         format!("driver {:?}\n{}", world.hostpath().state_volumes(), upstream.log_text())
     };

@@ -89,7 +89,7 @@ mod tests {
             let answer = gate.ready().await.unwrap().call(request(method)).await;
             assert_eq!(answer.is_ok(), passes, "{method} while shut");
         }
-        fence.renewed(std::time::Instant::now(), std::time::Duration::from_secs(10));
+        fence.slot().renewed(std::time::Instant::now(), std::time::Duration::from_secs(10));
         let answer = gate.ready().await.unwrap().call(request("PATCH")).await;
         assert_eq!(answer.unwrap(), "PATCH", "a write while open");
     }

@@ -12,15 +12,27 @@ use tracing::{debug, info, warn};
 
 use super::record::{self, Observed, Step};
 use super::{JITTER, LeaderError, Timing};
-use crate::fence::Fence;
+use crate::fence::{Fence, FenceSlot};
 
-/// Our part in the election.
+/// Our part in the election: our own Lease first, then the Go sidecars' Leases (see
+/// `leader::upstream_leases`), so that we act only while nobody else provisions or resizes for
+/// the driver. Only the holder of our own Lease campaigns for theirs: two of our replicas never
+/// hold one Lease each and wait for each other.
 pub struct Leadership {
-    leading: watch::Receiver<bool>,
+    leading: Vec<watch::Receiver<bool>>,
     fence: Fence,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
+    stops: Vec<oneshot::Sender<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The Go sidecars' Leases, campaigned for once we hold our own.
+    then: Vec<Elector>,
     name: String,
+}
+
+/// One Lease to campaign for: its name, and whose it is when it is not ours (for the log).
+#[derive(Debug, Clone)]
+pub struct LeaseName {
+    pub name: String,
+    pub whose: Option<&'static str>,
 }
 
 /// How one attempt on the Lease went.
@@ -39,9 +51,11 @@ enum Tried {
 struct Elector {
     api: Api<Lease>,
     name: String,
+    /// Whose Lease it is, when not ours: waiting for it is said at info.
+    whose: Option<&'static str>,
     identity: String,
     timing: Timing,
-    fence: Fence,
+    fence: FenceSlot,
     /// The record as we last saw it, when we first saw it so, and its resourceVersion.
     observed: Option<(Observed, Option<String>)>,
     /// The Lease as our last write left it: the leader renews on it without reading first
@@ -50,65 +64,120 @@ struct Elector {
 }
 
 impl Leadership {
-    /// Starts campaigning for the Lease `namespace/name` on `client`, which must be the
-    /// Lease's own (never held back by the controller's rate limit). `fence` opens while we
-    /// lead.
+    /// Starts campaigning for `leases` in `namespace` on `client`, which must be the Leases'
+    /// own (never held back by the controller's rate limit): the first now, the others once it
+    /// is held. `fence` opens while we hold them all.
     pub fn campaign(
         client: kube::Client,
         namespace: &str,
-        name: &str,
+        leases: &[LeaseName],
         identity: &str,
         timing: Timing,
         fence: Fence,
     ) -> Result<Leadership, LeaderError> {
         timing.check()?;
+        // Every Lease has its part of the fence from the start: holding our own alone opens
+        // nothing.
+        let electors: Vec<Elector> = leases
+            .iter()
+            .map(|lease| Elector {
+                api: Api::namespaced(client.clone(), namespace),
+                name: lease.name.clone(),
+                whose: lease.whose,
+                identity: identity.to_string(),
+                timing,
+                fence: fence.slot(),
+                observed: None,
+                written: None,
+            })
+            .collect();
+        let mut electors = electors.into_iter();
+        let first = electors.next().ok_or(LeaderError::NoLease)?;
+        let name = format!("{namespace}/{}", first.name);
+        info!(lease = %name, %identity, "campaigning for leadership");
+        let mut leadership = Leadership {
+            leading: Vec::new(),
+            fence,
+            stops: Vec::new(),
+            tasks: Vec::new(),
+            then: electors.collect(),
+            name,
+        };
+        leadership.start(first);
+        Ok(leadership)
+    }
+
+    fn start(&mut self, elector: Elector) {
         let (sender, leading) = watch::channel(false);
         let (stop, stopped) = oneshot::channel();
-        let elector = Elector {
-            api: Api::namespaced(client, namespace),
-            name: name.to_string(),
-            identity: identity.to_string(),
-            timing,
-            fence: fence.clone(),
-            observed: None,
-            written: None,
-        };
-        let full = format!("{namespace}/{name}");
-        info!(lease = %full, %identity, "campaigning for leadership");
-        let task = tokio::spawn(elector.run(sender, stopped));
-        Ok(Leadership { leading, fence, stop: Some(stop), task, name: full })
+        self.leading.push(leading);
+        self.stops.push(stop);
+        self.tasks.push(tokio::spawn(elector.run(sender, stopped)));
     }
 
-    /// Resolves once we lead; false if the election stopped first.
+    /// Resolves once we hold every Lease; false if an election stopped first.
     pub async fn won(&mut self) -> bool {
-        self.leading.wait_for(|l| *l).await.is_ok()
+        if !self.all_held().await {
+            return false;
+        }
+        if self.then.is_empty() {
+            return true;
+        }
+        for elector in std::mem::take(&mut self.then) {
+            info!(lease = %elector.name, whose = elector.whose.unwrap_or("ours"), "campaigning for the Lease too, so that no other provisioner or resizer acts beside us");
+            self.start(elector);
+        }
+        self.all_held().await
     }
 
-    /// Resolves the moment leadership may have lapsed: the election says so, or the renew
-    /// deadline passed by the clock with no renewal (the election loop may itself be stuck).
+    /// Waits until every Lease started so far is held at once.
+    async fn all_held(&mut self) -> bool {
+        loop {
+            for leading in &mut self.leading {
+                if leading.wait_for(|l| *l).await.is_err() {
+                    return false;
+                }
+            }
+            if self.leading.iter().all(|l| *l.borrow()) {
+                return true;
+            }
+        }
+    }
+
+    /// Resolves the moment leadership may have lapsed: an election says so, or a renew
+    /// deadline passed by the clock with no renewal (an election loop may itself be stuck).
     pub async fn lost(&mut self) {
         loop {
             let Some(left) = self.fence.remaining() else {
                 return;
             };
+            let any_lost = futures::future::select_all(
+                self.leading
+                    .iter_mut()
+                    .map(|l| Box::pin(async move { l.wait_for(|l| !*l).await.map(drop) })),
+            );
             tokio::select! {
                 _ = tokio::time::sleep(left) => {}
-                _ = self.leading.wait_for(|l| !*l) => return,
+                _ = any_lost => return,
             }
         }
     }
 
-    /// Shuts the fence and gives the Lease up, so a standby takes over without waiting for it
-    /// to expire.
+    /// Shuts the fence and gives the Leases up, so a standby (or the Go sidecars, after a roll
+    /// back) takes over without waiting for them to expire.
     pub async fn resign(mut self) {
         self.fence.shut_now();
-        if let Some(stop) = self.stop.take() {
+        for stop in self.stops.drain(..) {
             let _ = stop.send(());
         }
-        match tokio::time::timeout(Duration::from_secs(5), self.task).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => warn!(lease = %self.name, %error, "election task failed"),
-            Err(_) => warn!(lease = %self.name, "Lease not released within 5s; it will expire"),
+        let tasks = futures::future::join_all(self.tasks.drain(..));
+        match tokio::time::timeout(Duration::from_secs(5), tasks).await {
+            Ok(results) => {
+                for error in results.into_iter().filter_map(Result::err) {
+                    warn!(lease = %self.name, %error, "election task failed");
+                }
+            }
+            Err(_) => warn!(lease = %self.name, "Leases not released within 5s; they will expire"),
         }
     }
 }
@@ -121,10 +190,18 @@ impl Elector {
             .clone();
         gauge.set(0);
         // Campaign: try every retry period until the Lease is ours.
+        let mut said: Option<String> = None;
         loop {
             match self.attempt(self.timing.retry_period, false).await {
                 Ok(Tried::Held) => break,
-                Ok(Tried::Other(holder)) => debug!(%holder, "the Lease is held"),
+                Ok(Tried::Other(holder)) => match self.whose {
+                    // Said once per holder: the switch from the Go sidecars waits here.
+                    Some(whose) if said.as_deref() != Some(holder.as_str()) => {
+                        info!(lease = %self.name, %holder, "{whose} Lease is held by another process; not acting until it is given up or expires");
+                        said = Some(holder);
+                    }
+                    _ => debug!(%holder, "the Lease is held"),
+                },
                 Ok(Tried::Raced) => debug!("the Lease changed under us"),
                 Ok(Tried::TimedOut) => warn!("no answer about the Lease in time"),
                 Err(error) => warn!(%error, "cannot read or write the Lease"),

@@ -10,7 +10,7 @@ pub mod record;
 
 use std::time::Duration;
 
-pub use elector::Leadership;
+pub use elector::{Leadership, LeaseName};
 
 /// Timings, from `--leader-election-*`.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +45,8 @@ pub enum LeaderError {
         "invalid leader election timing {0:?}: the lease duration must be at least 1s and longer than the renew deadline, which must be longer than 1.2 times the retry period"
     )]
     Timing(Timing),
+    #[error("no Lease to campaign for")]
+    NoLease,
 }
 
 /// Every character outside `[a-zA-Z0-9-]` becomes `-`, and a trailing `-` gets an `X`
@@ -64,6 +66,21 @@ pub fn sanitize(name: &str) -> String {
 /// (`<driver>` / `external-resizer-<driver>`): one process does the work of both.
 pub fn lease_name(driver: &str) -> String {
     sanitize(&format!("csi-pv-controller-{driver}"))
+}
+
+/// The Leases to hold before acting: ours, then csi-provisioner's (`<driver>`) and
+/// csi-resizer's (`external-resizer-<driver>`), each sanitized as csi-lib-utils does. While either sidecar leads for
+/// the driver (the old pod of a rolling update), we wait; while we hold them, a sidecar started
+/// after a roll back waits for us. So at no instant do two provisioners or two resizers act.
+pub fn leases(driver: &str) -> Vec<LeaseName> {
+    vec![
+        LeaseName { name: lease_name(driver), whose: None },
+        LeaseName { name: sanitize(driver), whose: Some("csi-provisioner's") },
+        LeaseName {
+            name: format!("external-resizer-{}", sanitize(driver)),
+            whose: Some("csi-resizer's"),
+        },
+    ]
 }
 
 /// The holder identity: the pod's hostname, as upstream's os.Hostname().
@@ -92,6 +109,20 @@ fn env_or_file(variable: &str, path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ours_first_then_the_go_sidecars_leases() {
+        let names: Vec<String> =
+            leases("hostpath.csi.k8s.io").into_iter().map(|l| l.name).collect();
+        assert_eq!(
+            names,
+            [
+                "csi-pv-controller-hostpath-csi-k8s-io",
+                "hostpath-csi-k8s-io",
+                "external-resizer-hostpath-csi-k8s-io"
+            ]
+        );
+    }
 
     #[test]
     fn names_are_sanitized_like_csi_lib_utils() {

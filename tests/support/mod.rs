@@ -14,6 +14,7 @@ pub mod relayed;
 pub mod sanity;
 pub mod sidecar;
 pub mod snapshots;
+pub mod upstream;
 pub mod watchdog;
 
 /// Sends `signal` to process `pid` (a peer or the sidecar under test): the tests' one use of
