@@ -167,17 +167,30 @@ pub async fn start_beside_fake(
     (dir, driver, sidecar)
 }
 
-/// Applies deploy/rbac.yaml, moved into `namespace` and with names made unique by `suffix`, so
+/// The deploy/ RBAC files: what every deployment needs, then the secrets and capacity parts,
+/// which the suites exercise too.
+const RBAC_FILES: [&str; 3] = ["rbac.yaml", "rbac-secrets.yaml", "rbac-capacity.yaml"];
+
+/// Applies deploy/'s RBAC, moved into `namespace` and with names made unique by `suffix`, so
 /// that tests sharing one control plane do not collide. Returns the ServiceAccount's name.
 pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &str) -> String {
     let client = plane.client().await;
     super::control_plane::create_namespace(&client, namespace).await;
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
-        .expect("deploy/rbac.yaml");
+    let text: String = RBAC_FILES
+        .iter()
+        .map(|file| {
+            let path = format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            format!("{text}\n---\n")
+        })
+        .collect();
     let mut account_name = None;
     for document in serde_yaml::Deserializer::from_str(&text) {
         let value =
-            serde_yaml::Value::deserialize(document).expect("invalid YAML in deploy/rbac.yaml");
+            serde_yaml::Value::deserialize(document).expect("invalid YAML in deploy/rbac*.yaml");
+        if value.is_null() {
+            continue;
+        }
         let kind = value["kind"].as_str().unwrap_or_default().to_string();
         let json = serde_json::to_value(&value).expect("YAML to JSON");
         let pp = PostParams::default();
