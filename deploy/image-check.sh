@@ -1,28 +1,93 @@
 #!/usr/bin/env bash
-# Checks the built image's config (non-root user, entrypoint, labels) and unpacks its one layer
-# into target/image-unpacked/, so that the binary inside can be run as it ships.
+# Checks the built images in the OCI archive, one per architecture ($ARCHES, by default amd64
+# and arm64): each config
+# (user root, entrypoint, labels, architecture), each layer unpacked into
+# target/image-unpacked/<arch>/ with a static binary for that machine (no program interpreter,
+# so nothing from the build host is needed) and a CycloneDX SBOM naming the crates inside. The
+# amd64 binary is then run as it ships.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 image=$1 archive=$2
-config=$(buildah --storage-driver vfs inspect --type image "$image")
 fail() { echo "image-check: $*" >&2; exit 1; }
-user=$(jq -r '.OCIv1.config.User' <<<"$config")
-entrypoint=$(jq -c '.OCIv1.config.Entrypoint' <<<"$config")
-title=$(jq -r '.OCIv1.config.Labels["org.opencontainers.image.title"]' <<<"$config")
-version=$(jq -r '.OCIv1.config.Labels["org.opencontainers.image.version"]' <<<"$config")
-[ "$user" = "65532:65532" ] || fail "user is '$user', not 65532:65532"
-[ "$entrypoint" = '["/csi-pv-controller"]' ] || fail "entrypoint is $entrypoint"
-[ "$title" = "csi-pv-controller" ] || fail "title label is '$title'"
-[ "$version" = "${image##*:}" ] || fail "version label '$version' is not the tag ${image##*:}"
 out=target/image-unpacked
 rm -rf "$out" && mkdir -p "$out/oci"
 tar -xf "$archive" -C "$out/oci"
-manifest=$(jq -r '.manifests[0].digest' "$out/oci/index.json" | sed 's/sha256://')
-layers=$(jq -r '.layers[].digest' "$out/oci/blobs/sha256/$manifest" | sed 's/sha256://')
-for layer in $layers; do
-  tar -xf "$out/oci/blobs/sha256/$layer" -C "$out"
+blob() { echo "$out/oci/blobs/sha256/${1#sha256:}"; }
+# index.json may name the manifest list, which names one manifest per platform.
+manifests=$(jq -r '.manifests[].digest' "$out/oci/index.json" | while read -r digest; do
+  if jq -e '.manifests' "$(blob "$digest")" >/dev/null 2>&1; then
+    jq -r '.manifests[].digest' "$(blob "$digest")"
+  else
+    echo "$digest"
+  fi
+done)
+seen=()
+for manifest in $manifests; do
+  config=$(blob "$(jq -r '.config.digest' "$(blob "$manifest")")")
+  arch=$(jq -r '.architecture' "$config")
+  user=$(jq -r '.config.User' "$config")
+  entrypoint=$(jq -c '.config.Entrypoint' "$config")
+  title=$(jq -r '.config.Labels["org.opencontainers.image.title"]' "$config")
+  version=$(jq -r '.config.Labels["org.opencontainers.image.version"]' "$config")
+  [ "$user" = "0:0" ] || fail "$arch: user is '$user', not 0:0 (the upstream sidecars' root)"
+  [ "$entrypoint" = '["/csi-pv-controller"]' ] || fail "$arch: entrypoint is $entrypoint"
+  [ "$title" = "csi-pv-controller" ] || fail "$arch: title label is '$title'"
+  [ "$version" = "${image##*:}" ] || fail "$arch: version label '$version' is not the tag ${image##*:}"
+  root=$out/$arch
+  mkdir -p "$root"
+  for layer in $(jq -r '.layers[].digest' "$(blob "$manifest")"); do
+    tar -xf "$(blob "$layer")" -C "$root"
+  done
+  binary=$root/csi-pv-controller
+  [ -x "$binary" ] || fail "$arch: no /csi-pv-controller in the image"
+  case "$arch" in
+    amd64) machine="X86-64" ;;
+    arm64) machine="AArch64" ;;
+    *) fail "unexpected architecture $arch" ;;
+  esac
+  readelf -h "$binary" | grep -q "Machine:.*$machine" || fail "$arch: the binary is not for $machine"
+  ! readelf -l "$binary" | grep -q "INTERP" || fail "$arch: the binary asks for a program interpreter: not static"
+  sbom=$root/sbom/csi-pv-controller.cdx.json
+  [ "$(jq -r '.bomFormat' "$sbom")" = "CycloneDX" ] || fail "$arch: no CycloneDX SBOM at /sbom/"
+  for crate in tokio kube-client ring tonic; do
+    jq -e --arg c "$crate" '.components[] | select(.name == $c) | .purl | startswith("pkg:cargo/")' "$sbom" >/dev/null \
+      || fail "$arch: the SBOM does not name the crate $crate"
+  done
+  echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary, SBOM of $(jq '.components | length' "$sbom") crates"
+  seen+=("$arch")
 done
-[ -x "$out/csi-pv-controller" ] || fail "no /csi-pv-controller in the image"
-# The image's own loader and libraries, not the machine's.
-"$out/lib64/ld-linux-x86-64.so.2" --library-path "$out/lib/x86_64-linux-gnu" "$out/csi-pv-controller" --version
-echo "image-check: $image runs as $user, entrypoint $entrypoint; $(du -h "$archive" | cut -f1) archive, $(du -sh --exclude=oci "$out" | cut -f1) unpacked"
+want=$(tr ' ' '\n' <<<"${ARCHES:-amd64 arm64}" | sort | xargs)
+got=$(printf '%s\n' "${seen[@]}" | sort | xargs)
+[ "$got" = "$want" ] || fail "architectures in the archive: ${got:-none}, not $want"
+"$out/amd64/csi-pv-controller" --version
+# The image as a container: runc (Debian's, an OCI runtime) runs the unpacked amd64 image with
+# its own entrypoint and user, a read-only root filesystem, and the default spec's namespaces.
+# Without a driver socket the process must say so in one error line and exit 1.
+bundle=target/image-bundle
+rm -rf "$bundle" && mkdir -p "$bundle"
+(cd "$bundle" && runc spec)
+run_in_container() {
+  local id=csi-pv-controller-check-$$ config=$1 args
+  shift
+  args=$(jq -c --argjson extra "$(printf '%s\n' "$@" | jq -R . | jq -sc .)" '.config.Entrypoint + $extra' "$config")
+  jq --arg root "$PWD/$out/amd64" --argjson args "$args" \
+    '.root = {path: $root, readonly: true} | .process.args = $args | .process.terminal = false | .process.user = {uid: 0, gid: 0}' \
+    "$bundle/config.json" > "$bundle/config.next" && mv "$bundle/config.next" "$bundle/config.json"
+  runc delete -f "$id" >/dev/null 2>&1 || true
+  local code=0
+  runc run --bundle "$bundle" "$id" > "$bundle/output" 2>&1 || code=$?
+  runc delete -f "$id" >/dev/null 2>&1 || true
+  return $code
+}
+amd64_config=$(for manifest in $manifests; do
+  c=$(blob "$(jq -r '.config.digest' "$(blob "$manifest")")")
+  if [ "$(jq -r '.architecture' "$c")" = amd64 ]; then echo "$c"; fi
+done)
+run_in_container "$amd64_config" --version || fail "runc could not run the image: $(cat "$bundle/output")"
+grep -q "csi-pv-controller" "$bundle/output" || fail "the container printed $(cat "$bundle/output")"
+code=0
+run_in_container "$amd64_config" --csi-address=/run/csi/socket --csi-connect-timeout=1s || code=$?
+[ "$code" = 1 ] && grep -q '^E.*not ready' "$bundle/output" \
+  || fail "in the container without a driver: exit $code, $(cat "$bundle/output")"
+echo "image-check: runc ran the amd64 image: $(head -1 "$bundle/output" | cut -c1-120)"
+echo "image-check: $image: $(du -h "$archive" | cut -f1) archive, $(du -sh "$out/amd64" | cut -f1) unpacked (amd64)"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The static release binaries the image carries, for amd64 and arm64: Rust's musl targets
+# (rustup), musl-gcc for x86_64's C code (ring) and Debian's aarch64 cross compiler for arm64's,
+# which also links it against the musl objects the target ships. Symbols stripped.
+#   build-static.sh amd64 arm64
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+command -v musl-gcc >/dev/null || need+=(musl-tools)
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${need[@]}"
+fi
+export CARGO_PROFILE_RELEASE_STRIP=symbols
+export CC_x86_64_unknown_linux_musl=musl-gcc
+export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+for arch in "$@"; do
+  case "$arch" in
+    amd64) triple=x86_64-unknown-linux-musl ;;
+    arm64) triple=aarch64-unknown-linux-musl ;;
+    *) echo "build-static: unknown architecture $arch" >&2; exit 2 ;;
+  esac
+  rustup target list --installed | grep -qx "$triple" || rustup target add "$triple"
+  cargo build --locked --release --target "$triple" --bin csi-pv-controller
+done
