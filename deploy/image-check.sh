@@ -60,6 +60,13 @@ want=$(tr ' ' '\n' <<<"${ARCHES:-amd64 arm64}" | sort | xargs)
 got=$(printf '%s\n' "${seen[@]}" | sort | xargs)
 [ "$got" = "$want" ] || fail "architectures in the archive: ${got:-none}, not $want"
 "$out/amd64/csi-pv-controller" --version
+# The arm64 binary runs here under qemu's user-mode emulation (Debian's qemu-user-static).
+if [ -d "$out/arm64" ]; then
+  command -v qemu-aarch64-static >/dev/null || { apt-get update -qq && apt-get install -y -qq qemu-user-static; }
+  qemu-aarch64-static "$out/arm64/csi-pv-controller" --version | grep -q "csi-pv-controller" \
+    || fail "the arm64 binary does not run under qemu-aarch64-static"
+  echo "image-check: the arm64 binary runs (qemu-aarch64-static)"
+fi
 # The image as a container: runc (Debian's, an OCI runtime) runs the unpacked amd64 image with
 # its own entrypoint and user, a read-only root filesystem, and the default spec's namespaces.
 # Without a driver socket the process must say so in one error line and exit 1.
