@@ -187,6 +187,14 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
             };
             let args = container["args"].as_sequence().expect("args");
             upstream.extend(args.iter().filter_map(|a| a.as_str().map(str::to_string)));
+            // The manifest names no user: the image's own runs, and ours is root as the
+            // sidecars' images are (deploy/image-check.sh), so the driver's root-owned socket
+            // opens with only the image changed.
+            let security = &container["securityContext"];
+            assert!(
+                security["runAsUser"].is_null() && security["runAsNonRoot"].is_null(),
+                "{name}: the manifest now sets a user: {security:?}"
+            );
         }
     }
     assert!(
