@@ -21,7 +21,7 @@ manifests=$(jq -r '.manifests[].digest' "$out/oci/index.json" | while read -r di
     echo "$digest"
   fi
 done)
-seen=()
+seen=() amd64_config=
 for manifest in $manifests; do
   config=$(blob "$(jq -r '.config.digest' "$(blob "$manifest")")")
   arch=$(jq -r '.architecture' "$config")
@@ -55,6 +55,7 @@ for manifest in $manifests; do
   done
   echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary, SBOM of $(jq '.components | length' "$sbom") crates"
   seen+=("$arch")
+  if [ "$arch" = amd64 ]; then amd64_config=$config; fi
 done
 want=$(tr ' ' '\n' <<<"${ARCHES:-amd64 arm64}" | sort | xargs)
 got=$(printf '%s\n' "${seen[@]}" | sort | xargs)
@@ -86,10 +87,6 @@ run_in_container() {
   runc delete -f "$id" >/dev/null 2>&1 || true
   return $code
 }
-amd64_config=$(for manifest in $manifests; do
-  c=$(blob "$(jq -r '.config.digest' "$(blob "$manifest")")")
-  if [ "$(jq -r '.architecture' "$c")" = amd64 ]; then echo "$c"; fi
-done)
 run_in_container "$amd64_config" --version || fail "runc could not run the image: $(cat "$bundle/output")"
 grep -q "csi-pv-controller" "$bundle/output" || fail "the container printed $(cat "$bundle/output")"
 code=0

@@ -113,11 +113,6 @@ impl FenceSlot {
         let (now, until) = (self.fence.now(), self.until.load(Ordering::SeqCst));
         (now < until).then(|| Duration::from_nanos(until - now))
     }
-
-    /// The whole fence.
-    pub fn fence(&self) -> &Fence {
-        &self.fence
-    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use super::{JITTER, LeaderError, Timing};
 use crate::fence::{Fence, FenceSlot};
 
 /// Our part in the election: our own Lease first, then the Go sidecars' Leases (see
-/// `leader::upstream_leases`), so that we act only while nobody else provisions or resizes for
+/// `leader::leases`), so that we act only while nobody else provisions or resizes for
 /// the driver. Only the holder of our own Lease campaigns for theirs: two of our replicas never
 /// hold one Lease each and wait for each other.
 pub struct Leadership {
