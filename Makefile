@@ -106,13 +106,15 @@ image:
 	buildah --storage-driver vfs manifest push --all $(IMAGE) oci-archive:target/csi-pv-controller-image.tar:$(IMAGE)
 	@echo "$(IMAGE) ($(ARCHES)): $$(du -h target/csi-pv-controller-image.tar | cut -f1) as an OCI archive"
 
-# Both images' configs and SBOMs, and the amd64 binary taken out of the archive running the
-# demo's whole lifecycle.
+# Both images' configs and SBOMs, then the amd64 image run as a container by runc (an OCI
+# runtime) through the demo's whole lifecycle beside kube-controller-manager and hostpathplugin.
 image-check: image peers
 	command -v jq >/dev/null && command -v runc >/dev/null || { apt-get update -qq && apt-get install -y -qq jq runc; }
 	./deploy/image-check.sh $(IMAGE) target/csi-pv-controller-image.tar
 	$(CARGO) build --locked $(TEST_FEATURES) --example demo
-	DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/target/image-unpacked/amd64/csi-pv-controller $(CURDIR)/target/debug/examples/demo
+	status=0; DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/deploy/runc-sidecar.sh $(CURDIR)/target/debug/examples/demo || status=$$?; \
+	runc list -q | grep '^csi-pv-controller-run-' | xargs -r -n1 runc delete -f; \
+	rm -rf target/runc-bundles; exit $$status
 
 clean-peers:
 	rm -rf "$(PEERS_CACHE)"

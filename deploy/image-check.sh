@@ -55,7 +55,7 @@ for manifest in $manifests; do
   done
   echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary, SBOM of $(jq '.components | length' "$sbom") crates"
   seen+=("$arch")
-  if [ "$arch" = amd64 ]; then amd64_config=$config; fi
+  if [ "$arch" = amd64 ]; then amd64_config=$config; cp "$config" "$out/amd64.config.json"; fi
 done
 want=$(tr ' ' '\n' <<<"${ARCHES:-amd64 arm64}" | sort | xargs)
 got=$(printf '%s\n' "${seen[@]}" | sort | xargs)
