@@ -41,6 +41,7 @@ pub mod fence;
 pub(crate) mod fixtures;
 pub mod freshness;
 pub mod http;
+pub mod inventory;
 pub mod leader;
 pub mod logs;
 pub mod metrics;

@@ -26,6 +26,7 @@ const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 /// The subcommands beside the controller itself.
 mod cli {
     pub mod explain;
+    pub mod reconcile;
     pub mod uninstall;
 
     /// A client for a one-shot command, named `agent` in the apiserver's logs.
@@ -67,6 +68,9 @@ fn main() -> ExitCode {
     let work = async {
         match &config.command {
             Some(Command::Explain { claim }) => cli::explain::run(&config, claim).await,
+            Some(Command::Reconcile { driver, output }) => {
+                cli::reconcile::run(&config, driver, output).await
+            }
             Some(Command::Uninstall { driver, force, dry_run }) => {
                 cli::uninstall::run(&config, driver, *force, *dry_run).await
             }
@@ -214,6 +218,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         ),
         false => None,
     };
+    let reconciler = reconciler(&config, &csi, &stores, &clients, &driver, journal.clone());
     let controller = Controller::new(
         clients,
         std::sync::Arc::new(csi.clone()),
@@ -278,6 +283,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(publisher) = publisher {
         tokio::spawn(publisher.run(stopped()));
     }
+    if let Some(reconciler) = reconciler {
+        tokio::spawn(reconciler.run(stopped()));
+    }
     let lost = async {
         match leadership.as_mut() {
             Some(l) => l.lost().await,
@@ -312,6 +320,49 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     info!("stopped");
     Ok(())
+}
+
+/// The volume reconciler, when --reconcile-period asks for one and the driver lists volumes.
+fn reconciler(
+    config: &Config,
+    csi: &CsiClient,
+    stores: &cluster::Stores,
+    clients: &cluster::client::ApiClients,
+    driver: &csi_pv_controller::csi::DriverInfo,
+    journal: Option<std::sync::Arc<controller::Journal>>,
+) -> Option<csi_pv_controller::inventory::reconciler::Reconciler> {
+    use csi_pv_controller::inventory::reconciler::{Options, Reconciler};
+    if config.reconcile_period.is_zero() {
+        return None;
+    }
+    if !driver.controller.has(csi_pv_controller::csi::ControllerCapability::ListVolumes) {
+        warn!(
+            "--reconcile-period is set, but the driver does not list its volumes (no LIST_VOLUMES): no volume reconciler runs"
+        );
+        return None;
+    }
+    info!(period = ?config.reconcile_period, delete_orphans = config.reconcile_delete_orphans, grace = ?config.reconcile_grace, "volume reconciler on");
+    Some(Reconciler {
+        csi: csi.clone(),
+        stores: stores.clone(),
+        client: clients.state.clone(),
+        events: controller::Events::new(
+            clients.events.clone(),
+            &driver.name,
+            &controller::provisioner_identity(&driver.name),
+        ),
+        driver: driver.name.clone(),
+        naming: config.volume_naming(),
+        journal,
+        options: Options {
+            period: config.reconcile_period,
+            grace: config.reconcile_grace,
+            delete_orphans: config.reconcile_delete_orphans,
+            page_size: config.reconcile_page_size,
+            page_interval: config.reconcile_page_interval,
+        },
+        memory: Default::default(),
+    })
 }
 
 /// When this process binds, an error line (at most one a minute) whenever kube-controller-

@@ -23,6 +23,8 @@ pub enum Reason {
     VolumeDeletionRefused,
     /// Ours: beside kube-controller-manager's binder, no binder handed the claim over.
     WaitingForBinder,
+    /// Ours: the driver does not list the volume a PV records (the volume reconciler).
+    VolumeMissing,
     // csi-resizer's: expansion, then VolumeAttributesClass changes.
     Resizing,
     VolumeResizeFailed,
@@ -54,6 +56,7 @@ impl Reason {
             Reason::VolumeFailedDelete => "VolumeFailedDelete",
             Reason::VolumeDeletionRefused => "VolumeDeletionRefused",
             Reason::WaitingForBinder => "WaitingForBinder",
+            Reason::VolumeMissing => "VolumeMissing",
             Reason::Resizing => "Resizing",
             Reason::VolumeResizeFailed => "VolumeResizeFailed",
             Reason::FileSystemResizeRequired => "FileSystemResizeRequired",
@@ -84,7 +87,8 @@ impl Reason {
             | Reason::ProvisioningCleanupFailed
             | Reason::VolumeFailedDelete
             | Reason::VolumeDeletionRefused
-            | Reason::WaitingForBinder => Role::Provisioner,
+            | Reason::WaitingForBinder
+            | Reason::VolumeMissing => Role::Provisioner,
             Reason::Resizing
             | Reason::VolumeResizeFailed
             | Reason::FileSystemResizeRequired

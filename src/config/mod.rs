@@ -222,6 +222,30 @@ pub struct Config {
     #[arg(help_heading = "Process", short = 'v', long = "v", default_value_t = 0)]
     pub verbosity: u8,
 
+    /// How often the volume reconciler compares the driver's volumes (ListVolumes) with the
+    /// PVs, claims and intents, reporting orphaned volumes and lost PVs (0: never). Needs the
+    /// driver's LIST_VOLUMES.
+    #[arg(help_heading = "Volume reconciler", long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub reconcile_period: Duration,
+
+    /// Delete orphaned volumes (named by us for a claim that no longer exists, with no PV and
+    /// no intent) once they were orphaned on two passes --reconcile-grace apart. Without it the
+    /// reconciler names what it would delete (a dry run).
+    #[arg(help_heading = "Volume reconciler", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    pub reconcile_delete_orphans: bool,
+
+    /// How long a volume must stay orphaned before it is deleted (or named by the dry run).
+    #[arg(help_heading = "Volume reconciler", long, default_value = "1h", value_parser = humantime::parse_duration)]
+    pub reconcile_grace: Duration,
+
+    /// Volumes asked for per ListVolumes page.
+    #[arg(help_heading = "Volume reconciler", long, default_value_t = 500, value_parser = clap::value_parser!(i32).range(1..))]
+    pub reconcile_page_size: i32,
+
+    /// Pause between two ListVolumes pages, so that a driver with many volumes is not hammered.
+    #[arg(help_heading = "Volume reconciler", long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub reconcile_page_interval: Duration,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -233,6 +257,15 @@ pub enum Command {
     Explain {
         /// <namespace>/<claim>
         claim: String,
+    },
+    /// One pass of the volume reconciler for DRIVER (--csi-address): each of the driver's
+    /// volumes as adopted, in flight, orphaned or unknown, and each lost PV. Changes nothing.
+    Reconcile {
+        /// The driver's name, as GetPluginInfo gives it.
+        driver: String,
+        /// table or json.
+        #[arg(long, default_value = "table")]
+        output: String,
     },
     /// Before moving back to csi-provisioner: remove our provisioning finalizer from the claims
     /// of DRIVER wherever that cannot leave a volume behind, and name the others. Stop every

@@ -36,6 +36,7 @@ use kube::{Client, ResourceExt};
 use tracing::{Instrument, debug, error, field, info_span, warn};
 
 pub use error::{Retry, SyncError, SyncErrorClass};
+pub use events::Events;
 pub use finalizers::drop_finalizer;
 use finalizers::{set_finalizers, with, without};
 pub use intake::Intake;

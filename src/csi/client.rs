@@ -306,6 +306,19 @@ impl CsiClient {
         }
     }
 
+    /// One ListVolumes page of at most `max_entries` (0: the driver decides) from `token`: the
+    /// volumes, and the token of the next page (empty after the last).
+    pub async fn list_volumes_page(
+        &self,
+        max_entries: i32,
+        token: &str,
+    ) -> Result<(Vec<csi::Volume>, String), CsiError> {
+        let mut c = self.controller();
+        let request = csi::ListVolumesRequest { max_entries, starting_token: token.to_string() };
+        let page = self.unary("ListVolumes", request, |r| c.list_volumes(r)).await?;
+        Ok((page.entries.into_iter().filter_map(|e| e.volume).collect(), page.next_token))
+    }
+
     /// Whether NodeGetCapabilities lists EXPAND_VOLUME. A controller-only driver that does not
     /// serve the Node service at all (Unimplemented) expands nowhere.
     pub async fn node_expands(&self) -> Result<bool, CsiError> {

@@ -57,6 +57,13 @@ pub struct FailureLabels {
     pub class: String,
 }
 
+/// The volume reconciler's states: adopted, in_flight, orphaned, unknown (the driver's volumes)
+/// and lost (PVs whose volume the driver does not list).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     /// e.g. `persistentvolumeclaims/status`.
@@ -126,6 +133,9 @@ series! {
     capacity_goal: Gauge = Gauge::default(), "csistoragecapacities_desired_goal", "CSIStorageCapacity objects that should exist (classes times topology segments)";
     capacity_current: Gauge = Gauge::default(), "csistoragecapacities_desired_current", "CSIStorageCapacity objects that should exist and do";
     capacity_obsolete: Gauge = Gauge::default(), "csistoragecapacities_obsolete", "CSIStorageCapacity objects that exist but are no longer wanted";
+    volumes: Family<StateLabels, Gauge> = Family::default(), "csi_pv_controller_volumes", "What the last volume reconciler pass found: the driver's volumes by state (adopted, in_flight, orphaned, unknown), and PVs whose volume the driver does not list (lost)";
+    orphans_deleted: Counter = Counter::default(), "csi_pv_controller_orphans_deleted", "Orphaned volumes the volume reconciler deleted in the driver";
+    list_volumes_pages: Counter = Counter::default(), "csi_pv_controller_list_volumes_pages", "ListVolumes pages the volume reconciler read";
 }
 
 fn csi_histogram() -> Histogram {
@@ -159,6 +169,23 @@ impl Metrics {
         self.capacity_goal.set(gauge(goal));
         self.capacity_current.set(gauge(current));
         self.capacity_obsolete.set(gauge(obsolete));
+    }
+
+    /// What a volume reconciler pass found, by state; `lost` is left as it was when the
+    /// listing could not tell.
+    pub fn volumes(&self, counts: &[(&str, usize)]) {
+        for (state, n) in counts {
+            let labels = StateLabels { state: state.to_string() };
+            self.volumes.get_or_create(&labels).set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub fn orphan_deleted(&self) {
+        self.orphans_deleted.inc();
+    }
+
+    pub fn list_volumes_page(&self) {
+        self.list_volumes_pages.inc();
     }
 
     /// A provision ended: `ok` once the PV is saved, else a failed CreateVolume.

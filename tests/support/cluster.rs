@@ -58,6 +58,28 @@ impl World<FakeDriver> {
     }
 }
 
+impl World<FakeDriver> {
+    /// The fake driver (named `<name>.csi.test`) and the sidecar with `extra_args` only, on
+    /// `plane`: beside kube-controller-manager when the plane runs one, in the shipped mode.
+    pub async fn start_fake_on(
+        plane: &'static ControlPlane,
+        name: &str,
+        config: DriverConfig,
+        extra_args: &[&str],
+    ) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let driver_name = format!("{name}.csi.test");
+        let driver = FakeDriver::start(
+            &dir.path().join("csi.sock"),
+            DriverConfig { name: driver_name.clone(), ..config },
+        )
+        .await
+        .unwrap();
+        let endpoint = driver.endpoint();
+        World::assemble(plane, name, dir, driver_name, driver, &endpoint, extra_args).await
+    }
+}
+
 impl World<Hostpath> {
     /// hostpathplugin named `<name>.csi.test` beside the sidecar, on `plane`; the sidecar's
     /// flags are `extra_args` only (so by default kube-controller-manager binds).

@@ -51,6 +51,11 @@ pub struct DriverConfig {
     pub publish_unpublish: bool,
     pub node_id: String,
     pub max_volume_size: i64,
+    /// LIST_VOLUMES, paged by max_entries and a decimal index token.
+    pub list_volumes: bool,
+    /// Volume IDs `fake/<name>`, as drivers that keep the CreateVolume name in the ID (disk
+    /// paths); else `fake-vol-<n>`, an ID of the driver's own.
+    pub ids_carry_names: bool,
 }
 
 impl Default for DriverConfig {
@@ -67,6 +72,8 @@ impl Default for DriverConfig {
             publish_unpublish: false,
             node_id: "fake-node".into(),
             max_volume_size: DEFAULT_MAX_VOLUME_SIZE,
+            list_volumes: false,
+            ids_carry_names: false,
         }
     }
 }
@@ -105,6 +112,7 @@ pub enum Call {
     NodeGetInfo,
     NodeGetCapabilities,
     NodeUnpublishVolume(csi::NodeUnpublishVolumeRequest),
+    ListVolumes(csi::ListVolumesRequest),
 }
 
 impl Call {
@@ -121,6 +129,7 @@ impl Call {
             Call::NodeGetInfo => "NodeGetInfo",
             Call::NodeGetCapabilities => "NodeGetCapabilities",
             Call::NodeUnpublishVolume(_) => "NodeUnpublishVolume",
+            Call::ListVolumes(_) => "ListVolumes",
         }
     }
 }
@@ -362,6 +371,24 @@ impl FakeDriver {
     pub fn volumes(&self) -> Vec<FakeVolume> {
         self.shared.state().volumes.values().cloned().collect()
     }
+
+    /// A volume made behind the sidecar's back (or left by someone else).
+    pub fn add_volume(&self, id: &str, name: &str, capacity_bytes: i64) {
+        let volume = FakeVolume {
+            id: id.to_string(),
+            name: name.to_string(),
+            capacity_bytes,
+            parameters: HashMap::new(),
+            content_source: None,
+            accessible_topology: Vec::new(),
+        };
+        self.shared.state().volumes.insert(id.to_string(), volume);
+    }
+
+    /// A volume deleted behind the sidecar's back.
+    pub fn remove_volume(&self, id: &str) -> bool {
+        self.shared.state().volumes.remove(id).is_some()
+    }
 }
 
 impl Drop for FakeDriver {
@@ -514,9 +541,46 @@ impl Controller for Service {
         if c.single_node_multi_writer {
             types.push(Type::SingleNodeMultiWriter);
         }
+        if c.list_volumes {
+            types.push(Type::ListVolumes);
+        }
         Ok(Response::new(csi::ControllerGetCapabilitiesResponse {
             capabilities: types.into_iter().map(Self::rpc_capability).collect(),
         }))
+    }
+
+    async fn list_volumes(
+        &self,
+        request: Request<csi::ListVolumesRequest>,
+    ) -> Result<Response<csi::ListVolumesResponse>, Status> {
+        let req = request.into_inner();
+        self.0.enter(Call::ListVolumes(req.clone())).await?;
+        if !self.0.config.list_volumes {
+            return Err(Status::unimplemented("ListVolumes is off"));
+        }
+        let start: usize = match req.starting_token.as_str() {
+            "" => 0,
+            token => token.parse().map_err(|_| Status::aborted("starting_token is not ours"))?,
+        };
+        let state = self.0.state();
+        let total = state.volumes.len();
+        let take = match usize::try_from(req.max_entries) {
+            Ok(0) | Err(_) => total,
+            Ok(n) => n,
+        };
+        let entries: Vec<_> = state
+            .volumes
+            .values()
+            .skip(start)
+            .take(take)
+            .map(|v| csi::list_volumes_response::Entry {
+                volume: Some(Self::volume_message(v)),
+                status: None,
+            })
+            .collect();
+        let end = start + entries.len();
+        let next_token = if end < total { end.to_string() } else { String::new() };
+        Ok(Response::new(csi::ListVolumesResponse { entries, next_token }))
     }
 
     async fn create_volume(
@@ -600,7 +664,10 @@ impl Controller for Service {
                 };
                 state.next_id += 1;
                 let volume = FakeVolume {
-                    id: format!("fake-vol-{:06}", state.next_id),
+                    id: match self.0.config.ids_carry_names {
+                        true => format!("fake/{}", req.name),
+                        false => format!("fake-vol-{:06}", state.next_id),
+                    },
                     name: req.name.clone(),
                     capacity_bytes: size,
                     parameters: req.parameters.clone(),

@@ -1,0 +1,276 @@
+//! The volume reconciler's I/O: pages through ListVolumes at a bounded rate, gathers what the
+//! caches and the intent journal know, and acts on what `inventory` decides. It runs while
+//! leading, and its driver calls go through the same fence as every other.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Api;
+use kube::{Client, Resource};
+use tracing::{info, warn};
+
+use super::{Census, Listed, Memory, State, known, orphan_secret, our_name};
+use crate::cluster::Stores;
+use crate::controller::Events;
+use crate::controller::Journal;
+use crate::csi::{CsiClient, CsiError, v1 as csi};
+use crate::provision::settings::VolumeNaming;
+use crate::reason::Reason;
+
+/// How the flags set the reconciler up.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// `--reconcile-period`.
+    pub period: Duration,
+    /// `--reconcile-grace`.
+    pub grace: Duration,
+    /// `--reconcile-delete-orphans`.
+    pub delete_orphans: bool,
+    /// `--reconcile-page-size`.
+    pub page_size: i32,
+    /// `--reconcile-page-interval`.
+    pub page_interval: Duration,
+}
+
+/// The driver's volumes, and whether the listing can be trusted to be whole.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub volumes: Vec<Listed>,
+    /// False when the driver's first page was full and had no next token (it may not page at
+    /// all, and cut the list short), or it handed back the token it was given.
+    pub complete: bool,
+    pub pages: usize,
+}
+
+/// Every volume the driver lists, `page_size` at a time, pausing `interval` between pages.
+pub async fn list(
+    csi: &CsiClient,
+    page_size: i32,
+    interval: Duration,
+) -> Result<Listing, CsiError> {
+    let mut listing = Listing::default();
+    let mut token = String::new();
+    loop {
+        if listing.pages > 0 {
+            tokio::time::sleep(interval).await;
+        }
+        let (volumes, next) = csi.list_volumes_page(page_size, &token).await?;
+        listing.pages += 1;
+        crate::metrics::metrics().list_volumes_page();
+        let full = usize::try_from(page_size).is_ok_and(|n| volumes.len() >= n);
+        listing.volumes.extend(
+            volumes
+                .into_iter()
+                .map(|v| Listed { id: v.volume_id, capacity_bytes: v.capacity_bytes }),
+        );
+        if next.is_empty() {
+            // A driver that gave a next token before pages; one whose first page is full and
+            // ends there may not page at all and have cut the list short.
+            listing.complete = !(full && listing.pages == 1);
+            return Ok(listing);
+        }
+        if next == token {
+            listing.complete = false;
+            return Ok(listing);
+        }
+        token = next;
+    }
+}
+
+/// The reconciler as the controller runs it.
+pub struct Reconciler {
+    pub csi: CsiClient,
+    pub stores: Stores,
+    pub client: Client,
+    pub events: Events,
+    pub driver: String,
+    pub naming: VolumeNaming,
+    pub journal: Option<Arc<Journal>>,
+    pub options: Options,
+    pub memory: Memory,
+}
+
+impl Reconciler {
+    /// A pass every period until `stopped`; a failed pass is logged and waits for the next.
+    pub async fn run(mut self, stopped: impl Future<Output = ()>) {
+        let mut ticks = tokio::time::interval(self.options.period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let stop = stopped;
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = ticks.tick() => {}
+            }
+            if let Err(e) = self.pass().await {
+                warn!(error = %e, "volume reconciler: ListVolumes failed; trying again next period");
+            }
+        }
+    }
+
+    /// One pass: list, judge, report, and delete or name what is due.
+    pub async fn pass(&mut self) -> Result<Census, CsiError> {
+        let began = Time(k8s_openapi::jiff::Timestamp::now());
+        let listing = list(&self.csi, self.options.page_size, self.options.page_interval).await?;
+        if !listing.complete {
+            warn!(
+                pages = listing.pages,
+                "volume reconciler: the driver's listing may be incomplete (a full first page without a next token, or a repeated token); lost PVs are not judged this pass; a larger --reconcile-page-size may help"
+            );
+        }
+        let census = self.census(&listing, &began);
+        report(&census);
+        let actions = self.memory.after_pass(
+            &census,
+            tokio::time::Instant::now().into_std(),
+            self.options.grace,
+        );
+        for pv in actions.announce_lost {
+            self.announce_lost(&pv).await;
+        }
+        for id in actions.deletable {
+            if self.options.delete_orphans {
+                self.delete_orphan(&id).await;
+            } else {
+                info!(volume = %id, grace = ?self.options.grace, "volume reconciler (dry run): would delete this orphaned volume; --reconcile-delete-orphans deletes it");
+            }
+        }
+        Ok(census)
+    }
+
+    fn census(&self, listing: &Listing, began: &Time) -> Census {
+        let pvs = open_all(&self.stores.volumes.held_state());
+        let claims = open_all(&self.stores.claims.held_state());
+        let journaled = self.journal.as_ref().map(|j| j.all()).unwrap_or_default();
+        let known = known(
+            pvs.iter().map(|p| p.as_ref()),
+            claims.iter().map(|c| c.as_ref()),
+            journaled.iter().map(|c| c.as_ref()),
+            &self.driver,
+            &self.naming,
+        );
+        super::census(
+            &listing.volumes,
+            listing.complete,
+            pvs.iter().map(|p| p.as_ref()),
+            &self.driver,
+            &known,
+            &self.naming,
+            began,
+        )
+    }
+
+    async fn announce_lost(&self, name: &str) {
+        let Some(pv) = self.stores.volumes.get(&kube::runtime::reflector::ObjectRef::new(name))
+        else {
+            return;
+        };
+        let handle = pv.spec.as_ref().and_then(|s| s.csi.as_ref()).map(|c| c.volume_handle.clone());
+        let note = format!(
+            "the driver {} does not list volume {}: it may have been deleted outside Kubernetes",
+            self.driver,
+            handle.unwrap_or_default()
+        );
+        warn!(pv = %name, "volume reconciler: {note}");
+        self.events.warning(&pv.object_ref(&()), Reason::VolumeMissing, note).await;
+    }
+
+    /// Deletes an orphan after checking once more, against the API rather than the caches,
+    /// that no PV of its name exists and that it is still an orphan by the caches.
+    async fn delete_orphan(&mut self, id: &str) {
+        let Some(name) = our_name(id, &self.naming) else { return };
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let still = self.census(
+            &Listing {
+                volumes: vec![Listed { id: id.into(), capacity_bytes: 0 }],
+                ..Default::default()
+            },
+            &now,
+        );
+        if still.count(State::Orphaned) != 1 {
+            info!(volume = %id, "volume reconciler: no longer an orphan; not deleted");
+            return;
+        }
+        match Api::<PersistentVolume>::all(self.client.clone()).get_opt(&name).await {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                info!(volume = %id, pv = %name, "volume reconciler: a PV of its name exists; not deleted");
+                return;
+            }
+            Err(e) => {
+                warn!(volume = %id, error = %e, "volume reconciler: cannot read the PV of its name; not deleted this pass");
+                return;
+            }
+        }
+        let secrets = self.orphan_secrets(&name).await;
+        let request = csi::DeleteVolumeRequest { volume_id: id.to_string(), secrets };
+        match self.csi.delete_volume(request).await {
+            Ok(()) => {
+                info!(volume = %id, "volume reconciler: deleted an orphaned volume");
+                crate::metrics::metrics().orphan_deleted();
+                self.memory.deleted(id);
+            }
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => self.memory.deleted(id),
+            Err(e) => {
+                warn!(volume = %id, error = %e, "volume reconciler: DeleteVolume of an orphan failed; trying again next pass");
+            }
+        }
+    }
+
+    /// As upstream's deletion: a secret that cannot be named or read is logged, and deletion
+    /// goes on without it.
+    async fn orphan_secrets(&self, volume_name: &str) -> HashMap<String, String> {
+        let classes = self.stores.classes.state();
+        let ours: Vec<_> =
+            classes.iter().filter(|c| c.provisioner == self.driver).map(|c| c.as_ref()).collect();
+        let secret = match orphan_secret(&ours, volume_name) {
+            Ok(Some(secret)) => secret,
+            Ok(None) => return HashMap::new(),
+            Err(note) => {
+                warn!(volume = volume_name, "volume reconciler: {note}; deleting without secrets");
+                return HashMap::new();
+            }
+        };
+        match Api::<Secret>::namespaced(self.client.clone(), &secret.namespace)
+            .get_opt(&secret.name)
+            .await
+        {
+            Ok(Some(s)) => s
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect(),
+            Ok(None) => {
+                warn!(namespace = %secret.namespace, name = %secret.name, "volume reconciler: the class's secret does not exist; deleting without secrets");
+                HashMap::new()
+            }
+            Err(e) => {
+                warn!(namespace = %secret.namespace, name = %secret.name, error = %e, "volume reconciler: cannot read the class's secret; deleting without secrets");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+/// The counts as metrics and one log line.
+pub fn report(census: &Census) {
+    let mut counts: Vec<(&str, usize)> =
+        State::ALL.iter().map(|s| (s.as_str(), census.count(*s))).collect();
+    if let Some(lost) = &census.lost {
+        counts.push(("lost", lost.len()));
+    }
+    crate::metrics::metrics().volumes(&counts);
+    let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{s}={n}")).collect();
+    info!(volumes = census.verdicts.len(), "volume reconciler pass: {}", summary.join(" "));
+}
+
+fn open_all<K: crate::cluster::held::Compactable>(
+    held: &[Arc<crate::model::compact::Compact<K>>],
+) -> Vec<Arc<K>> {
+    held.iter().filter_map(|h| h.open()).collect()
+}

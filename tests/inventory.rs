@@ -1,0 +1,297 @@
+//! The volume reconciler in the shipped mode (`--binder=external` beside kube-controller-
+//! manager): the driver's volumes found adopted, in flight, orphaned or unknown, PVs found lost,
+//! and an orphan deleted only with `--reconcile-delete-orphans`, only after the grace, and never
+//! a volume in flight or adopted. On hostpathplugin, whose volume IDs are UUIDs of its own (so
+//! nothing it lists can be attributed to a claim, and an orphan is "unknown"), and on the fake
+//! driver with IDs that carry the CreateVolume name (`fake/<name>`, as disk-path IDs do).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use csi_pv_controller::crash_point::{self as point, ENV};
+use csi_pv_controller::csi::v1 as csi;
+use kube::api::DeleteParams;
+use serde_json::{Value, json};
+
+use support::cluster::{INTENT_JOURNAL, World, eventually};
+use support::control_plane::{control_plane, fresh_plane};
+use support::fake_driver::{Call, DriverConfig, FakeDriver};
+use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
+use support::relayed::Beside;
+use support::sidecar::{Sidecar, sample};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const GRACE: Duration = Duration::from_secs(4);
+
+/// `csi-pv-controller reconcile <driver> --output json` with the admin kubeconfig: its JSON.
+fn reconcile_json(
+    kubeconfig: &std::path::Path,
+    endpoint: &str,
+    driver: &str,
+    extra: &[&str],
+) -> Value {
+    let output = std::process::Command::new(support::sidecar::binary())
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--csi-address={endpoint}"))
+        .args(extra)
+        .args(["reconcile", driver, "--output", "json"])
+        .output()
+        .expect("cannot run reconcile");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "reconcile failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn state_of<'a>(report: &'a Value, id: &str) -> Option<&'a str> {
+    report["volumes"].as_array()?.iter().find(|v| v["volumeId"] == id)?["state"].as_str()
+}
+
+async fn metric(sidecar: &Sidecar, state: &str) -> Option<f64> {
+    sample(&sidecar.metrics().await, &format!("csi_pv_controller_volumes{{state=\"{state}\"}}"))
+}
+
+/// hostpathplugin: the bound claim's volume is adopted; a volume made for a claim that is gone
+/// (leaked, as when the claim went while the journal was lost) is unknown, because hostpath's
+/// IDs carry no name, and it stays even with --reconcile-delete-orphans; a volume deleted
+/// behind our back leaves its PV lost, with one VolumeMissing event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostpath_adopted_unknown_and_lost() {
+    let args = [
+        "--reconcile-period=1s",
+        "--reconcile-grace=2s",
+        "--reconcile-delete-orphans",
+        "--reconcile-page-size=100",
+    ];
+    let world = Beside::start("inventory-hostpath", &[], &args).await;
+    world.create_class("std", json!({})).await;
+    world.create_claim("kept", "std", "1Gi", json!({})).await;
+    world.create_claim("vanish", "std", "1Gi", json!({})).await;
+    let kept = world.bound("kept", LIMIT).await.1.metadata.name.unwrap();
+    let vanish = world.bound("vanish", LIMIT).await.1.metadata.name.unwrap();
+    let hostpath = world.hostpath();
+    let handle = |pv: &str| {
+        hostpath.state_volumes().into_iter().find(|v| v.name == pv).map(|v| v.id).expect("volume")
+    };
+    let (kept_id, vanish_id) = (handle(&kept), handle(&vanish));
+    let leaked_name = "pvc-11111111-2222-4333-8444-555555555555";
+    let leaked = hostpath
+        .client()
+        .create_volume(csi::CreateVolumeRequest {
+            name: leaked_name.into(),
+            capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 20, limit_bytes: 0 }),
+            volume_capabilities: vec![mount_capability()],
+            ..Default::default()
+        })
+        .await
+        .expect("CreateVolume behind the sidecar's back")
+        .volume_id;
+    hostpath
+        .client()
+        .delete_volume(csi::DeleteVolumeRequest {
+            volume_id: vanish_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("DeleteVolume behind the sidecar's back");
+
+    let note = world.volume_event(&vanish, "VolumeMissing", LIMIT).await;
+    let note =
+        note.unwrap_or_else(|| panic!("no VolumeMissing event\n{}", world.sidecar.log_text()));
+    assert!(note.contains(&vanish_id), "{note}");
+    let counted = eventually(LIMIT, || async {
+        (metric(&world.sidecar, "lost").await == Some(1.0)
+            && metric(&world.sidecar, "unknown").await == Some(1.0)
+            && metric(&world.sidecar, "adopted").await == Some(1.0))
+        .then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "metrics:\n{}", world.sidecar.metrics().await);
+    // Well past the grace, with the flag: the unknown volume is still there.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ids: Vec<String> = hostpath.state_volumes().into_iter().map(|v| v.id).collect();
+    assert!(ids.contains(&leaked) && ids.contains(&kept_id), "{ids:?}");
+    assert!(world.sidecar.log_text().lines().all(|l| !l.contains("deleted an orphaned volume")));
+
+    let report = reconcile_json(
+        &world.plane.admin_kubeconfig,
+        &world.relay().endpoint(),
+        &world.driver_name,
+        &["--reconcile-page-size=100"],
+    );
+    assert_eq!(state_of(&report, &kept_id), Some("adopted"), "{report}");
+    assert_eq!(state_of(&report, &leaked), Some("unknown"), "{report}");
+    assert_eq!(report["lostPersistentVolumes"], json!([vanish]), "{report}");
+    assert_eq!(report["complete"], json!(true), "{report}");
+}
+
+fn mount_capability() -> csi::VolumeCapability {
+    use csi::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
+    csi::VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume::default())),
+        access_mode: Some(AccessMode { mode: Mode::SingleNodeWriter as i32 }),
+    }
+}
+
+fn listing_driver() -> DriverConfig {
+    DriverConfig { list_volumes: true, ids_carry_names: true, ..DriverConfig::default() }
+}
+
+/// Kills the sidecar and starts it with the world's flags plus `extra`, and `env`.
+async fn restart(world: &mut World<FakeDriver>, extra: &[&str], env: &[(&str, &str)]) {
+    let _ = world.sidecar.child.start_kill();
+    let _ = world.sidecar.child.wait().await;
+    let mut args = world.args.clone();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    world.sidecar = Sidecar::start_with_env(world.dir.path(), &args, env);
+}
+
+/// A driver whose IDs carry names: an orphan made as it happens (CreateVolume answered, the
+/// process killed before the PV, the claim deleted while it was down, the intent journal lost)
+/// is named by the dry run, deleted with the flag only after the grace, and alone: the volume in
+/// flight (its claim waits for a consumer), the adopted ones and the unknown one stay, and the
+/// PV whose volume went is lost, not deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fake_orphan_deleted_only_with_the_flag_after_the_grace() {
+    let plane = fresh_plane();
+    let _kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
+    let grace = format!("--reconcile-grace={}s", GRACE.as_secs());
+    let args = [INTENT_JOURNAL, "--reconcile-period=1s", grace.as_str()];
+    let mut world = World::start_fake_on(plane, "inventory-fake", listing_driver(), &args).await;
+    world.create_class("std", json!({})).await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
+    world.create_claim("kept", "std", "1Gi", json!({})).await;
+    world.create_claim("vanish", "std", "1Gi", json!({})).await;
+    let kept = world.bound("kept", LIMIT).await.1.metadata.name.unwrap();
+    let vanish = world.bound("vanish", LIMIT).await.1.metadata.name.unwrap();
+    let waiting = world.create_claim("waiting", "late", "1Gi", json!({})).await;
+    let in_flight = format!("fake/pvc-{}", waiting.metadata.uid.clone().unwrap());
+    world.driver.add_volume(&in_flight, "made, its answer not yet read", 1 << 30);
+    world.driver.add_volume("vendor-disk-7", "someone else's", 1 << 30);
+    assert!(world.driver.remove_volume(&format!("fake/{vanish}")));
+
+    restart(&mut world, &[], &[(ENV, point::AFTER_CREATE)]).await;
+    let dropped = world.create_claim("dropped", "std", "1Gi", json!({})).await;
+    let orphan = format!("fake/pvc-{}", dropped.metadata.uid.clone().unwrap());
+    let exited = tokio::time::timeout(LIMIT, world.sidecar.child.wait()).await;
+    assert!(exited.is_ok(), "no crash after CreateVolume:\n{}", world.sidecar.log_text());
+    world.claims().delete("dropped", &DeleteParams::default()).await.unwrap();
+    let journal = world.dir.path().join("intents");
+    std::fs::remove_dir_all(&journal).expect("the journal is lost");
+    std::fs::create_dir_all(&journal).expect("an empty journal");
+    let claim_gone = eventually(LIMIT, || async {
+        world.claims().get_opt("dropped").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(claim_gone.is_some(), "claim dropped still there");
+
+    // The dry run names it once the grace has passed, and deletes nothing.
+    restart(&mut world, &[], &[]).await;
+    let named = eventually(LIMIT, || async {
+        let log = world.sidecar.log_text();
+        log.lines().any(|l| l.contains("would delete") && l.contains(&orphan)).then_some(())
+    })
+    .await;
+    assert!(named.is_some(), "no dry-run line for {orphan}:\n{}", world.sidecar.log_text());
+    assert!(world.driver.calls_of("DeleteVolume").is_empty());
+    let report = reconcile_json(
+        &world.plane.admin_kubeconfig,
+        &world.driver.endpoint(),
+        &world.driver_name,
+        &["--reconcile-page-size=2"],
+    );
+    assert_eq!(state_of(&report, &orphan), Some("orphaned"), "{report}");
+    assert_eq!(state_of(&report, &in_flight), Some("in_flight"), "{report}");
+    assert_eq!(state_of(&report, "vendor-disk-7"), Some("unknown"), "{report}");
+    assert_eq!(state_of(&report, &format!("fake/{kept}")), Some("adopted"), "{report}");
+    assert_eq!(report["lostPersistentVolumes"], json!([vanish]), "{report}");
+
+    // With the flag: a new process remembers nothing, so the grace runs again from its first pass.
+    let started = Instant::now();
+    restart(&mut world, &["--reconcile-delete-orphans"], &[]).await;
+    let deleted = eventually(LIMIT, || async {
+        world.driver.volumes().iter().all(|v| v.id != orphan).then_some(started.elapsed())
+    })
+    .await;
+    let after =
+        deleted.unwrap_or_else(|| panic!("orphan not deleted:\n{}", world.sidecar.log_text()));
+    assert!(after >= GRACE, "deleted {after:?} after the start, within the {GRACE:?} grace");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let deletes: Vec<String> = world
+        .driver
+        .calls_of("DeleteVolume")
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::DeleteVolume(r) => Some(r.volume_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deletes, std::slice::from_ref(&orphan), "only the orphan is deleted");
+    let ids: Vec<String> = world.driver.volumes().into_iter().map(|v| v.id).collect();
+    for stays in [in_flight.as_str(), "vendor-disk-7", &format!("fake/{kept}")] {
+        assert!(ids.iter().any(|i| i == stays), "{stays} was deleted: {ids:?}");
+    }
+    assert!(world.volumes().get_opt(&vanish).await.unwrap().is_some(), "the lost PV stays");
+    let note = world.volume_event(&vanish, "VolumeMissing", LIMIT).await;
+    assert!(note.is_some(), "no VolumeMissing event for the lost PV");
+    let text = world.sidecar.metrics().await;
+    assert_eq!(sample(&text, "csi_pv_controller_orphans_deleted_total"), Some(1.0), "{text}");
+}
+
+/// 10,000 volumes listed in pages of 500 with a 20 ms pause: 20 ListVolumes calls, each asking
+/// for 500 from the token the last one gave, at no more than one call per pause; the process's
+/// peak memory is printed and bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_volumes_cost_paged_paced_calls_and_bounded_memory() {
+    let plane = control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let config = DriverConfig { name: "inventory-scale.csi.test".into(), ..listing_driver() };
+    let driver = FakeDriver::start(&dir.path().join("csi.sock"), config).await.unwrap();
+    for n in 0..10_000 {
+        driver.add_volume(&format!("fake/pvc-{n:08x}-0000-4000-8000-{n:012x}"), "", 1 << 30);
+    }
+    let started = Instant::now();
+    // Reaped by wait4 (wait_with_peak_memory), which also reads its peak memory.
+    #[allow(clippy::zombie_processes)]
+    let mut child = std::process::Command::new(support::sidecar::binary())
+        .arg(format!("--kubeconfig={}", plane.admin_kubeconfig.display()))
+        .arg(format!("--csi-address={}", driver.endpoint()))
+        .args(["--reconcile-page-size=500", "--reconcile-page-interval=20ms"])
+        .args(["reconcile", "inventory-scale.csi.test", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot run reconcile");
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().expect("stdout"), &mut out).expect("read");
+    let (status, peak_kib) = support::wait_with_peak_memory(child.id());
+    let elapsed = started.elapsed();
+    assert_eq!(status, 0, "reconcile exited {status}");
+    let report: Value = serde_json::from_str(&out).expect("JSON");
+    let volumes = report["volumes"].as_array().expect("volumes");
+    assert_eq!(volumes.len(), 10_000);
+    assert!(volumes.iter().all(|v| v["state"] == "orphaned"), "no claim exists for any");
+    let pages: Vec<(i32, String)> = driver
+        .calls_of("ListVolumes")
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::ListVolumes(r) => Some((r.max_entries, r.starting_token)),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<(i32, String)> = (0..20)
+        .map(|p| (500, if p == 0 { String::new() } else { (p * 500).to_string() }))
+        .collect();
+    assert_eq!(pages, expected);
+    assert!(elapsed >= Duration::from_millis(19 * 20), "19 pauses between 20 pages");
+    println!(
+        "10,000 volumes: {} ListVolumes calls, {:?} in all, peak memory {} KiB",
+        pages.len(),
+        elapsed,
+        peak_kib
+    );
+    assert!(peak_kib < 128 * 1024, "peak memory {peak_kib} KiB");
+}
