@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-check all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-check image-scan all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -115,6 +115,13 @@ image-check: image peers
 	status=0; DEMO_EXIT=1 SIDECAR_BIN=$(CURDIR)/deploy/runc-sidecar.sh $(CURDIR)/target/debug/examples/demo || status=$$?; \
 	runc list -q | grep '^csi-pv-controller-run-' | xargs -r -n1 runc delete -f; \
 	rm -rf target/runc-bundles; exit $$status
+
+# The image read by a real scanner (syft, built from the Go module proxy: five minutes the first
+# time, so not part of `make test`, whose image-check checks the crate list and SBOM are there).
+image-scan: image
+	command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq jq; }
+	mkdir -p $(PEERS_BIN)
+	./deploy/image-scan.sh target/csi-pv-controller-image.tar $(PEERS_BIN)
 
 clean-peers:
 	rm -rf "$(PEERS_CACHE)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The static release binaries the image carries, for amd64 and arm64: Rust's musl targets
 # (rustup), musl-gcc for x86_64's C code (ring) and Debian's aarch64 cross compiler for arm64's,
-# which also links it against the musl objects the target ships. Symbols stripped.
+# which also links it against the musl objects the target ships. Symbols stripped. Built with
+# cargo-auditable, so that each binary carries the list of crates inside it (section .dep-v0),
+# which scanners (syft, trivy, grype, cargo audit bin) read from the image with no SBOM file.
 #   build-static.sh amd64 arm64
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi
+cargo auditable --version >/dev/null 2>&1 || cargo install --locked cargo-auditable --version 0.7.7
 export CARGO_PROFILE_RELEASE_STRIP=symbols
 export CC_x86_64_unknown_linux_musl=musl-gcc
 export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
@@ -22,5 +25,5 @@ for arch in "$@"; do
     *) echo "build-static: unknown architecture $arch" >&2; exit 2 ;;
   esac
   rustup target list --installed | grep -qx "$triple" || rustup target add "$triple"
-  cargo build --locked --release --target "$triple" --bin csi-pv-controller
+  cargo auditable build --locked --release --target "$triple" --bin csi-pv-controller
 done

@@ -47,13 +47,14 @@ for manifest in $manifests; do
   esac
   readelf -h "$binary" | grep -q "Machine:.*$machine" || fail "$arch: the binary is not for $machine"
   ! readelf -l "$binary" | grep -q "INTERP" || fail "$arch: the binary asks for a program interpreter: not static"
+  readelf -S "$binary" | grep -q '\.dep-v0' || fail "$arch: the binary has no cargo-auditable crate list (.dep-v0)"
   sbom=$root/sbom/csi-pv-controller.cdx.json
   [ "$(jq -r '.bomFormat' "$sbom")" = "CycloneDX" ] || fail "$arch: no CycloneDX SBOM at /sbom/"
   for crate in tokio kube-client ring tonic; do
     jq -e --arg c "$crate" '.components[] | select(.name == $c) | .purl | startswith("pkg:cargo/")' "$sbom" >/dev/null \
       || fail "$arch: the SBOM does not name the crate $crate"
   done
-  echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary, SBOM of $(jq '.components | length' "$sbom") crates"
+  echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary with its crate list, SBOM of $(jq '.components | length' "$sbom") crates"
   seen+=("$arch")
   if [ "$arch" = amd64 ]; then amd64_config=$config; cp "$config" "$out/amd64.config.json"; fi
 done

@@ -39,26 +39,15 @@ impl World<FakeDriver> {
     /// `name` is a DNS label; it names the namespace, the driver and the RBAC objects. On the
     /// test binary's shared control plane, which runs no kube-controller-manager.
     pub async fn start(name: &str, config: DriverConfig, extra_args: &[&str]) -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let driver_name = format!("{name}.csi.test");
-        let driver = FakeDriver::start(
-            &dir.path().join("csi.sock"),
-            DriverConfig { name: driver_name.clone(), ..config },
-        )
-        .await
-        .unwrap();
-        let endpoint = driver.endpoint();
         // No kube-controller-manager binds here: this sidecar binds its driver's claims
         // itself, unless the test chooses another binder.
         let mut args: Vec<&str> = extra_args.to_vec();
         if !extra_args.iter().any(|a| a.starts_with("--bind")) {
             args.push("--binder=driver");
         }
-        World::assemble(control_plane(), name, dir, driver_name, driver, &endpoint, &args).await
+        World::start_fake_on(control_plane(), name, config, &args).await
     }
-}
 
-impl World<FakeDriver> {
     /// The fake driver (named `<name>.csi.test`) and the sidecar with `extra_args` only, on
     /// `plane`: beside kube-controller-manager when the plane runs one, in the shipped mode.
     pub async fn start_fake_on(
