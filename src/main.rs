@@ -345,7 +345,7 @@ fn reconciler(
     Some(Reconciler {
         csi: csi.clone(),
         stores: stores.clone(),
-        client: clients.state.clone(),
+        objects: cluster::objects::Cluster::kube(clients.state.clone(), clients.state.clone()),
         events: controller::Events::new(
             clients.events.clone(),
             &driver.name,

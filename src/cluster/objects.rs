@@ -151,6 +151,29 @@ pub struct Cluster {
     pub csi_nodes: Arc<dyn Objects<CSINode>>,
 }
 
+/// The Secret `namespace/name` as its keys and values, for a CSI call's `secrets`. Err is a
+/// message for an event or a log line that names the Secret (`named_by` says who named it) and
+/// never its contents.
+pub async fn read_secret(
+    secrets: &dyn Objects<Secret>,
+    namespace: &str,
+    name: &str,
+    named_by: &str,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    match secrets.get(Some(namespace), name).await {
+        Ok(Some(secret)) => Ok(secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+            .collect()),
+        Ok(None) => {
+            Err(format!("secret {namespace}/{name} named by {named_by} does not exist; create it"))
+        }
+        Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
+    }
+}
+
 impl Cluster {
     /// Every kind through kube: `state` for reads and state changes, `writes` for the patches
     /// that took their token first.

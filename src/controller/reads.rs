@@ -112,18 +112,8 @@ impl Controller {
         name: &str,
         named_by: &str,
     ) -> Result<HashMap<String, String>, String> {
-        match self.cluster.secrets.get(Some(namespace), name).await {
-            Ok(Some(secret)) => Ok(secret
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                .collect()),
-            Ok(None) => Err(format!(
-                "secret {namespace}/{name} named by {named_by} does not exist; create it"
-            )),
-            Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
-        }
+        crate::cluster::objects::read_secret(&*self.cluster.secrets, namespace, name, named_by)
+            .await
     }
 
     /// The claim's intent is in the journal.

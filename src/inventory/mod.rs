@@ -16,8 +16,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::model::{ReclaimPolicy, VolumeExt, VolumePhase};
-use crate::provision::parameters::SecretKind;
-use crate::provision::secrets::{SecretRef, TemplateInput};
+use crate::provision::secrets::SecretRef;
 use crate::provision::settings::VolumeNaming;
 
 pub mod reconciler;
@@ -251,20 +250,8 @@ pub fn orphan_secret(
             n => Err(format!("{n} StorageClasses name the driver: which one made it is unknown")),
         };
     };
-    let parameters =
-        crate::provision::parameters::parse(&class.parameters.clone().unwrap_or_default())
-            .map_err(|e| e.to_string())?;
-    let Some(template) = parameters.secrets.get(&SecretKind::Provisioner) else {
-        return Ok(None);
-    };
-    let no_annotations = std::collections::BTreeMap::new();
-    let input = TemplateInput {
-        pv_name: volume_name,
-        pvc_name: "",
-        pvc_namespace: "",
-        pvc_annotations: &no_annotations,
-    };
-    crate::provision::secrets::resolve(template, &input).map(Some).map_err(|e| e.to_string())
+    // No claim is left: a template that needs one cannot be resolved.
+    crate::provision::volume::class_provisioner_secret(class, volume_name, "", "")
 }
 
 /// What the cluster knows, from the PVs, the claims and the intent journal's claims.

@@ -7,14 +7,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, Secret};
+use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::Api;
-use kube::{Client, Resource};
+use kube::Resource;
 use tracing::{info, warn};
 
-use super::{Census, Listed, Memory, State, known, orphan_secret, our_name};
+use super::{Census, Known, Listed, Memory, State, classify, known, orphan_secret};
 use crate::cluster::Stores;
+use crate::cluster::objects::{Cluster, read_secret};
 use crate::controller::Events;
 use crate::controller::Journal;
 use crate::csi::{CsiClient, CsiError, v1 as csi};
@@ -85,7 +85,8 @@ pub async fn list(
 pub struct Reconciler {
     pub csi: CsiClient,
     pub stores: Stores,
-    pub client: Client,
+    /// PV reads and Secret reads, through the API.
+    pub objects: Cluster,
     pub events: Events,
     pub driver: String,
     pub naming: VolumeNaming,
@@ -132,17 +133,35 @@ impl Reconciler {
         for pv in actions.announce_lost {
             self.announce_lost(&pv).await;
         }
-        for id in actions.deletable {
-            if self.options.delete_orphans {
-                self.delete_orphan(&id).await;
-            } else {
+        if !self.options.delete_orphans {
+            for id in &actions.deletable {
                 info!(volume = %id, grace = ?self.options.grace, "volume reconciler (dry run): would delete this orphaned volume; --reconcile-delete-orphans deletes it");
+            }
+        } else if !actions.deletable.is_empty() {
+            // The caches once more, as they are now, for every orphan due.
+            let (_, known_now) = self.known();
+            for id in &actions.deletable {
+                self.delete_orphan(id, &known_now).await;
             }
         }
         Ok(census)
     }
 
     fn census(&self, listing: &Listing, began: &Time) -> Census {
+        let (pvs, known) = self.known();
+        super::census(
+            &listing.volumes,
+            listing.complete,
+            pvs.iter().map(|p| p.as_ref()),
+            &self.driver,
+            &known,
+            &self.naming,
+            began,
+        )
+    }
+
+    /// The PVs as the cache holds them, and what the caches and the journal know.
+    fn known(&self) -> (Vec<Arc<PersistentVolume>>, Known) {
         let pvs = open_all(&self.stores.volumes.held_state());
         let claims = open_all(&self.stores.claims.held_state());
         let journaled = self.journal.as_ref().map(|j| j.all()).unwrap_or_default();
@@ -153,15 +172,7 @@ impl Reconciler {
             &self.driver,
             &self.naming,
         );
-        super::census(
-            &listing.volumes,
-            listing.complete,
-            pvs.iter().map(|p| p.as_ref()),
-            &self.driver,
-            &known,
-            &self.naming,
-            began,
-        )
+        (pvs, known)
     }
 
     async fn announce_lost(&self, name: &str) {
@@ -179,23 +190,15 @@ impl Reconciler {
         self.events.warning(&pv.object_ref(&()), Reason::VolumeMissing, note).await;
     }
 
-    /// Deletes an orphan after checking once more, against the API rather than the caches,
-    /// that no PV of its name exists and that it is still an orphan by the caches.
-    async fn delete_orphan(&mut self, id: &str) {
-        let Some(name) = our_name(id, &self.naming) else { return };
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let still = self.census(
-            &Listing {
-                volumes: vec![Listed { id: id.into(), capacity_bytes: 0 }],
-                ..Default::default()
-            },
-            &now,
-        );
-        if still.count(State::Orphaned) != 1 {
+    /// Deletes an orphan after checking once more that it is still one by `known_now`, and,
+    /// against the API rather than the caches, that no PV of its name exists.
+    async fn delete_orphan(&mut self, id: &str, known_now: &Known) {
+        let verdict = classify(id, known_now, &self.naming);
+        let (State::Orphaned, Some(name)) = (verdict.state, verdict.name) else {
             info!(volume = %id, "volume reconciler: no longer an orphan; not deleted");
             return;
-        }
-        match Api::<PersistentVolume>::all(self.client.clone()).get_opt(&name).await {
+        };
+        match self.objects.volumes.get(None, &name).await {
             Ok(None) => {}
             Ok(Some(_)) => {
                 info!(volume = %id, pv = %name, "volume reconciler: a PV of its name exists; not deleted");
@@ -235,22 +238,11 @@ impl Reconciler {
                 return HashMap::new();
             }
         };
-        match Api::<Secret>::namespaced(self.client.clone(), &secret.namespace)
-            .get_opt(&secret.name)
-            .await
-        {
-            Ok(Some(s)) => s
-                .data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-                .collect(),
-            Ok(None) => {
-                warn!(namespace = %secret.namespace, name = %secret.name, "volume reconciler: the class's secret does not exist; deleting without secrets");
-                HashMap::new()
-            }
-            Err(e) => {
-                warn!(namespace = %secret.namespace, name = %secret.name, error = %e, "volume reconciler: cannot read the class's secret; deleting without secrets");
+        let secrets = &*self.objects.secrets;
+        match read_secret(secrets, &secret.namespace, &secret.name, "the StorageClass").await {
+            Ok(secrets) => secrets,
+            Err(note) => {
+                warn!(volume = volume_name, "volume reconciler: {note}; deleting without secrets");
                 HashMap::new()
             }
         }

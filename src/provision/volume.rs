@@ -79,6 +79,23 @@ pub fn deletion_secret(
     let (Some(class), Some(claim_ref)) = (class, pv.claim_ref()) else {
         return Ok(None);
     };
+    class_provisioner_secret(
+        class,
+        pv.metadata.name.as_deref().unwrap_or_default(),
+        claim_ref.name.as_deref().unwrap_or_default(),
+        claim_ref.namespace.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The class's provisioner secret resolved for the PV `pv_name` of claim `pvc_namespace/
+/// pvc_name` (the claim's annotations are not at hand when deleting). None: the class names
+/// none. Err: it names one that cannot be resolved.
+pub fn class_provisioner_secret(
+    class: &k8s_openapi::api::storage::v1::StorageClass,
+    pv_name: &str,
+    pvc_name: &str,
+    pvc_namespace: &str,
+) -> Result<Option<super::secrets::SecretRef>, String> {
     let parameters = super::parameters::parse(&class.parameters.clone().unwrap_or_default())
         .map_err(|e| e.to_string())?;
     let Some(template) = parameters.secrets.get(&super::parameters::SecretKind::Provisioner) else {
@@ -86,9 +103,9 @@ pub fn deletion_secret(
     };
     let no_annotations = BTreeMap::new();
     let input = super::secrets::TemplateInput {
-        pv_name: pv.metadata.name.as_deref().unwrap_or_default(),
-        pvc_name: claim_ref.name.as_deref().unwrap_or_default(),
-        pvc_namespace: claim_ref.namespace.as_deref().unwrap_or_default(),
+        pv_name,
+        pvc_name,
+        pvc_namespace,
         pvc_annotations: &no_annotations,
     };
     super::secrets::resolve(template, &input).map(Some).map_err(|e| e.to_string())
