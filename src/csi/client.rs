@@ -291,18 +291,15 @@ impl CsiClient {
     /// account of what exists, to check ours against.
     pub async fn list_volumes(&self) -> Result<Vec<csi::Volume>, CsiError> {
         let mut volumes = Vec::new();
-        let mut starting_token = String::new();
+        let mut token = String::new();
         loop {
-            let mut c = self.controller();
-            let request =
-                csi::ListVolumesRequest { max_entries: 0, starting_token: starting_token.clone() };
-            let page = self.unary("ListVolumes", request, |r| c.list_volumes(r)).await?;
-            volumes.extend(page.entries.into_iter().filter_map(|e| e.volume));
+            let (page, next) = self.list_volumes_page(0, &token).await?;
+            volumes.extend(page);
             // A driver that hands back the token it was given would loop forever.
-            if page.next_token.is_empty() || page.next_token == starting_token {
+            if next.is_empty() || next == token {
                 return Ok(volumes);
             }
-            starting_token = page.next_token;
+            token = next;
         }
     }
 
