@@ -62,7 +62,7 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
         &began,
     );
     if output == "json" {
-        println!("{}", serde_json::to_string_pretty(&as_json(&census, listing.complete))?);
+        println!("{}", serde_json::to_string_pretty(&as_json(&census))?);
         return Ok(());
     }
     println!("{:<10} {:<48} {:>14}  NOTE", "STATE", "VOLUME", "BYTES");
@@ -102,7 +102,7 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
     Ok(())
 }
 
-fn as_json(census: &inventory::Census, complete: bool) -> serde_json::Value {
+fn as_json(census: &inventory::Census) -> serde_json::Value {
     let volumes: Vec<serde_json::Value> = census
         .verdicts
         .iter()
@@ -116,5 +116,6 @@ fn as_json(census: &inventory::Census, complete: bool) -> serde_json::Value {
             })
         })
         .collect();
-    serde_json::json!({"complete": complete, "volumes": volumes, "lostPersistentVolumes": census.lost})
+    // Lost PVs are judged only on a complete listing.
+    serde_json::json!({"complete": census.lost.is_some(), "volumes": volumes, "lostPersistentVolumes": census.lost})
 }
