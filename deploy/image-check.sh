@@ -21,7 +21,7 @@ manifests=$(jq -r '.manifests[].digest' "$out/oci/index.json" | while read -r di
     echo "$digest"
   fi
 done)
-seen=() amd64_config=
+seen=()
 for manifest in $manifests; do
   config=$(blob "$(jq -r '.config.digest' "$(blob "$manifest")")")
   arch=$(jq -r '.architecture' "$config")
@@ -56,7 +56,7 @@ for manifest in $manifests; do
   done
   echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary with its crate list, SBOM of $(jq '.components | length' "$sbom") crates"
   seen+=("$arch")
-  if [ "$arch" = amd64 ]; then amd64_config=$config; cp "$config" "$out/amd64.config.json"; fi
+  if [ "$arch" = amd64 ]; then cp "$config" "$out/amd64.config.json"; fi
 done
 want=$(tr ' ' '\n' <<<"${ARCHES:-amd64 arm64}" | sort | xargs)
 got=$(printf '%s\n' "${seen[@]}" | sort | xargs)
@@ -70,29 +70,15 @@ if [ -d "$out/arm64" ]; then
   echo "image-check: the arm64 binary runs (qemu-aarch64-static)"
 fi
 # The image as a container: runc (Debian's, an OCI runtime) runs the unpacked amd64 image with
-# its own entrypoint and user, a read-only root filesystem, and the default spec's namespaces.
-# Without a driver socket the process must say so in one error line and exit 1.
-bundle=target/image-bundle
-rm -rf "$bundle" && mkdir -p "$bundle"
-(cd "$bundle" && runc spec)
-run_in_container() {
-  local id=csi-pv-controller-check-$$ config=$1 args
-  shift
-  args=$(jq -c --argjson extra "$(printf '%s\n' "$@" | jq -R . | jq -sc .)" '.config.Entrypoint + $extra' "$config")
-  jq --arg root "$PWD/$out/amd64" --argjson args "$args" \
-    '.root = {path: $root, readonly: true} | .process.args = $args | .process.terminal = false | .process.user = {uid: 0, gid: 0}' \
-    "$bundle/config.json" > "$bundle/config.next" && mv "$bundle/config.next" "$bundle/config.json"
-  runc delete -f "$id" >/dev/null 2>&1 || true
-  local code=0
-  runc run --bundle "$bundle" "$id" > "$bundle/output" 2>&1 || code=$?
-  runc delete -f "$id" >/dev/null 2>&1 || true
-  return $code
-}
-run_in_container "$amd64_config" --version || fail "runc could not run the image: $(cat "$bundle/output")"
-grep -q "csi-pv-controller" "$bundle/output" || fail "the container printed $(cat "$bundle/output")"
+# its own entrypoint and user and a read-only root (deploy/runc-sidecar.sh, which the demo then
+# runs through a whole lifecycle). Without a driver socket the process must say so in one error
+# line and exit 1.
+output=$out/runc-output
+deploy/runc-sidecar.sh --version > "$output" 2>&1 || fail "runc could not run the image: $(cat "$output")"
+grep -q "csi-pv-controller" "$output" || fail "the container printed $(cat "$output")"
 code=0
-run_in_container "$amd64_config" --csi-address=/run/csi/socket --csi-connect-timeout=1s || code=$?
-[ "$code" = 1 ] && grep -q '^E.*not ready' "$bundle/output" \
-  || fail "in the container without a driver: exit $code, $(cat "$bundle/output")"
-echo "image-check: runc ran the amd64 image: $(head -1 "$bundle/output" | cut -c1-120)"
+deploy/runc-sidecar.sh --csi-address=/run/csi/socket --csi-connect-timeout=1s > "$output" 2>&1 || code=$?
+[ "$code" = 1 ] && grep -q '^E.*not ready' "$output" \
+  || fail "in the container without a driver: exit $code, $(cat "$output")"
+echo "image-check: runc ran the amd64 image: $(head -1 "$output" | cut -c1-120)"
 echo "image-check: $image: $(du -h "$archive" | cut -f1) archive, $(du -sh "$out/amd64" | cut -f1) unpacked (amd64)"

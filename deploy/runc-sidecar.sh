@@ -21,7 +21,7 @@ rm -rf "$bundle" && mkdir -p "$bundle"
 (cd "$bundle" && runc spec)
 
 # Folders to mount: those of the socket and the kubeconfig (the kubeconfig's certificates live
-# beside it).
+# beside it), where they exist: a socket folder that does not exist holds no socket.
 mounts=()
 for arg in "$@"; do
   case "$arg" in
@@ -29,7 +29,7 @@ for arg in "$@"; do
     --kubeconfig=*) path=${arg#--kubeconfig=} ;;
     *) continue ;;
   esac
-  mounts+=("$(dirname "$path")")
+  if [ -d "$(dirname "$path")" ]; then mounts+=("$(dirname "$path")"); fi
 done
 mounts_json=$(printf '%s\n' "${mounts[@]}" | sort -u | jq -R 'select(length > 0) | {destination: ., source: ., type: "bind", options: ["rbind", "rw"]}' | jq -sc .)
 args_json=$(jq -c --argjson extra "$(printf '%s\n' "$@" | jq -R . | jq -sc 'map(select(length > 0))')" '.config.Entrypoint + $extra' "$config_blob")
