@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 /// The decision modules: folders and files under src/.
-const DECISIONS: [&str; 12] = [
+const DECISIONS: [&str; 13] = [
     "binder",
+    "explain",
     "inventory/mod.rs",
     "provision",
     "expand",

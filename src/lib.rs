@@ -35,6 +35,7 @@ pub mod controller;
 pub mod crash_point;
 pub mod csi;
 pub mod expand;
+pub mod explain;
 pub mod feature_gates;
 pub mod fence;
 #[cfg(test)]

@@ -302,6 +302,23 @@ pub fn awaits_handover(
         && claim.metadata.deletion_timestamp.is_none()
 }
 
+/// An unbound claim of the driver's WaitForFirstConsumer class for which the scheduler has
+/// chosen no node yet: what it is told.
+pub fn awaits_consumer(
+    claim: &PersistentVolumeClaim,
+    class: Option<&StorageClass>,
+    driver: &str,
+) -> Option<&'static str> {
+    class.filter(|c| c.provisioner == driver && c.waits_for_consumer())?;
+    let waits = claim.named_volume().is_none()
+        && selected_node(claim).is_none()
+        && claim.metadata.deletion_timestamp.is_none();
+    waits.then_some(CONSUMER_NOTE)
+}
+
+/// What a claim waiting for its first consumer is told.
+pub const CONSUMER_NOTE: &str = "waiting for a pod that uses the claim to be scheduled (volumeBindingMode WaitForFirstConsumer)";
+
 /// What a claim that `awaits_handover` is told.
 pub fn handover_missing_note(driver: &str, age: std::time::Duration) -> String {
     format!(

@@ -15,3 +15,4 @@ pub mod snapshot;
 pub mod source;
 pub mod topology;
 pub mod volume;
+pub mod waiting;

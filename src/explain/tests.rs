@@ -1,0 +1,127 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::binder::VolumeIndex;
+use crate::expand::Expander;
+use crate::fixtures::{self, CLAIM_UID, DRIVER};
+use crate::provision::claim::ClaimCopy;
+use crate::provision::plan::{Features, PlanFacts};
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+const HANDED: &str = "volume.kubernetes.io/storage-provisioner";
+
+/// The line for `claim` beside the cluster's binder (`binds` false), with class `class` and
+/// the PV `volume`.
+fn line_of(
+    claim: &PersistentVolumeClaim,
+    class: &k8s_openapi::api::storage::v1::StorageClass,
+    volume: Option<&PersistentVolume>,
+    expander: Option<Expander>,
+) -> Line {
+    let settings = fixtures::settings();
+    let volumes = VolumeIndex::default();
+    let none = |_: &str| None;
+    let facts = Facts {
+        claim,
+        binder: ClaimView { class: Some(class), default_class: None, volumes: &volumes },
+        provisioning: ClaimContext {
+            settings: &settings,
+            features: Features::default(),
+            class: Some(class),
+            volume: None,
+            facts: PlanFacts::default(),
+            binds: false,
+            journaled: false,
+            binder_takes_ours: false,
+            copy: ClaimCopy::Live,
+        },
+        volume,
+        resizer: Resizer {
+            driver: DRIVER,
+            expander,
+            handle_in_use: false,
+            annotate_fs_resize: false,
+        },
+        attributes_class: &none,
+        now: NOW,
+    };
+    let report = report(&facts);
+    assert!(report.contains(&format!("state: {}", line(&facts).state)), "{report}");
+    assert!(one_line(&facts).starts_with("ns/c "));
+    line(&facts)
+}
+
+fn waiting_condition(reason: &str, message: &str) -> Value {
+    json!({"status": {"conditions": [{"type": waiting::CONDITION, "status": "True",
+        "reason": reason, "message": message}]}})
+}
+
+#[test]
+fn a_pending_claim_says_the_live_cause_or_the_recorded_one() {
+    let class = fixtures::class(json!({"provisioner": DRIVER}));
+    let late = fixtures::class(
+        json!({"provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
+    );
+    let handed = json!({"metadata": {"annotations": {HANDED: DRIVER}}});
+    let selector = json!({"metadata": {"annotations": {HANDED: DRIVER}},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}}});
+    let mut recorded = handed.clone();
+    fixtures::merge(&mut recorded, waiting_condition("SecretMissing", "secret ns/s not found"));
+    let cases = [
+        ("not handed over", json!({}), &class, "WaitingForBinder", "hands the claim"),
+        ("no pod yet", json!({}), &late, "WaitForFirstConsumer", "pod"),
+        ("refused", selector, &class, "InvalidRequest", "refused: claim Selector"),
+        ("handed, nothing recorded", handed, &class, "-", "CreateVolume pvc-"),
+        ("handed, a recorded cause", recorded, &class, "SecretMissing", "last said: secret ns/s"),
+    ];
+    for (case, extra, class, reason, next) in cases {
+        let claim = fixtures::claim(extra);
+        let line = line_of(&claim, class, None, None);
+        assert_eq!((line.state, line.reason.as_str()), ("Pending", reason), "{case}: {line:?}");
+        assert!(line.next.contains(next), "{case}: {line:?}");
+        assert!(!line.settled());
+    }
+}
+
+#[test]
+fn a_bound_claim_is_settled_or_says_what_its_resize_needs() {
+    let class = fixtures::class(json!({"provisioner": DRIVER}));
+    let bound = |extra: Value| {
+        let mut base = json!({"spec": {"volumeName": "pv-1"},
+            "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}});
+        fixtures::merge(&mut base, extra);
+        fixtures::claim(base)
+    };
+    let pv = fixtures::pv("pv-1")
+        .csi(DRIVER, "h")
+        .size("1Gi")
+        .claim_ref("ns", "c", Some(CLAIM_UID))
+        .phase("Bound")
+        .build();
+    let settled = line_of(&bound(json!({})), &class, Some(&pv), Some(Expander::Controller));
+    assert!(settled.settled(), "{settled:?}");
+    let grow = bound(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
+    let resizing = line_of(&grow, &class, Some(&pv), Some(Expander::Controller));
+    assert_eq!(resizing.state, "Resizing", "{resizing:?}");
+    assert!(resizing.next.contains("ControllerExpandVolume to 2147483648"), "{resizing:?}");
+    let unsupported = line_of(&grow, &class, Some(&pv), None);
+    assert_eq!(
+        (unsupported.state, unsupported.reason.as_str()),
+        ("ResizeFailed", "ExpansionUnsupported")
+    );
+    let failed = bound(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}},
+        "status": {"conditions": [{"type": "ControllerResizeError", "status": "True",
+            "message": "out of range"}]}}));
+    let failed = line_of(&failed, &class, Some(&pv), Some(Expander::Controller));
+    assert_eq!((failed.state, failed.reason.as_str()), ("ResizeFailed", "ControllerResizeError"));
+    assert!(failed.next.starts_with("out of range; "), "{failed:?}");
+}
+
+#[test]
+fn a_lost_or_deleted_claim_says_so() {
+    let class = fixtures::class(json!({"provisioner": DRIVER}));
+    let lost = fixtures::claim(json!({"status": {"phase": "Lost"}}));
+    assert_eq!(line_of(&lost, &class, None, None).state, "Lost");
+    let deleting = fixtures::claim(json!({"metadata": {"deletionTimestamp": NOW}}));
+    assert_eq!(line_of(&deleting, &class, None, None).state, "Deleting");
+}
