@@ -67,7 +67,9 @@ fn main() -> ExitCode {
     };
     let work = async {
         match &config.command {
-            Some(Command::Explain { claim }) => cli::explain::run(&config, claim).await,
+            Some(Command::Explain { claim, all }) => {
+                cli::explain::run(&config, claim.as_deref(), *all).await
+            }
             Some(Command::Reconcile { driver, output }) => {
                 cli::reconcile::run(&config, driver, output).await
             }
@@ -234,6 +236,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             handover_grace: config.pvclaimbinder_sync_period * 4,
             journal,
             expansion_workers: config.workers,
+            waiting_condition_after: config.waiting_condition_after,
         },
     );
     // Ready means the caches are warm: a standby is ready to take over at once.

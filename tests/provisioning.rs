@@ -671,7 +671,7 @@ async fn without_the_cluster_binder_the_default_mode_says_what_to_change() {
     let world = World::start(
         "prov-nobinder",
         DriverConfig::default(),
-        &["--binder=external", "--pvclaimbinder-sync-period=1s"],
+        &["--binder=external", "--pvclaimbinder-sync-period=1s", "--waiting-condition-after=0s"],
     )
     .await;
     world.create_class("std", json!({})).await;
@@ -680,4 +680,28 @@ async fn without_the_cluster_binder_the_default_mode_says_what_to_change() {
     assert!(note.contains("persistentvolume-binder-controller"), "{note}");
     assert!(create_calls(&world).is_empty());
     assert_eq!(world.phase("data").await.as_deref(), Some("Pending"));
+
+    // The claim says so itself, and explain (run as the operator would, with its flags' default
+    // --binder=external) reads the same cause.
+    let condition = "csi-pv-controller.storage.k8s.io/Provisioning";
+    let claim = world
+        .claim_until("data", "the WaitingForBinder condition", BIND_LIMIT, |c| {
+            let conditions = c.status.as_ref().and_then(|s| s.conditions.clone());
+            conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == condition && c.reason.as_deref() == Some("WaitingForBinder"))
+        })
+        .await;
+    assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
+    let output = tokio::process::Command::new(support::sidecar::binary())
+        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
+        .args(["explain", "--all"])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find(|l| l.starts_with(&format!("{}/data ", world.namespace)));
+    let line = line.unwrap_or_else(|| panic!("no line for the claim: {text}"));
+    assert!(line.contains(" Pending ") && line.contains("WaitingForBinder"), "{line}");
 }

@@ -1,44 +1,226 @@
-//! `csi-pv-controller explain <namespace>/<claim>`.
+//! `csi-pv-controller explain <namespace>/<claim>` and `explain --all`: one look at the
+//! cluster, and what `csi_pv_controller::explain` makes of it. The driver at `--csi-address`,
+//! when it answers within two seconds, gives its capabilities for its own claims; claims of
+//! other drivers, or with no driver there, are judged as if every capability were present.
+
+use std::collections::HashMap;
+use std::time::Duration;
 
 use anyhow::Context;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
+use kube::api::{Api, ListParams};
 
+use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
 use csi_pv_controller::config::Config;
+use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
+use csi_pv_controller::expand::{Expander, Resizer};
+use csi_pv_controller::explain::{self, Facts};
 use csi_pv_controller::model::ClaimExt;
+use csi_pv_controller::provision::claim::{ClaimContext, ClaimCopy};
+use csi_pv_controller::provision::plan::{Features, PlanFacts};
 
-/// `explain <namespace>/<claim>`: one look at the cluster, the binder's decision, printed.
-pub async fn run(config: &Config, target: &str) -> anyhow::Result<()> {
-    use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
-    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-    use k8s_openapi::api::storage::v1::StorageClass;
-    use kube::api::{Api, ListParams};
+/// How long the driver may take to answer before it is left out.
+const DRIVER_LIMIT: Duration = Duration::from_secs(2);
 
-    let (namespace, name) = target
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
-        .context("expected <namespace>/<claim>")?;
+/// Everything read from the cluster and the driver, once.
+struct Cluster {
+    claims: Vec<PersistentVolumeClaim>,
+    classes: Vec<StorageClass>,
+    volumes: VolumeIndex,
+    by_name: HashMap<String, PersistentVolume>,
+    attributes: Vec<VolumeAttributesClass>,
+    driver: Option<DriverInfo>,
+}
+
+/// `explain <namespace>/<claim>` (`target`), or with `all` one line per unsettled claim.
+pub async fn run(config: &Config, target: Option<&str>, all: bool) -> anyhow::Result<()> {
+    let wanted = match (target, all) {
+        (Some(target), false) => Some(
+            target
+                .split_once('/')
+                .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
+                .context("expected <namespace>/<claim>")?,
+        ),
+        (None, true) => None,
+        _ => anyhow::bail!("give either <namespace>/<claim> or --all"),
+    };
+    let cluster = read(config).await?;
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let note = match &cluster.driver {
+        Some(d) => format!("driver at --csi-address: {}", d.name),
+        None => "no driver answered at --csi-address: every capability is assumed present".into(),
+    };
+    eprintln!("{note}");
+    let Some((namespace, name)) = wanted else {
+        let mut unsettled = 0;
+        for claim in &cluster.claims {
+            with_facts(config, &cluster, claim, &now, |facts| {
+                if !explain::line(facts).settled() {
+                    unsettled += 1;
+                    println!("{}", explain::one_line(facts));
+                }
+            });
+        }
+        eprintln!("{unsettled} of {} claims not settled", cluster.claims.len());
+        return Ok(());
+    };
+    let claim = cluster
+        .claims
+        .iter()
+        .find(|c| {
+            c.metadata.namespace.as_deref() == Some(namespace)
+                && c.metadata.name.as_deref() == Some(name)
+        })
+        .with_context(|| format!("claim {namespace}/{name} not found"))?;
+    with_facts(config, &cluster, claim, &now, |facts| print!("{}", explain::report(facts)));
+    Ok(())
+}
+
+async fn read(config: &Config) -> anyhow::Result<Cluster> {
     let client = super::client(config, "explain").await?;
-    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
-        .get(name)
+    let all = ListParams::default();
+    let claims = Api::<PersistentVolumeClaim>::all(client.clone())
+        .list(&all)
         .await
-        .with_context(|| format!("cannot read claim {target}"))?;
+        .context("cannot list PersistentVolumeClaims")?
+        .items;
     let classes = Api::<StorageClass>::all(client.clone())
-        .list(&ListParams::default())
+        .list(&all)
         .await
         .context("cannot list StorageClasses")?
         .items;
-    let mut volumes = VolumeIndex::default();
-    for pv in Api::<PersistentVolume>::all(client)
-        .list(&ListParams::default())
+    let pvs = Api::<PersistentVolume>::all(client.clone())
+        .list(&all)
         .await
         .context("cannot list PersistentVolumes")?
-        .items
-    {
+        .items;
+    // Clusters that do not serve VolumeAttributesClass have none to change to.
+    let attributes = Api::<VolumeAttributesClass>::all(client)
+        .list(&all)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut volumes = VolumeIndex::default();
+    let mut by_name = HashMap::new();
+    for pv in pvs {
         volumes.upsert(&pv);
+        by_name.insert(pv.metadata.name.clone().unwrap_or_default(), pv);
     }
+    Ok(Cluster { claims, classes, volumes, by_name, attributes, driver: driver(config).await })
+}
+
+/// The driver at `--csi-address`, if it answers in time.
+async fn driver(config: &Config) -> Option<DriverInfo> {
+    let csi = CsiClient::new(&config.csi_address, DRIVER_LIMIT).ok()?;
+    let asked = async {
+        csi.wait_ready(Some(DRIVER_LIMIT)).await.ok()?;
+        csi.discover().await.ok()
+    };
+    tokio::time::timeout(DRIVER_LIMIT * 2, asked).await.ok().flatten()
+}
+
+/// Builds the decisions' facts for `claim` and hands them to `use_facts`.
+fn with_facts(
+    config: &Config,
+    cluster: &Cluster,
+    claim: &PersistentVolumeClaim,
+    now: &str,
+    use_facts: impl FnOnce(&Facts<'_>),
+) {
     let class_name = claim.class();
-    let class = classes.iter().find(|c| c.metadata.name.as_deref() == Some(class_name));
-    let default = matching::default_class(classes.iter()).and_then(|c| c.metadata.name.clone());
-    let view = ClaimView { class, default_class: default.as_deref(), volumes: &volumes };
-    print!("{}", csi_pv_controller::binder::explain::explain(&claim, &view));
-    Ok(())
+    let class = cluster.classes.iter().find(|c| c.metadata.name.as_deref() == Some(class_name));
+    let default =
+        matching::default_class(cluster.classes.iter()).and_then(|c| c.metadata.name.clone());
+    let driver_name = class
+        .map(|c| c.provisioner.clone())
+        .or_else(|| claim.provisioner().map(str::to_string))
+        .unwrap_or_default();
+    let info = cluster.driver.as_ref().filter(|d| d.name == driver_name);
+    let has = |cap| info.is_none_or(|d| d.controller.has(cap));
+    let features = Features {
+        single_node_multi_writer: has(ControllerCapability::SingleNodeMultiWriter),
+        clone: has(ControllerCapability::CloneVolume),
+        snapshot: has(ControllerCapability::CreateDeleteSnapshot),
+        modify: has(ControllerCapability::ModifyVolume),
+        topology: info.is_none_or(|d| d.plugin.accessibility_constraints),
+    };
+    let expander = Expander::of(
+        has(ControllerCapability::ExpandVolume),
+        info.is_some_and(|d| d.node_expansion),
+    );
+    let settings = config.settings(&driver_name, String::new());
+    let binds = config.binder().binds();
+    let own_pv = cluster.by_name.get(&settings.naming.for_claim(claim));
+    let named = claim.named_volume().and_then(|v| cluster.by_name.get(v));
+    let (source_claim, source_pv) = clone_source(cluster, claim);
+    let attributes_class = claim
+        .wanted_attributes_class()
+        .and_then(|n| cluster.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(n)));
+    let takes_ours = !binds
+        && own_pv.and_then(|pv| pv.metadata.name.as_deref()).is_some_and(|pv| {
+            matching::ClaimFacts::of(claim).is_ok_and(|f| cluster.volumes.takes_only(&f, pv))
+        });
+    let lookup = |name: &str| {
+        cluster.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(name)).cloned()
+    };
+    let facts = Facts {
+        claim,
+        binder: ClaimView { class, default_class: default.as_deref(), volumes: &cluster.volumes },
+        provisioning: ClaimContext {
+            settings: &settings,
+            features,
+            class,
+            volume: own_pv,
+            facts: PlanFacts {
+                claim: source_claim,
+                volume: source_pv,
+                snapshot: None,
+                in_flight: false,
+                probe: false,
+                attributes_class,
+            },
+            binds,
+            // The journal lives beside the running controller, not here.
+            journaled: false,
+            binder_takes_ours: takes_ours,
+            copy: ClaimCopy::Live,
+        },
+        volume: named,
+        resizer: Resizer {
+            driver: &driver_name,
+            expander,
+            handle_in_use: config.handle_volume_inuse_error,
+            annotate_fs_resize: config.feature_gates.annotate_fs_resize,
+        },
+        attributes_class: &lookup,
+        now,
+    };
+    use_facts(&facts);
+}
+
+/// A clone's source claim (same namespace) and its PV.
+fn clone_source<'a>(
+    cluster: &'a Cluster,
+    claim: &PersistentVolumeClaim,
+) -> (Option<&'a PersistentVolumeClaim>, Option<&'a PersistentVolume>) {
+    let source = claim.spec.as_ref().and_then(|s| {
+        s.data_source_ref.clone().or_else(|| {
+            s.data_source.as_ref().map(|d| k8s_openapi::api::core::v1::TypedObjectReference {
+                api_group: d.api_group.clone(),
+                kind: d.kind.clone(),
+                name: d.name.clone(),
+                namespace: None,
+            })
+        })
+    });
+    let Some(source) = source.filter(|s| s.kind == "PersistentVolumeClaim") else {
+        return (None, None);
+    };
+    let namespace = source.namespace.or_else(|| claim.metadata.namespace.clone());
+    let found = cluster.claims.iter().find(|c| {
+        c.metadata.namespace == namespace && c.metadata.name.as_deref() == Some(&source.name)
+    });
+    let pv = found.and_then(|c| c.named_volume()).and_then(|v| cluster.by_name.get(v));
+    (found, pv)
 }

@@ -150,6 +150,13 @@ pub struct Config {
     #[arg(help_heading = "Provisioner", long, default_value_t = 1, allow_negative_numbers = true)]
     pub capacity_ownerref_level: i32,
 
+    /// How long a claim of the driver may wait before a condition on its status
+    /// (csi-pv-controller.storage.k8s.io/Provisioning) says why: the binder's hand-over, a first
+    /// consumer, a node, capacity, a data source, a secret or the driver. Written only when the
+    /// cause changes and removed once the claim is Bound; a claim that waits less gets none.
+    #[arg(help_heading = "Provisioner", long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub waiting_condition_after: Duration,
+
     /// How often every capacity object is asked for again.
     #[arg(help_heading = "Provisioner", long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub capacity_poll_interval: Duration,
@@ -253,10 +260,16 @@ pub struct Config {
 /// One-shot commands instead of running the controller.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Command {
-    /// Print what the binder would do with a claim, and why each PV was or was not chosen.
+    /// Print where a claim stands and what the next pass would do: the binder's decision and
+    /// why each PV was or was not chosen, provisioning's next step and why the claim waits,
+    /// its resize and its VolumeAttributesClass change. With --all: one line per claim that
+    /// is not settled.
     Explain {
         /// <namespace>/<claim>
-        claim: String,
+        claim: Option<String>,
+        /// Every claim that is not settled, one line each.
+        #[arg(long, default_value_t = false)]
+        all: bool,
     },
     /// One pass of the volume reconciler for DRIVER (--csi-address): each of the driver's
     /// volumes as adopted, in flight, orphaned or unknown, and each lost PV. Changes nothing.

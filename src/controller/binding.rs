@@ -16,7 +16,10 @@ use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::index::is_available;
 use crate::model::{ClaimExt, ClaimPhase};
-use crate::provision::claim::{Handover, awaits_handover, handover, handover_missing_note};
+use crate::provision::claim::{
+    Handover, awaits_consumer, awaits_handover, handover, handover_missing_note,
+};
+use crate::provision::waiting::{Cause, Wait};
 use crate::reason::Reason;
 
 impl Controller {
@@ -84,6 +87,11 @@ impl Controller {
                 let pods = self.unscheduled_pods_of(claim).await;
                 let notice = crate::binder::claim::wait_notice(&pods);
                 self.notify(&reference(claim), &notice).await;
+                let class = self.class_of(claim);
+                if awaits_consumer(claim, class.as_deref(), &self.settings.driver).is_some() {
+                    let wait = Wait::on(Cause::WaitForFirstConsumer, notice.message.clone());
+                    self.tell_wait(claim, wait).await;
+                }
                 done(Outcome::Done)
             }
             ClaimStep::Lost(notice) => self.lose(claim, notice).await.map(Stage::Done),
@@ -130,28 +138,22 @@ impl Controller {
     pub(super) async fn handed_over(&self, claim: &PersistentVolumeClaim) -> Stage {
         match handover(claim, &self.settings.driver, self.journaled(claim)) {
             Handover::None => {
-                let age = claim
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .and_then(crate::metrics::seconds_since)
-                    .map(std::time::Duration::from_secs_f64)
-                    .unwrap_or_default();
+                let age = super::age(claim);
                 let class = self.class_of(claim);
-                if awaits_handover(
-                    claim,
-                    class.as_deref(),
-                    &self.settings.driver,
-                    age,
-                    self.switches.handover_grace,
-                ) {
+                let driver = &self.settings.driver;
+                let grace = self.switches.handover_grace;
+                if awaits_handover(claim, class.as_deref(), driver, age, grace) {
                     let notice = Notice {
                         warning: true,
                         reason: Reason::WaitingForBinder,
-                        message: handover_missing_note(&self.settings.driver, age),
+                        message: handover_missing_note(driver, age),
                     };
                     warn!("{}", notice.message);
                     self.notify(&reference(claim), &notice).await;
+                    let wait = Wait::on(Cause::WaitingForBinder, notice.message);
+                    self.tell_wait(claim, wait).await;
+                } else if let Some(note) = awaits_consumer(claim, class.as_deref(), driver) {
+                    self.tell_wait(claim, Wait::on(Cause::WaitForFirstConsumer, note)).await;
                 }
                 Stage::Done(Outcome::Done)
             }

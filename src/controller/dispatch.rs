@@ -56,6 +56,10 @@ impl Controller {
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
+        // Bound: a condition that said why it waited goes (the next pass sees the new copy).
+        if self.clear_wait(claim).await? {
+            return Ok(Outcome::Again);
+        }
         let expanded = self.sync_expansion(key, claim).await?;
         let modified = self.sync_modify(key, claim).await?;
         Ok(match (expanded, modified) {

@@ -19,6 +19,7 @@ mod report;
 mod stranded;
 mod unsettled;
 mod volumes;
+mod waiting;
 mod workers;
 mod writes;
 
@@ -207,6 +208,17 @@ impl Controller {
     fn volume_name(&self, claim: &PersistentVolumeClaim) -> String {
         self.settings.naming.for_claim(claim)
     }
+}
+
+/// How long the claim exists (zero when its creation time is unknown).
+fn age(claim: &PersistentVolumeClaim) -> Duration {
+    claim
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(crate::metrics::seconds_since)
+        .map(Duration::from_secs_f64)
+        .unwrap_or_default()
 }
 
 /// The time now as status conditions record it (RFC 3339, whole seconds).

@@ -64,4 +64,6 @@ pub struct Switches {
     pub journal: Option<Arc<Journal>>,
     /// `--workers`: ControllerExpandVolume calls at once.
     pub expansion_workers: usize,
+    /// `--waiting-condition-after`: how long a claim waits before its condition says why.
+    pub waiting_condition_after: Duration,
 }

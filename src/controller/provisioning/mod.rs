@@ -29,6 +29,7 @@ use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source;
 use crate::provision::topology::TopologyError;
+use crate::provision::waiting::{Cause, Wait};
 use crate::reason::Reason;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
@@ -53,7 +54,12 @@ impl Controller {
             let action = self.decide_claim(&claim, copy, protected.as_ref(), snapshot.as_ref());
             debug!(action = action.name(), ?copy, "decided");
             match action {
-                ClaimAction::None | ClaimAction::WaitForConsumer => return Ok(Outcome::Done),
+                ClaimAction::None => return Ok(Outcome::Done),
+                ClaimAction::WaitForConsumer => {
+                    let note = claim::CONSUMER_NOTE;
+                    self.tell_wait(&claim, Wait::on(Cause::WaitForFirstConsumer, note)).await;
+                    return Ok(Outcome::Done);
+                }
                 ClaimAction::Populator { group, kind, name } => {
                     return Ok(self.populator_source(key, &claim, (&group, &kind, &name)).await);
                 }
@@ -72,7 +78,7 @@ impl Controller {
                         return Ok(Outcome::Waiting);
                     }
                     return Ok(self
-                        .failed(key, &claim, Reason::ProvisioningFailed, e.to_string(), false)
+                        .refused(key, &claim, Cause::of_plan(&e), e.to_string(), false)
                         .await);
                 }
                 ClaimAction::RecordIntent(plan) => {
@@ -83,7 +89,7 @@ impl Controller {
                         Err(_) if self.backing_off(key, &claim) => return Ok(Outcome::Waiting),
                         Err(note) => {
                             return Ok(self
-                                .failed(key, &claim, Reason::ProvisioningFailed, note, false)
+                                .refused(key, &claim, Cause::SecretMissing, note, false)
                                 .await);
                         }
                     }
@@ -206,7 +212,7 @@ impl Controller {
         let (mut request, secrets) = match self.with_secrets(plan, known).await {
             Ok(with_secrets) => with_secrets,
             Err(note) => {
-                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
+                return Ok(self.refused(key, claim, Cause::SecretMissing, note, false).await);
             }
         };
         request.accessibility_requirements = match self.topology(claim, plan).await? {
@@ -216,7 +222,7 @@ impl Controller {
                     self.reschedule(claim).await?;
                 }
                 let note = e.to_string();
-                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
+                return Ok(self.refused(key, claim, Cause::of_topology(&e), note, false).await);
             }
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
@@ -234,6 +240,7 @@ impl Controller {
         if let Err(e) = &created {
             self.strand_claim(key, e);
         }
+        let unreachable = created.as_ref().err().is_some_and(|e| e.unreachable());
         let failure = created.as_ref().map_err(|e| e.failure(Operation::Create));
         let can_reschedule = self.features.topology && claim::selected_node(claim).is_some();
         let pv = match answer::after_create(
@@ -248,16 +255,19 @@ impl Controller {
                 if let Err(d) = self.csi.delete_volume_if_present(&volume_id, secrets).await {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
-                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
+                let cause = Cause::DriverAnswerInvalid;
+                return Ok(self.refused(key, claim, cause, note, false).await);
             }
             AfterCreate::Reschedule { note } => {
                 self.reschedule(claim).await?;
-                return Ok(self.failed(key, claim, Reason::ProvisioningFailed, note, false).await);
+                return Ok(self.refused(key, claim, Cause::NoCapacity, note, false).await);
             }
             AfterCreate::Fail { note, infeasible } => {
-                return Ok(self
-                    .failed(key, claim, Reason::ProvisioningFailed, note, infeasible)
-                    .await);
+                let cause = match &failure {
+                    Err(failure) => Cause::of_driver(failure, unreachable),
+                    Ok(_) => Cause::DriverError,
+                };
+                return Ok(self.refused(key, claim, cause, note, infeasible).await);
             }
         };
         let pv = self.save_volume(&pv, claim).await?;

@@ -194,7 +194,8 @@ impl Controller {
             if self.backing_off(key, claim) {
                 return Outcome::Waiting;
             }
-            return self.failed(key, claim, Reason::ProvisioningFailed, note, false).await;
+            let cause = crate::provision::waiting::Cause::DataSourceRefused;
+            return self.refused(key, claim, cause, note, false).await;
         }
         let first = self
             .memory
@@ -202,8 +203,13 @@ impl Controller {
             .update_claim(key, claim, |m| !std::mem::replace(&mut m.announced, true));
         if first {
             info!(%kind, %name, "data source left to a volume populator");
-            self.events.normal(&reference(claim), Reason::Provisioning, note).await;
+            self.events.normal(&reference(claim), Reason::Provisioning, note.clone()).await;
         }
+        let wait = crate::provision::waiting::Wait::on(
+            crate::provision::waiting::Cause::WaitingForPopulator,
+            note,
+        );
+        self.tell_wait(claim, wait).await;
         Outcome::Done
     }
 

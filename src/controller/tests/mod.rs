@@ -122,6 +122,7 @@ impl Bench {
                 handover_grace: Duration::from_secs(60),
                 journal: None,
                 expansion_workers: 1,
+                waiting_condition_after: Duration::from_secs(3600),
             },
         );
         let mut bench = Bench { api, driver, controller, claims, volumes, classes, attachments };

@@ -1,0 +1,76 @@
+//! Saying on the claim why it waits (`provision::waiting` decides when): the condition after a
+//! refused or failed provisioning step, after a wait on something else, and its removal once
+//! the claim is Bound. A condition that cannot be written is only logged: the Event has said
+//! the same, and the next pass tries again. Its removal, though, fails the pass.
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::{ClaimKey, Controller, Outcome, Part, SyncError};
+use crate::provision::waiting::{self, Cause, Wait};
+use crate::reason::Reason;
+
+impl Controller {
+    /// A provisioning step that cannot go on now: back off, log, a Warning event, and the
+    /// claim's condition when its cause is news.
+    pub(super) async fn refused(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        cause: Cause,
+        note: String,
+        slow: bool,
+    ) -> Outcome {
+        let outcome = self.failed(key, claim, Reason::ProvisioningFailed, note.clone(), slow).await;
+        let next_retry = self
+            .memory
+            .claims
+            .get(key)
+            .not_before
+            .map(|(_, until)| wall_clock_at(until.saturating_duration_since(Instant::now())));
+        let attempts = self.intake.claims.failures(key).max(1);
+        self.tell_wait(claim, Wait { cause, message: note, attempts, next_retry }).await;
+        outcome
+    }
+
+    /// A Bound claim's waiting condition goes; whether it was there. A failed write fails the
+    /// pass, which the queue then retries.
+    pub(super) async fn clear_wait(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<bool, SyncError> {
+        let after = self.switches.waiting_condition_after;
+        let Some(patch) =
+            waiting::condition_patch(claim, None, super::age(claim), after, &super::now())
+        else {
+            return Ok(false);
+        };
+        self.patch_claim(Part::Status, claim, patch, "remove the claim's waiting condition")
+            .await?;
+        Ok(true)
+    }
+
+    /// Says on the claim that it waits for `wait`, if that is news (a log line if the write
+    /// fails: an unbound claim has its periodic pass, which tries again).
+    pub(super) async fn tell_wait(&self, claim: &PersistentVolumeClaim, wait: Wait) {
+        let age = super::age(claim);
+        let after = self.switches.waiting_condition_after;
+        let Some(patch) = waiting::condition_patch(claim, Some(&wait), age, after, &super::now())
+        else {
+            return;
+        };
+        let action = format!("say on the claim why it waits ({})", wait.cause.reason());
+        match self.patch_claim(Part::Status, claim, patch, &action).await {
+            Ok(_) => debug!("{action}: written"),
+            Err(error) => warn!(%error, "cannot {action}; the next pass tries again"),
+        }
+    }
+}
+
+/// The wall-clock time `delay` from now, as conditions record it.
+fn wall_clock_at(delay: std::time::Duration) -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let span = k8s_openapi::jiff::SignedDuration::try_from(delay).unwrap_or_default();
+    now.checked_add(span).unwrap_or(now).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}

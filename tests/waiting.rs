@@ -1,0 +1,200 @@
+//! A claim that says why it waits, in the mode deploy/ ships (`--binder=external` beside
+//! kube-controller-manager, hostpathplugin behind a relay that makes the driver's faults): each
+//! cause a Pending claim can have shows as the `csi-pv-controller.storage.k8s.io/Provisioning`
+//! condition, with its reason, and as `explain`'s state line and `explain --all`'s line. The
+//! condition goes once the claim is Bound; a claim bound at once never gets one. The
+//! hand-over's cause (no binder in the cluster) is in `tests/provisioning.rs`.
+
+mod support;
+
+use std::time::Duration;
+
+use csi_pv_controller::csi::v1 as csi;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Patch, PatchParams};
+use prost::Message;
+use serde_json::json;
+use tonic::Code;
+
+use support::csi_relay::Fault;
+use support::relayed::Beside;
+use support::upstream::Upstream;
+
+const LIMIT: Duration = Duration::from_secs(90);
+const CONDITION: &str = "csi-pv-controller.storage.k8s.io/Provisioning";
+const GI: i64 = 1 << 30;
+
+/// The relay's answer by requested size: each size is one class of driver failure.
+fn by_size(message: &[u8]) -> Option<(Code, String)> {
+    let request = csi::CreateVolumeRequest::decode(message).ok()?;
+    match request.capacity_range?.required_bytes / GI {
+        3 => Some((Code::ResourceExhausted, "pool is full".into())),
+        5 => Some((Code::Internal, "backend exploded".into())),
+        7 => Some((Code::InvalidArgument, "no such tier".into())),
+        9 => Some((Code::Unavailable, "backend restarting".into())),
+        _ => None,
+    }
+}
+
+/// The reason of our condition, if the claim has it.
+fn reason(claim: &PersistentVolumeClaim) -> Option<String> {
+    let conditions = claim.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find(|c| c.type_ == CONDITION)?.reason.clone()
+}
+
+/// The reasons claim `name` showed, polled every 50 ms until it is Bound.
+async fn reasons_while_pending(world: &Beside, name: &str) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let start = std::time::Instant::now();
+    while start.elapsed() < LIMIT {
+        let Some(claim) = world.claim(name).await else { break };
+        if let Some(r) = reason(&claim).filter(|r| seen.last() != Some(r)) {
+            seen.push(r);
+        }
+        if claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound") {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("claim {name} not Bound within {LIMIT:?}; reasons seen {seen:?}");
+}
+
+/// `csi-pv-controller explain` with `args`, as an operator runs it: its standard output.
+fn explain(world: &Beside, args: &[&str]) -> String {
+    let output = std::process::Command::new(support::sidecar::binary())
+        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
+        .arg(format!("--csi-address={}", world.relay().endpoint()))
+        .arg("explain")
+        .args(args)
+        .output()
+        .expect("cannot run explain");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "explain {args:?} failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_pending_cause_is_a_condition_and_an_explain_line() {
+    let args = ["--waiting-condition-after=0s", "--timeout=2s"];
+    let world = Beside::start("waiting", &[], &args).await;
+    let ns = world.namespace.clone();
+    world.create_class("std", json!({})).await;
+    world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
+    let secret = json!({"parameters": {
+        "csi.storage.k8s.io/provisioner-secret-name": "absent",
+        "csi.storage.k8s.io/provisioner-secret-namespace": ns,
+    }});
+    world.create_class("locked", secret).await;
+    // A node whose CSINode registers another driver only: no topology for ours there.
+    let elsewhere = format!("elsewhere-{ns}");
+    support::hostpath::register_node_as(&world.client, "other.csi.test", &elsewhere, "x")
+        .await
+        .expect("cannot register the other node");
+    world.relay().always("CreateVolume", Fault::Check(by_size));
+
+    // Alone first, so that no other claim's call takes the hang: CreateVolume hangs past
+    // --timeout once, and the retry succeeds. The condition says so while it lasts, and goes
+    // once the claim is Bound.
+    world.relay().inject("CreateVolume", Fault::Hang);
+    world.create_claim("slow", "std", "1Gi", json!({})).await;
+    let seen = reasons_while_pending(&world, "slow").await;
+    assert!(seen.iter().any(|r| r == "DriverTimeout"), "reasons seen: {seen:?}");
+    world.claim_until("slow", "the condition's removal", LIMIT, |c| reason(c).is_none()).await;
+
+    let selected = |node: &str| json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}});
+    let clone_of_nothing = json!({"spec": {"dataSource": {"kind": "PersistentVolumeClaim",
+        "name": "missing"}}});
+    let cases = [
+        ("consumer", "late", "1Gi", json!({}), "WaitForFirstConsumer"),
+        ("elsewhere", "late", "1Gi", selected(&elsewhere), "TopologyUnsatisfied"),
+        ("full", "std", "3Gi", json!({}), "NoCapacity"),
+        ("broken", "std", "5Gi", json!({}), "DriverError"),
+        ("refused", "std", "7Gi", json!({}), "DriverRefused"),
+        ("unreachable", "std", "9Gi", json!({}), "DriverUnreachable"),
+        ("clone", "std", "1Gi", clone_of_nothing, "DataSourceRefused"),
+        ("locked", "locked", "1Gi", json!({}), "SecretMissing"),
+    ];
+    for (name, class, size, extra, _) in &cases {
+        world.create_claim(name, class, size, extra.clone()).await;
+    }
+    world.create_claim("fine", "std", "1Gi", json!({})).await;
+
+    for (name, _, _, _, want) in &cases {
+        let claim = world
+            .claim_until(name, &format!("condition {want}"), LIMIT, |c| {
+                reason(c).as_deref() == Some(*want)
+            })
+            .await;
+        assert_eq!(claim.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Pending"));
+        let report = explain(&world, &[&format!("{ns}/{name}")]);
+        assert!(report.contains(&format!("state: Pending ({want})")), "{name}:\n{report}");
+        assert!(report.contains(&format!("condition {CONDITION}: {want}: ")), "{name}:\n{report}");
+    }
+    let (fine, _) = world.bound("fine", LIMIT).await;
+    assert_eq!(reason(&fine), None, "a claim bound at once is written no condition");
+
+    let all = explain(&world, &["--all"]);
+    for (name, _, _, _, want) in &cases {
+        let line = all.lines().find(|l| l.starts_with(&format!("{ns}/{name} ")));
+        let line = line.unwrap_or_else(|| panic!("no line for {name}:\n{all}"));
+        assert!(line.contains(" Pending ") && line.contains(want), "{line}");
+    }
+    assert!(!all.contains(&format!("{ns}/fine ")), "a Bound claim is settled:\n{all}");
+    println!("explain --all:\n{all}");
+
+    // The scheduler picks the driver's node: the claim is provisioned and bound, and the
+    // condition goes.
+    let node = world.hostpath().config.node_id.clone();
+    world
+        .claims()
+        .patch("consumer", &PatchParams::default(), &Patch::Merge(selected(&node)))
+        .await
+        .expect("cannot select the node");
+    world.bound("consumer", LIMIT).await;
+    world.claim_until("consumer", "the condition's removal", LIMIT, |c| reason(c).is_none()).await;
+}
+
+/// csi-resizer rewrites only its own resize conditions: a claim that carries ours keeps it
+/// through a whole resize by the real csi-resizer (kubelet's file-system step merges the same
+/// way, keeping every condition type it does not own; this plane runs no kubelet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn csi_resizer_keeps_our_condition() {
+    let mut world = Beside::start("waiting-resizer", &[], &[]).await;
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    // The upstream stack alone: our sidecar goes before it has anything to do.
+    assert_eq!(world.sidecar.terminate(Duration::from_secs(20)).await, Some(0));
+    let socket = world.hostpath().socket.clone();
+    let upstream =
+        Upstream::start(&world.plane.admin_kubeconfig, &socket, world.dir.path(), "up", &[]);
+    world.create_claim("a", "grow", "1Gi", json!({})).await;
+    world.bound("a", LIMIT).await;
+    let ours = json!({"status": {"conditions": [{"type": CONDITION, "status": "True",
+        "reason": "WaitingForBinder", "message": "written by the test"}]}});
+    world
+        .claims()
+        .patch_status("a", &PatchParams::default(), &Patch::Merge(ours))
+        .await
+        .expect("cannot write the condition");
+    let grow = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    world.claims().patch("a", &PatchParams::default(), &Patch::Merge(grow)).await.unwrap();
+
+    // hostpath grows on the node too: csi-resizer ends at FileSystemResizePending.
+    let resized = world
+        .claim_until("a", "csi-resizer's FileSystemResizePending", LIMIT, |c| {
+            let conditions = c.status.as_ref().and_then(|s| s.conditions.clone());
+            conditions.unwrap_or_default().iter().any(|c| c.type_ == "FileSystemResizePending")
+        })
+        .await;
+    assert_eq!(
+        reason(&resized).as_deref(),
+        Some("WaitingForBinder"),
+        "our condition was dropped: {:?}\n{}",
+        resized.status,
+        upstream.log_text()
+    );
+    assert!(upstream.calls("ControllerExpandVolume") >= 1, "{}", upstream.log_text());
+}
