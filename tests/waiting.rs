@@ -59,6 +59,26 @@ async fn reasons_while_pending(world: &Beside, name: &str) -> Vec<String> {
     panic!("claim {name} not Bound within {LIMIT:?}; reasons seen {seen:?}");
 }
 
+/// When the sidecar sent CreateVolume for `claim`, in seconds of the day, from its klog lines
+/// (`I1126 08:06:30.520101 …`).
+fn create_call_times(log: &str, claim: &str) -> Vec<f64> {
+    let field = format!("claim={claim} ");
+    log.lines()
+        .filter(|l| l.contains("\"CSI call\" method=\"CreateVolume\""))
+        .filter(|l| l.contains(&field) || l.ends_with(&format!("claim={claim}")))
+        .filter_map(|l| {
+            let time = l.split_whitespace().nth(1)?;
+            let mut parts = time.split(':');
+            let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(
+                h.parse::<f64>().ok()? * 3600.0
+                    + m.parse::<f64>().ok()? * 60.0
+                    + s.parse::<f64>().ok()?,
+            )
+        })
+        .collect()
+}
+
 /// `csi-pv-controller explain` with `args`, as an operator runs it: its standard output.
 fn explain(world: &Beside, args: &[&str]) -> String {
     let output = std::process::Command::new(support::sidecar::binary())
@@ -122,6 +142,9 @@ async fn every_pending_cause_is_a_condition_and_an_explain_line() {
         world.create_claim(name, class, size, extra.clone()).await;
     }
     world.create_claim("fine", "std", "1Gi", json!({})).await;
+    // A bound claim whose resize the driver refuses: explain's ResizeFailed.
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    world.create_claim("stuck", "grow", "1Gi", json!({})).await;
 
     for (name, _, _, _, want) in &cases {
         let claim = world
@@ -134,8 +157,47 @@ async fn every_pending_cause_is_a_condition_and_an_explain_line() {
         assert!(report.contains(&format!("state: Pending ({want})")), "{name}:\n{report}");
         assert!(report.contains(&format!("condition {CONDITION}: {want}: ")), "{name}:\n{report}");
     }
+    // Retries with the same cause write nothing more to the claim.
+    let broken = world.claim("broken").await.expect("claim broken");
+    let attempts = || {
+        let requests = world.relay().requests::<csi::CreateVolumeRequest>("CreateVolume");
+        requests
+            .iter()
+            .filter(|r| r.capacity_range.map(|c| c.required_bytes) == Some(5 * GI))
+            .count()
+    };
+    let before = attempts();
+    let retried =
+        support::cluster::eventually(LIMIT, || async { (attempts() >= before + 2).then_some(()) });
+    assert!(retried.await.is_some(), "no retries of broken's CreateVolume");
+    let now = world.claim("broken").await.expect("claim broken");
+    assert_eq!(
+        now.metadata.resource_version, broken.metadata.resource_version,
+        "a retry with the same cause wrote the claim: {:?}",
+        now.status
+    );
+    // The condition's own write does not lift the backoff: the refused request's second
+    // attempt waits out the delay (--retry-interval-max, 2s here) from the first.
+    let calls = create_call_times(&world.sidecar.log_text(), &format!("{ns}/refused"));
+    assert!(calls.len() >= 2, "refused was tried {} times", calls.len());
+    assert!(calls[1] - calls[0] >= 1.5, "the retry came after {:.2}s", calls[1] - calls[0]);
     let (fine, _) = world.bound("fine", LIMIT).await;
     assert_eq!(reason(&fine), None, "a claim bound at once is written no condition");
+
+    world.bound("stuck", LIMIT).await;
+    let refuse = Fault::Fail(Code::OutOfRange, "the pool cannot grow".into());
+    world.relay().always("ControllerExpandVolume", refuse);
+    let grow = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    world.claims().patch("stuck", &PatchParams::default(), &Patch::Merge(grow)).await.unwrap();
+    world
+        .claim_until("stuck", "ControllerResizeError", LIMIT, |c| {
+            let conditions = c.status.as_ref().and_then(|s| s.conditions.clone());
+            conditions.unwrap_or_default().iter().any(|c| c.type_ == "ControllerResizeError")
+        })
+        .await;
+    let report = explain(&world, &[&format!("{ns}/stuck")]);
+    assert!(report.contains("state: ResizeFailed (ControllerResizeError)"), "{report}");
+    assert!(report.contains("the pool cannot grow"), "{report}");
 
     let all = explain(&world, &["--all"]);
     for (name, _, _, _, want) in &cases {
@@ -144,6 +206,8 @@ async fn every_pending_cause_is_a_condition_and_an_explain_line() {
         assert!(line.contains(" Pending ") && line.contains(want), "{line}");
     }
     assert!(!all.contains(&format!("{ns}/fine ")), "a Bound claim is settled:\n{all}");
+    let stuck = all.lines().find(|l| l.starts_with(&format!("{ns}/stuck ")));
+    assert!(stuck.is_some_and(|l| l.contains(" ResizeFailed ")), "{all}");
     println!("explain --all:\n{all}");
 
     // The scheduler picks the driver's node: the claim is provisioned and bound, and the

@@ -4,6 +4,7 @@
 //! the same, and the next pass tries again. Its removal, though, fails the pass.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::runtime::reflector::ObjectRef;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -62,9 +63,28 @@ impl Controller {
         };
         let action = format!("say on the claim why it waits ({})", wait.cause.reason());
         match self.patch_claim(Part::Status, claim, patch, &action).await {
-            Ok(_) => debug!("{action}: written"),
+            Ok(written) => {
+                debug!("{action}: written");
+                self.backoff_follows(claim, &written);
+            }
             Err(error) => warn!(%error, "cannot {action}; the next pass tries again"),
         }
+    }
+
+    /// A backoff held against `before` holds against `after`, our own condition write: only a
+    /// change by someone else lifts it early.
+    fn backoff_follows(&self, before: &PersistentVolumeClaim, after: &PersistentVolumeClaim) {
+        let (Some(old), Some(new)) =
+            (before.metadata.resource_version.as_deref(), after.metadata.resource_version.clone())
+        else {
+            return;
+        };
+        let key = ObjectRef::from_obj(before);
+        self.memory.claims.update_if_known(&key, |m| {
+            if let Some((rv, _)) = m.not_before.as_mut().filter(|(rv, _)| rv == old) {
+                *rv = new;
+            }
+        });
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 
-use crate::binder::claim::ClaimView;
+use crate::binder::claim::{ClaimStep, ClaimView};
 use crate::expand::{self, ResizeMemory, ResizeStep, Resizer};
 use crate::model::{ClaimExt, ClaimPhase};
 use crate::modify::{self, ModifyStep};
@@ -71,20 +71,60 @@ pub fn line(facts: &Facts<'_>) -> Line {
 }
 
 /// A claim not Bound: the live cause when the decisions show one, else the cause the
-/// controller recorded, else what provisioning does next.
+/// controller recorded, else what is next. The binder decides first (a PV may match, or nothing
+/// may provision the claim); provisioning once the binder would provision, or the claim
+/// carries our intent.
 fn pending_line(facts: &Facts<'_>) -> Line {
-    let (cause, next) = provisioning_next(facts);
+    let (live, next) = pending_next(facts);
     let recorded = waiting::recorded(facts.claim);
-    let reason = match (cause, recorded) {
-        (Some(cause), _) => cause.reason().to_string(),
+    let reason = match (&live, recorded) {
+        (Some(live), _) => live.clone(),
         (None, Some((reason, _))) => reason.to_string(),
         (None, None) => "-".to_string(),
     };
-    let next = match (cause, recorded) {
+    let next = match (&live, recorded) {
         (None, Some((_, message))) => format!("{next}; last said: {message}"),
         _ => next,
     };
     Line { state: "Pending", reason, next }
+}
+
+/// The reason the decisions show for a claim not Bound, if any, and the next step in words.
+fn pending_next(facts: &Facts<'_>) -> (Option<String>, String) {
+    let claim = facts.claim;
+    let from_provisioning = || {
+        let (cause, next) = provisioning_next(facts);
+        (cause.map(|c| c.reason().to_string()), next)
+    };
+    if claim.has_intent() {
+        return from_provisioning();
+    }
+    match crate::binder::claim::decide(claim, &facts.binder) {
+        ClaimStep::Provision { .. } => from_provisioning(),
+        ClaimStep::WaitForConsumer => (
+            Some(Cause::WaitForFirstConsumer.reason().to_string()),
+            provisioning::CONSUMER_NOTE.into(),
+        ),
+        ClaimStep::Bind(pv) => (
+            None,
+            format!(
+                "the binder binds it to PersistentVolume {}",
+                pv.metadata.name.as_deref().unwrap_or_default()
+            ),
+        ),
+        ClaimStep::Pending(Some(n)) | ClaimStep::CannotProvision(n) | ClaimStep::Refuse(n, _) => {
+            (Some(n.reason.as_str().to_string()), n.message)
+        }
+        ClaimStep::Pending(None) => {
+            (None, "the PersistentVolume it names does not exist (yet)".into())
+        }
+        ClaimStep::AssignDefaultClass(class) => {
+            (None, format!("the binder gives it the default StorageClass {class:?}"))
+        }
+        ClaimStep::Fail(e) => (Some("FailedBinding".into()), e),
+        ClaimStep::Lost(n) => (Some(n.reason.as_str().to_string()), n.message),
+        ClaimStep::None => from_provisioning(),
+    }
 }
 
 /// The cause provisioning's decision shows, if any, and the next step in words.

@@ -18,12 +18,22 @@ fn line_of(
     volume: Option<&PersistentVolume>,
     expander: Option<Expander>,
 ) -> Line {
+    line_with(claim, class, volume, expander, &VolumeIndex::default())
+}
+
+/// As `line_of`, with the PVs the binder matches against.
+fn line_with(
+    claim: &PersistentVolumeClaim,
+    class: &k8s_openapi::api::storage::v1::StorageClass,
+    volume: Option<&PersistentVolume>,
+    expander: Option<Expander>,
+    volumes: &VolumeIndex,
+) -> Line {
     let settings = fixtures::settings();
-    let volumes = VolumeIndex::default();
     let none = |_: &str| None;
     let facts = Facts {
         claim,
-        binder: ClaimView { class: Some(class), default_class: None, volumes: &volumes },
+        binder: ClaimView { class: Some(class), default_class: None, volumes },
         provisioning: ClaimContext {
             settings: &settings,
             features: Features::default(),
@@ -58,7 +68,7 @@ fn waiting_condition(reason: &str, message: &str) -> Value {
 
 #[test]
 fn a_pending_claim_says_the_live_cause_or_the_recorded_one() {
-    let class = fixtures::class(json!({"provisioner": DRIVER}));
+    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
     let late = fixtures::class(
         json!({"provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
     );
@@ -85,7 +95,7 @@ fn a_pending_claim_says_the_live_cause_or_the_recorded_one() {
 
 #[test]
 fn a_bound_claim_is_settled_or_says_what_its_resize_needs() {
-    let class = fixtures::class(json!({"provisioner": DRIVER}));
+    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
     let bound = |extra: Value| {
         let mut base = json!({"spec": {"volumeName": "pv-1"},
             "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}});
@@ -119,9 +129,42 @@ fn a_bound_claim_is_settled_or_says_what_its_resize_needs() {
 
 #[test]
 fn a_lost_or_deleted_claim_says_so() {
-    let class = fixtures::class(json!({"provisioner": DRIVER}));
+    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
     let lost = fixtures::claim(json!({"status": {"phase": "Lost"}}));
     assert_eq!(line_of(&lost, &class, None, None).state, "Lost");
     let deleting = fixtures::claim(json!({"metadata": {"deletionTimestamp": NOW}}));
     assert_eq!(line_of(&deleting, &class, None, None).state, "Deleting");
+}
+
+#[test]
+fn a_bound_claim_waiting_on_its_attributes_class_says_so() {
+    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let claim = fixtures::claim(json!({"spec": {"volumeName": "pv-1",
+            "volumeAttributesClassName": "fast"},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}}));
+    let pv = fixtures::pv("pv-1")
+        .csi(DRIVER, "h")
+        .size("1Gi")
+        .claim_ref("ns", "c", Some(CLAIM_UID))
+        .phase("Bound")
+        .build();
+    let line = line_of(&claim, &class, Some(&pv), Some(Expander::Controller));
+    assert_eq!(line.state, "Modifying", "{line:?}");
+    assert!(line.next.contains("VolumeAttributesClass \"fast\" to exist"), "{line:?}");
+}
+
+#[test]
+fn a_claim_a_pv_matches_waits_for_the_binder_not_for_provisioning() {
+    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let mut volumes = VolumeIndex::default();
+    let pv = fixtures::pv("pv-free")
+        .size("5Gi")
+        .class("gold")
+        .access_modes(&["ReadWriteOnce"])
+        .phase("Available")
+        .build();
+    volumes.upsert(&pv);
+    let line = line_with(&fixtures::claim(json!({})), &class, None, None, &volumes);
+    assert_eq!((line.state, line.reason.as_str()), ("Pending", "-"), "{line:?}");
+    assert!(line.next.contains("binds it to PersistentVolume pv-free"), "{line:?}");
 }
