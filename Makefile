@@ -37,9 +37,11 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
+# The benchmark's tests link the library with the tests' features, so that the integration
+# tests reuse that build instead of compiling the library once more.
 unit:
 	$(CARGO) test --locked $(TEST_FEATURES) --lib --bins
-	$(CARGO) test --locked -p csi-pv-bench
+	$(CARGO) test --locked -p csi-pv-bench --features csi-pv-controller/failpoints
 
 # csi-sanity against our fake driver (Identity + Controller specs) and against hostpathplugin
 # (Node specs too); prints the counts.

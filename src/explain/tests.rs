@@ -61,6 +61,21 @@ fn line_with(
     line(&facts)
 }
 
+/// Class `gold` of the driver, Immediate.
+fn immediate_class() -> k8s_openapi::api::storage::v1::StorageClass {
+    fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}))
+}
+
+/// PV `pv-1` of the driver, 1Gi, Bound to the `claim` fixture.
+fn bound_pv() -> PersistentVolume {
+    fixtures::pv("pv-1")
+        .csi(DRIVER, "h")
+        .size("1Gi")
+        .claim_ref("ns", "c", Some(CLAIM_UID))
+        .phase("Bound")
+        .build()
+}
+
 fn waiting_condition(reason: &str, message: &str) -> Value {
     json!({"status": {"conditions": [{"type": waiting::CONDITION, "status": "True",
         "reason": reason, "message": message}]}})
@@ -68,7 +83,7 @@ fn waiting_condition(reason: &str, message: &str) -> Value {
 
 #[test]
 fn a_pending_claim_says_the_live_cause_or_the_recorded_one() {
-    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let class = immediate_class();
     let late = fixtures::class(
         json!({"provisioner": DRIVER, "volumeBindingMode": "WaitForFirstConsumer"}),
     );
@@ -95,19 +110,14 @@ fn a_pending_claim_says_the_live_cause_or_the_recorded_one() {
 
 #[test]
 fn a_bound_claim_is_settled_or_says_what_its_resize_needs() {
-    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let class = immediate_class();
     let bound = |extra: Value| {
         let mut base = json!({"spec": {"volumeName": "pv-1"},
             "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}});
         fixtures::merge(&mut base, extra);
         fixtures::claim(base)
     };
-    let pv = fixtures::pv("pv-1")
-        .csi(DRIVER, "h")
-        .size("1Gi")
-        .claim_ref("ns", "c", Some(CLAIM_UID))
-        .phase("Bound")
-        .build();
+    let pv = bound_pv();
     let settled = line_of(&bound(json!({})), &class, Some(&pv), Some(Expander::Controller));
     assert!(settled.settled(), "{settled:?}");
     let grow = bound(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
@@ -129,7 +139,7 @@ fn a_bound_claim_is_settled_or_says_what_its_resize_needs() {
 
 #[test]
 fn a_lost_or_deleted_claim_says_so() {
-    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let class = immediate_class();
     let lost = fixtures::claim(json!({"status": {"phase": "Lost"}}));
     assert_eq!(line_of(&lost, &class, None, None).state, "Lost");
     let deleting = fixtures::claim(json!({"metadata": {"deletionTimestamp": NOW}}));
@@ -138,16 +148,11 @@ fn a_lost_or_deleted_claim_says_so() {
 
 #[test]
 fn a_bound_claim_waiting_on_its_attributes_class_says_so() {
-    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let class = immediate_class();
     let claim = fixtures::claim(json!({"spec": {"volumeName": "pv-1",
             "volumeAttributesClassName": "fast"},
         "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}}}));
-    let pv = fixtures::pv("pv-1")
-        .csi(DRIVER, "h")
-        .size("1Gi")
-        .claim_ref("ns", "c", Some(CLAIM_UID))
-        .phase("Bound")
-        .build();
+    let pv = bound_pv();
     let line = line_of(&claim, &class, Some(&pv), Some(Expander::Controller));
     assert_eq!(line.state, "Modifying", "{line:?}");
     assert!(line.next.contains("VolumeAttributesClass \"fast\" to exist"), "{line:?}");
@@ -155,7 +160,7 @@ fn a_bound_claim_waiting_on_its_attributes_class_says_so() {
 
 #[test]
 fn a_claim_a_pv_matches_waits_for_the_binder_not_for_provisioning() {
-    let class = fixtures::class(json!({"provisioner": DRIVER, "volumeBindingMode": "Immediate"}));
+    let class = immediate_class();
     let mut volumes = VolumeIndex::default();
     let pv = fixtures::pv("pv-free")
         .size("5Gi")
