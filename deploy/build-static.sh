@@ -18,6 +18,10 @@ export CARGO_PROFILE_RELEASE_STRIP=symbols
 export CC_x86_64_unknown_linux_musl=musl-gcc
 export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+# mimalloc (the musl build's allocator) turns transparent huge pages off for the process: with
+# them, its arenas count in resident memory by 2 MiB pages, which doubled the sidecar's peak.
+export CFLAGS_x86_64_unknown_linux_musl=-DMI_DEFAULT_ALLOW_THP=0
+export CFLAGS_aarch64_unknown_linux_musl=-DMI_DEFAULT_ALLOW_THP=0
 for arch in "$@"; do
   case "$arch" in
     amd64) triple=x86_64-unknown-linux-musl ;;

@@ -50,10 +50,19 @@ for manifest in $manifests; do
   readelf -S "$binary" | grep -q '\.dep-v0' || fail "$arch: the binary has no cargo-auditable crate list (.dep-v0)"
   sbom=$root/sbom/csi-pv-controller.cdx.json
   [ "$(jq -r '.bomFormat' "$sbom")" = "CycloneDX" ] || fail "$arch: no CycloneDX SBOM at /sbom/"
-  for crate in tokio kube-client ring tonic; do
+  # mimalloc: the allocator the musl build links (src/main.rs).
+  for crate in tokio kube-client ring tonic mimalloc; do
     jq -e --arg c "$crate" '.components[] | select(.name == $c) | .purl | startswith("pkg:cargo/")' "$sbom" >/dev/null \
       || fail "$arch: the SBOM does not name the crate $crate"
   done
+  if [ "$arch" = amd64 ] && [ "$(uname -m)" = x86_64 ]; then
+    # mimalloc turns transparent huge pages off for the process at its first allocation.
+    "$binary" --csi-address=/nonexistent/csi.sock --csi-connect-timeout=3s >/dev/null 2>&1 &
+    pid=$!
+    sleep 1
+    grep -q '^THP_enabled:[[:space:]]*0' "/proc/$pid/status" || fail "$arch: transparent huge pages are on for the process (mimalloc's MI_DEFAULT_ALLOW_THP=0 missing)"
+    wait "$pid" || true
+  fi
   echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary with its crate list, SBOM of $(jq '.components | length' "$sbom") crates"
   seen+=("$arch")
   if [ "$arch" = amd64 ]; then cp "$config" "$out/amd64.config.json"; fi

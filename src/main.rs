@@ -17,6 +17,11 @@ use csi_pv_controller::queue::Backoff;
 use csi_pv_controller::{http, leader};
 use tracing_subscriber::fmt::format::JsonFields;
 
+/// The image's static musl binary allocates through mimalloc rather than musl's allocator.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The Lease's own client: renewals must never wait behind the API rate limit.
 const LEASE_CLIENT_QPS: f32 = 100.0;
 const LEASE_CLIENT_BURST: u32 = 100;
