@@ -55,7 +55,7 @@ for manifest in $manifests; do
     jq -e --arg c "$crate" '.components[] | select(.name == $c) | .purl | startswith("pkg:cargo/")' "$sbom" >/dev/null \
       || fail "$arch: the SBOM does not name the crate $crate"
   done
-  if [ "$arch" = amd64 ] && [ "$(uname -m)" = x86_64 ]; then
+  if [ "$arch" = amd64 ] && [ "$(uname -m)" = x86_64 ] && [ -e /sys/kernel/mm/transparent_hugepage/enabled ]; then
     # mimalloc turns transparent huge pages off for the process at its first allocation.
     "$binary" --csi-address=/nonexistent/csi.sock --csi-connect-timeout=3s >/dev/null 2>&1 &
     pid=$!

@@ -166,6 +166,17 @@ async fn restore_from_a_real_snapshot() {
         never_provisioned(&world, name).await;
     }
     assert_eq!(world.driver.state_volumes().len(), 2, "origin and restored only");
+
+    // explain reads the snapshot as the controller does: its restore size, not "missing".
+    let output = std::process::Command::new(support::sidecar::binary())
+        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
+        .arg(format!("--csi-address={}", world.driver.endpoint()))
+        .args(["explain", &format!("{}/too-small", world.namespace)])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("state: Pending (DataSourceRefused)"), "{text}");
+    assert!(text.contains("less than the snapshot's restore size"), "{text}");
 }
 
 /// A clone of a claim on hostpathplugin holds the source's data; the source carries the

@@ -19,12 +19,15 @@ use csi_pv_controller::explain::{self, Facts};
 use csi_pv_controller::model::ClaimExt;
 use csi_pv_controller::provision::claim::{ClaimContext, ClaimCopy};
 use csi_pv_controller::provision::plan::{Features, PlanFacts};
+use csi_pv_controller::provision::snapshot::SnapshotLookup;
+use csi_pv_controller::provision::source::{self, Source};
 
 /// How long the driver may take to answer before it is left out.
 const DRIVER_LIMIT: Duration = Duration::from_secs(2);
 
 /// Everything read from the cluster and the driver, once.
 struct Cluster {
+    client: kube::Client,
     claims: Vec<PersistentVolumeClaim>,
     classes: Vec<StorageClass>,
     volumes: VolumeIndex,
@@ -55,7 +58,8 @@ pub async fn run(config: &Config, target: Option<&str>, all: bool) -> anyhow::Re
     let Some((namespace, name)) = wanted else {
         let mut unsettled = 0;
         for claim in &cluster.claims {
-            with_facts(config, &cluster, claim, &now, |facts| {
+            let snapshot = restored_snapshot(&cluster.client, claim).await;
+            with_facts(config, &cluster, claim, snapshot.as_ref(), &now, |facts| {
                 if !explain::line(facts).settled() {
                     unsettled += 1;
                     println!("{}", explain::one_line(facts));
@@ -73,7 +77,9 @@ pub async fn run(config: &Config, target: Option<&str>, all: bool) -> anyhow::Re
                 && c.metadata.name.as_deref() == Some(name)
         })
         .with_context(|| format!("claim {namespace}/{name} not found"))?;
-    with_facts(config, &cluster, claim, &now, |facts| print!("{}", explain::report(facts)));
+    let snapshot = restored_snapshot(&cluster.client, claim).await;
+    let print = |facts: &Facts<'_>| print!("{}", explain::report(facts));
+    with_facts(config, &cluster, claim, snapshot.as_ref(), &now, print);
     Ok(())
 }
 
@@ -96,7 +102,7 @@ async fn read(config: &Config) -> anyhow::Result<Cluster> {
         .context("cannot list PersistentVolumes")?
         .items;
     // Clusters that do not serve VolumeAttributesClass have none to change to.
-    let attributes = Api::<VolumeAttributesClass>::all(client)
+    let attributes = Api::<VolumeAttributesClass>::all(client.clone())
         .list(&all)
         .await
         .map(|l| l.items)
@@ -107,7 +113,27 @@ async fn read(config: &Config) -> anyhow::Result<Cluster> {
         volumes.upsert(&pv);
         by_name.insert(pv.metadata.name.clone().unwrap_or_default(), pv);
     }
-    Ok(Cluster { claims, classes, volumes, by_name, attributes, driver: driver(config).await })
+    let driver = driver(config).await;
+    Ok(Cluster { client, claims, classes, volumes, by_name, attributes, driver })
+}
+
+/// The VolumeSnapshot the claim restores, read as the controller reads it; None when it
+/// restores none. A read that fails is said as unreadable.
+async fn restored_snapshot(
+    client: &kube::Client,
+    claim: &PersistentVolumeClaim,
+) -> Option<SnapshotLookup> {
+    let Source::Snapshot { name } = source::of(claim) else {
+        return None;
+    };
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+    Some(
+        csi_pv_controller::cluster::snapshots::lookup(client, &namespace, &name)
+            .await
+            .unwrap_or_else(|(action, e)| {
+                SnapshotLookup::Unreadable(format!("cannot {action}: {e}"))
+            }),
+    )
 }
 
 /// The driver at `--csi-address`, if it answers in time.
@@ -125,6 +151,7 @@ fn with_facts(
     config: &Config,
     cluster: &Cluster,
     claim: &PersistentVolumeClaim,
+    snapshot: Option<&SnapshotLookup>,
     now: &str,
     use_facts: impl FnOnce(&Facts<'_>),
 ) {
@@ -175,7 +202,7 @@ fn with_facts(
             facts: PlanFacts {
                 claim: source_claim,
                 volume: source_pv,
-                snapshot: None,
+                snapshot,
                 in_flight: false,
                 probe: false,
                 attributes_class,

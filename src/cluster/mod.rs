@@ -7,6 +7,7 @@ pub mod gate;
 pub mod held;
 pub mod objects;
 pub mod ratelimit;
+pub mod snapshots;
 pub mod stores;
 
 pub use stores::Stores;

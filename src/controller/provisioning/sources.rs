@@ -6,37 +6,26 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
 use crate::controller::Part;
 use crate::controller::reference;
-use crate::controller::{ClaimKey, Controller, Outcome, SyncError, error::is_status};
+use crate::controller::{ClaimKey, Controller, Outcome, SyncError};
 use crate::model::ClaimExt;
 use crate::names::*;
-use crate::provision::snapshot::{self, SnapshotLookup};
-use crate::provision::source::{self, SNAPSHOT_GROUP, Source};
+use crate::provision::snapshot::SnapshotLookup;
+use crate::provision::source::{self, Source};
 use crate::reason::Reason;
 
 /// The clone source's claim and PV, as the stores have them.
 pub(in crate::controller) type CloneFacts =
     (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
 
-pub(in crate::controller) fn snapshot_resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: SNAPSHOT_GROUP.into(),
-        version: "v1".into(),
-        api_version: format!("{SNAPSHOT_GROUP}/v1"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-/// A VolumeSnapshot as the API answered it, parsed.
-pub(in crate::controller) fn parsed_snapshot(object: &DynamicObject) -> snapshot::Snapshot {
-    snapshot::parse_snapshot(&serde_json::to_value(object).unwrap_or_default())
-}
+pub(in crate::controller) use crate::cluster::snapshots::{
+    parsed as parsed_snapshot, resource as snapshot_resource,
+};
 
 impl Controller {
     /// The VolumeSnapshots of `namespace`.
@@ -80,46 +69,10 @@ impl Controller {
             return Ok(None);
         };
         let namespace = claim.namespace().unwrap_or_default();
-        let found = match self.snapshots(&namespace).get_opt(&name).await {
-            Ok(found) => found,
-            // Refused, not failed: the user must act (RBAC); say so on the claim.
-            Err(e) if is_status(&e, 403) => {
-                return Ok(Some(SnapshotLookup::Unreadable(e.to_string())));
-            }
-            Err(e) => return Err(SyncError::api("read the VolumeSnapshot", e)),
-        };
-        let Some(found) = found else {
-            // A 404 is also what a cluster without the CRDs answers: ask discovery which.
-            let served = crate::cluster::serves(
-                &self.client,
-                &format!("{SNAPSHOT_GROUP}/v1"),
-                "VolumeSnapshot",
-            )
+        crate::cluster::snapshots::lookup(&self.client, &namespace, &name)
             .await
-            .map_err(|e| SyncError::api("discover the snapshot API", e))?;
-            return Ok(Some(if served {
-                SnapshotLookup::Missing
-            } else {
-                SnapshotLookup::Unserved
-            }));
-        };
-        let mut parsed = parsed_snapshot(&found);
-        if let Some(content_name) = parsed.content_name.clone() {
-            let contents: Api<DynamicObject> = Api::all_with(
-                self.client.clone(),
-                &snapshot_resource("VolumeSnapshotContent", "volumesnapshotcontents"),
-            );
-            parsed.content = match contents.get_opt(&content_name).await {
-                Ok(content) => content.map(|c| {
-                    snapshot::parse_content(&serde_json::to_value(&c).unwrap_or_default())
-                }),
-                Err(e) if is_status(&e, 403) => {
-                    return Ok(Some(SnapshotLookup::Unreadable(e.to_string())));
-                }
-                Err(e) => return Err(SyncError::api("read the VolumeSnapshotContent", e)),
-            };
-        }
-        Ok(Some(SnapshotLookup::Found(Box::new(parsed))))
+            .map(Some)
+            .map_err(|(action, e)| SyncError::api(action, e))
     }
 
     /// Puts the cloning-protection finalizer on the source claim, on the version the decision
