@@ -47,9 +47,19 @@ async fn driver_size_of(world: &World<Relayed>, claim: &str) -> Option<i64> {
     world.hostpath().state_volumes().into_iter().find(|v| v.name == name).map(|v| v.size)
 }
 
+/// The driver has grown the volume of `claim` to `bytes`, and the resizer has recorded it on
+/// the claim (FileSystemResizePending: hostpath grows on the node too). A resizer stopped
+/// between the two leaves the resize to whoever leads next, which asks the driver again.
 async fn grown(world: &World<Relayed>, claim: &str, bytes: i64) -> bool {
     eventually(LIMIT, || async {
-        (driver_size_of(world, claim).await == Some(bytes)).then_some(())
+        let recorded = world
+            .claim(claim)
+            .await?
+            .status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "FileSystemResizePending");
+        (recorded && driver_size_of(world, claim).await == Some(bytes)).then_some(())
     })
     .await
     .is_some()
