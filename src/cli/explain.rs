@@ -13,6 +13,7 @@ use kube::api::{Api, ListParams};
 
 use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
 use csi_pv_controller::config::Config;
+use csi_pv_controller::controller;
 use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
 use csi_pv_controller::expand::{Expander, Resizer};
 use csi_pv_controller::explain::{self, Facts};
@@ -49,7 +50,7 @@ pub async fn run(config: &Config, target: Option<&str>, all: bool) -> anyhow::Re
         _ => anyhow::bail!("give either <namespace>/<claim> or --all"),
     };
     let cluster = read(config).await?;
-    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let now = csi_pv_controller::model::condition_time(k8s_openapi::jiff::Timestamp::now());
     let note = match &cluster.driver {
         Some(d) => format!("driver at --csi-address: {}", d.name),
         None => "no driver answered at --csi-address: every capability is assumed present".into(),
@@ -164,16 +165,16 @@ fn with_facts(
         .or_else(|| claim.provisioner().map(str::to_string))
         .unwrap_or_default();
     let info = cluster.driver.as_ref().filter(|d| d.name == driver_name);
-    let has = |cap| info.is_none_or(|d| d.controller.has(cap));
-    let features = Features {
-        single_node_multi_writer: has(ControllerCapability::SingleNodeMultiWriter),
-        clone: has(ControllerCapability::CloneVolume),
-        snapshot: has(ControllerCapability::CreateDeleteSnapshot),
-        modify: has(ControllerCapability::ModifyVolume),
-        topology: info.is_none_or(|d| d.plugin.accessibility_constraints),
-    };
+    // No driver to ask: every capability is assumed.
+    let features = info.map(controller::driver_features).unwrap_or(Features {
+        single_node_multi_writer: true,
+        clone: true,
+        snapshot: true,
+        modify: true,
+        topology: true,
+    });
     let expander = Expander::of(
-        has(ControllerCapability::ExpandVolume),
+        info.is_none_or(|d| d.controller.has(ControllerCapability::ExpandVolume)),
         info.is_some_and(|d| d.node_expansion),
     );
     let settings = config.settings(&driver_name, String::new());
@@ -231,22 +232,12 @@ fn clone_source<'a>(
     cluster: &'a Cluster,
     claim: &PersistentVolumeClaim,
 ) -> (Option<&'a PersistentVolumeClaim>, Option<&'a PersistentVolume>) {
-    let source = claim.spec.as_ref().and_then(|s| {
-        s.data_source_ref.clone().or_else(|| {
-            s.data_source.as_ref().map(|d| k8s_openapi::api::core::v1::TypedObjectReference {
-                api_group: d.api_group.clone(),
-                kind: d.kind.clone(),
-                name: d.name.clone(),
-                namespace: None,
-            })
-        })
-    });
-    let Some(source) = source.filter(|s| s.kind == "PersistentVolumeClaim") else {
+    let Source::Clone { name } = source::of(claim) else {
         return (None, None);
     };
-    let namespace = source.namespace.or_else(|| claim.metadata.namespace.clone());
     let found = cluster.claims.iter().find(|c| {
-        c.metadata.namespace == namespace && c.metadata.name.as_deref() == Some(&source.name)
+        c.metadata.namespace == claim.metadata.namespace
+            && c.metadata.name.as_deref() == Some(&name)
     });
     let pv = found.and_then(|c| c.named_volume()).and_then(|v| cluster.by_name.get(v));
     (found, pv)

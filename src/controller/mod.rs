@@ -96,17 +96,10 @@ impl Controller {
         intake: Intake,
         switches: Switches,
     ) -> Arc<Self> {
-        let features = Features {
-            single_node_multi_writer: driver
-                .controller
-                .has(ControllerCapability::SingleNodeMultiWriter),
-            clone: driver.controller.has(ControllerCapability::CloneVolume),
-            snapshot: driver.controller.has(ControllerCapability::CreateDeleteSnapshot),
-            // Classes are only known where the cluster serves them (the store exists).
-            modify: driver.controller.has(ControllerCapability::ModifyVolume)
-                && stores.attributes_classes.is_some(),
-            topology: driver.plugin.accessibility_constraints,
-        };
+        let features = driver_features(driver);
+        // Classes are only known where the cluster serves them (the store exists).
+        let features =
+            Features { modify: features.modify && stores.attributes_classes.is_some(), ..features };
         Arc::new(Controller {
             events: events::Events::new(clients.events, &settings.driver, &settings.identity),
             scope: Scope { driver: settings.driver.clone(), binder: switches.binder },
@@ -223,7 +216,7 @@ fn age(claim: &PersistentVolumeClaim) -> Duration {
 
 /// The time now as status conditions record it (RFC 3339, whole seconds).
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    crate::model::condition_time(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// When a retry queued `delay` from now is due. A little early: the queue's timer started just
@@ -235,6 +228,19 @@ fn due_at(delay: Duration) -> Instant {
 /// etcd's resourceVersions are increasing integers; the PV index compares them the same way.
 fn numeric_version<K: kube::Resource>(object: &K) -> Option<u64> {
     object.meta().resource_version.as_deref()?.parse().ok()
+}
+
+/// What a plan may contain by the driver's capabilities (`explain` reads the same).
+pub fn driver_features(driver: &DriverInfo) -> Features {
+    Features {
+        single_node_multi_writer: driver
+            .controller
+            .has(ControllerCapability::SingleNodeMultiWriter),
+        clone: driver.controller.has(ControllerCapability::CloneVolume),
+        snapshot: driver.controller.has(ControllerCapability::CreateDeleteSnapshot),
+        modify: driver.controller.has(ControllerCapability::ModifyVolume),
+        topology: driver.plugin.accessibility_constraints,
+    }
 }
 
 /// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.

@@ -92,5 +92,5 @@ impl Controller {
 fn wall_clock_at(delay: std::time::Duration) -> String {
     let now = k8s_openapi::jiff::Timestamp::now();
     let span = k8s_openapi::jiff::SignedDuration::try_from(delay).unwrap_or_default();
-    now.checked_add(span).unwrap_or(now).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    crate::model::condition_time(now.checked_add(span).unwrap_or(now))
 }

@@ -132,13 +132,12 @@ fn provisioning_next(facts: &Facts<'_>) -> (Option<Cause>, String) {
     let claim = facts.claim;
     let ctx = &facts.provisioning;
     let driver = ctx.settings.driver.as_str();
-    let action = provisioning::decide(claim, ctx);
     let handed = claim.handed_to(driver) || claim.has_intent();
     if !handed && let Some(note) = provisioning::awaits_consumer(claim, ctx.class, driver) {
         // Beside the cluster's binder the claim is handed over only once a node is chosen.
         return (Some(Cause::WaitForFirstConsumer), note.into());
     }
-    match action {
+    match provisioning::decide(claim, ctx) {
         ClaimAction::None if !ctx.binds && !handed && claim.named_volume().is_none() => (
             Some(Cause::WaitingForBinder),
             format!(

@@ -20,6 +20,11 @@ pub use volume::{ReclaimPolicy, VolumeExt, VolumePhase};
 
 pub use crate::names::{annotation, has_finalizer};
 
+/// `at` as status conditions record it (RFC 3339, whole seconds, UTC).
+pub fn condition_time(at: k8s_openapi::jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// The class a claim or PV names, as the binder reads it: the beta annotation first, then the
 /// field; "" if neither.
 fn class_named<'a>(
