@@ -130,15 +130,7 @@ async fn static_volumes_bind_by_size_selector_class_access_modes_and_volume_mode
     world
         .create_claim("huge", "std", "2Ti", json!({"spec": {"accessModes": ["ReadWriteMany"]}}))
         .await;
-    let output = tokio::process::Command::new(support::sidecar::binary())
-        .arg(format!("--kubeconfig={}", world.kubeconfig.display()))
-        .arg("explain")
-        .arg(format!("{ns}/huge"))
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{text}\n{}", String::from_utf8_lossy(&output.stderr));
+    let text = support::sidecar::explain(&world.kubeconfig, None, &[&format!("{ns}/huge")]);
     assert!(text.contains("claim bind-static/huge"), "{text}");
     assert!(text.contains(&format!("{tiny}: rejected: access modes [ReadWriteOnce] do not include all of the claim's [ReadWriteMany]")), "{text}");
     assert!(text.contains("access-mode groups searched, in order: none"), "{text}");

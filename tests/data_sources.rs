@@ -168,13 +168,13 @@ async fn restore_from_a_real_snapshot() {
     assert_eq!(world.driver.state_volumes().len(), 2, "origin and restored only");
 
     // explain reads the snapshot as the controller does: its restore size, not "missing".
-    let output = std::process::Command::new(support::sidecar::binary())
-        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
-        .arg(format!("--csi-address={}", world.driver.endpoint()))
-        .args(["explain", &format!("{}/too-small", world.namespace)])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
+    let endpoint = world.driver.endpoint();
+    let target = format!("{}/too-small", world.namespace);
+    let text = support::sidecar::explain(
+        &world.plane.admin_kubeconfig,
+        Some(&endpoint),
+        &[target.as_str()],
+    );
     assert!(text.contains("state: Pending (DataSourceRefused)"), "{text}");
     assert!(text.contains("less than the snapshot's restore size"), "{text}");
 }

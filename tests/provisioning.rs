@@ -694,13 +694,7 @@ async fn without_the_cluster_binder_the_default_mode_says_what_to_change() {
         })
         .await;
     assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
-    let output = tokio::process::Command::new(support::sidecar::binary())
-        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
-        .args(["explain", "--all"])
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = support::sidecar::explain(&world.plane.admin_kubeconfig, None, &["--all"]);
     let line = text.lines().find(|l| l.starts_with(&format!("{}/data ", world.namespace)));
     let line = line.unwrap_or_else(|| panic!("no line for the claim: {text}"));
     assert!(line.contains(" Pending ") && line.contains("WaitingForBinder"), "{line}");

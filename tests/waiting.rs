@@ -79,22 +79,10 @@ fn create_call_times(log: &str, claim: &str) -> Vec<f64> {
         .collect()
 }
 
-/// `csi-pv-controller explain` with `args`, as an operator runs it: its standard output.
+/// `explain` with `args`, with the admin kubeconfig and the driver behind the relay.
 fn explain(world: &Beside, args: &[&str]) -> String {
-    let output = std::process::Command::new(support::sidecar::binary())
-        .arg(format!("--kubeconfig={}", world.plane.admin_kubeconfig.display()))
-        .arg(format!("--csi-address={}", world.relay().endpoint()))
-        .arg("explain")
-        .args(args)
-        .output()
-        .expect("cannot run explain");
-    let text = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "explain {args:?} failed: {text}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    text
+    let endpoint = world.relay().endpoint();
+    support::sidecar::explain(&world.plane.admin_kubeconfig, Some(&endpoint), args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

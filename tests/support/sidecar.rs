@@ -24,6 +24,24 @@ pub fn binary() -> PathBuf {
     }
 }
 
+/// `csi-pv-controller explain` with `args`, as an operator runs it: with `kubeconfig`, and the
+/// driver at `csi_address` when given. Its standard output; panics if it fails.
+pub fn explain(kubeconfig: &Path, csi_address: Option<&str>, args: &[&str]) -> String {
+    let mut command = std::process::Command::new(binary());
+    command.arg(format!("--kubeconfig={}", kubeconfig.display()));
+    if let Some(address) = csi_address {
+        command.arg(format!("--csi-address={address}"));
+    }
+    let output = command.arg("explain").args(args).output().expect("cannot run explain");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "explain {args:?} failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    text
+}
+
 /// The value of one series in a `/metrics` text, named with its labels in the order the
 /// exposition writes them (`workqueue_adds_total{name="claims"}`).
 pub fn sample(text: &str, series: &str) -> Option<f64> {
