@@ -28,6 +28,6 @@ for arch in "$@"; do
     arm64) triple=aarch64-unknown-linux-musl ;;
     *) echo "build-static: unknown architecture $arch" >&2; exit 2 ;;
   esac
-  rustup target list --installed | grep -qx "$triple" || rustup target add "$triple"
+  rustup target list --installed | grep -x "$triple" >/dev/null || rustup target add "$triple"
   cargo auditable build --locked --release --target "$triple" --bin csi-pv-controller
 done

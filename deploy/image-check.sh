@@ -45,9 +45,12 @@ for manifest in $manifests; do
     arm64) machine="AArch64" ;;
     *) fail "unexpected architecture $arch" ;;
   esac
-  readelf -h "$binary" | grep -q "Machine:.*$machine" || fail "$arch: the binary is not for $machine"
-  ! readelf -l "$binary" | grep -q "INTERP" || fail "$arch: the binary asks for a program interpreter: not static"
-  readelf -S "$binary" | grep -q '\.dep-v0' || fail "$arch: the binary has no cargo-auditable crate list (.dep-v0)"
+  # readelf's output is read whole (not `grep -q`): under pipefail, a grep that stops at the first
+  # match can leave readelf writing into a closed pipe, and its SIGPIPE would fail the check.
+  headers=$(readelf -h -l -S "$binary")
+  grep "Machine:.*$machine" <<<"$headers" >/dev/null || fail "$arch: the binary is not for $machine"
+  ! grep "INTERP" <<<"$headers" >/dev/null || fail "$arch: the binary asks for a program interpreter: not static"
+  grep '\.dep-v0' <<<"$headers" >/dev/null || fail "$arch: the binary has no cargo-auditable crate list (.dep-v0)"
   sbom=$root/sbom/csi-pv-controller.cdx.json
   [ "$(jq -r '.bomFormat' "$sbom")" = "CycloneDX" ] || fail "$arch: no CycloneDX SBOM at /sbom/"
   # mimalloc: the allocator the musl build links (src/main.rs).
@@ -74,7 +77,7 @@ got=$(printf '%s\n' "${seen[@]}" | sort | xargs)
 # The arm64 binary runs here under qemu's user-mode emulation (Debian's qemu-user-static).
 if [ -d "$out/arm64" ]; then
   command -v qemu-aarch64-static >/dev/null || { apt-get update -qq && apt-get install -y -qq qemu-user-static; }
-  qemu-aarch64-static "$out/arm64/csi-pv-controller" --version | grep -q "csi-pv-controller" \
+  qemu-aarch64-static "$out/arm64/csi-pv-controller" --version | grep "csi-pv-controller" >/dev/null \
     || fail "the arm64 binary does not run under qemu-aarch64-static"
   echo "image-check: the arm64 binary runs (qemu-aarch64-static)"
 fi
