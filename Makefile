@@ -65,7 +65,15 @@ integration: peers
 fuzz-binder: peers
 	BINDER_DIFF_STATES=$${BINDER_DIFF_STATES:-500} $(CARGO) test --locked --test binder_differential -- --nocapture
 
-test: peers lint unit sanity integration demo-ci
+# The image's static release build (the longest single step) runs at the lowest CPU priority
+# beside the suites, on the cores they leave idle while they wait on their peers; it cannot
+# slow them, and its log follows theirs.
+test: peers lint unit
+	nice -n 19 ./deploy/build-static.sh amd64 > target/build-static.log 2>&1 & build=$$!; \
+	status=0; $(MAKE) sanity integration demo-ci || status=$$?; \
+	wait $$build || { echo "the image's static build failed"; status=1; }; \
+	cat target/build-static.log; \
+	[ $$status = 0 ] || exit $$status; \
 	$(MAKE) image-check ARCHES=amd64
 
 # The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
