@@ -7,11 +7,13 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, WatchEvent, WatchParams};
 use prost::Message;
 use serde_json::json;
 use tonic::Code;
@@ -57,6 +59,28 @@ async fn reasons_while_pending(world: &Beside, name: &str) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("claim {name} not Bound within {LIMIT:?}; reasons seen {seen:?}");
+}
+
+/// Every reason claim `name`'s condition takes, in order, from a watch opened before the claim
+/// exists: a reason that lasts for one write only still shows.
+async fn watch_reasons(world: &Beside, name: &str) -> Arc<Mutex<Vec<String>>> {
+    let params = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let stream = world.claims().watch(&params, "0").await.expect("cannot watch the claim");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let (Ok(WatchEvent::Added(claim)) | Ok(WatchEvent::Modified(claim))) = event else {
+                continue;
+            };
+            let mut seen = sink.lock().unwrap();
+            if let Some(r) = reason(&claim).filter(|r| seen.last() != Some(r)) {
+                seen.push(r);
+            }
+        }
+    });
+    seen
 }
 
 /// When the sidecar sent CreateVolume for `claim`, in seconds of the day, from its klog lines
@@ -129,6 +153,11 @@ async fn every_pending_cause_is_a_condition_and_an_explain_line() {
     for (name, class, size, extra, _) in &cases {
         world.create_claim(name, class, size, extra.clone()).await;
     }
+    // A selected node that does not exist: the claim goes back to the scheduler, and says why
+    // for as long as that takes (a moment: then it waits for its consumer again).
+    let ghost = format!("ghost-{ns}");
+    let ghost_reasons = watch_reasons(&world, "ghost").await;
+    world.create_claim("ghost", "late", "1Gi", selected(&ghost)).await;
     world.create_claim("fine", "std", "1Gi", json!({})).await;
     // A bound claim whose resize the driver refuses: explain's ResizeFailed.
     world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
@@ -145,6 +174,22 @@ async fn every_pending_cause_is_a_condition_and_an_explain_line() {
         assert!(report.contains(&format!("state: Pending ({want})")), "{name}:\n{report}");
         assert!(report.contains(&format!("condition {CONDITION}: {want}: ")), "{name}:\n{report}");
     }
+    let back = support::cluster::eventually(LIMIT, || async {
+        let seen = ghost_reasons.lock().unwrap().clone();
+        let gone = seen.iter().position(|r| r == "NodeUnavailable")?;
+        seen[gone..].iter().any(|r| r == "WaitForFirstConsumer").then_some(seen)
+    });
+    let seen = back.await;
+    assert!(seen.is_some(), "ghost's reasons: {:?}", ghost_reasons.lock().unwrap());
+    println!("ghost's reasons: {seen:?}");
+    let claim = world.claim("ghost").await.expect("claim ghost");
+    let annotations = claim.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key("volume.kubernetes.io/selected-node"), "{annotations:?}");
+    let note = world.event("ghost", "ProvisioningFailed", &ghost, LIMIT).await;
+    assert!(note.contains("does not exist"), "{note}");
+    let report = explain(&world, &[&format!("{ns}/ghost")]);
+    assert!(report.contains("state: Pending (WaitForFirstConsumer)"), "ghost:\n{report}");
+
     // Retries with the same cause write nothing more to the claim.
     let broken = world.claim("broken").await.expect("claim broken");
     let attempts = || {
