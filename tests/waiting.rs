@@ -71,7 +71,7 @@ async fn watch_reasons(world: &Beside, name: &str) -> Arc<Mutex<Vec<String>>> {
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
-            let (Ok(WatchEvent::Added(claim)) | Ok(WatchEvent::Modified(claim))) = event else {
+            let Ok(WatchEvent::Added(claim) | WatchEvent::Modified(claim)) = event else {
                 continue;
             };
             let mut seen = sink.lock().unwrap();
