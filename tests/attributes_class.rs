@@ -3,7 +3,8 @@
 //! kube-controller-manager's binder. A claim is provisioned with its class's parameters, and a
 //! new class on the bound claim goes to the driver with ControllerModifyVolume, with the status,
 //! conditions and events external-resizer gives; a class the driver refuses is Infeasible, a
-//! class that does not exist is Pending, and taking the class back settles the claim.
+//! class that does not exist is Pending, and taking the class back settles the claim. `explain`
+//! says ModifyFailed and Modifying at those two steps.
 
 mod support;
 
@@ -57,6 +58,13 @@ async fn status_until(
     let found =
         world.claim_until(claim, what, LIMIT, |c| c.status.is_some() && check(&status(c))).await;
     status(&found)
+}
+
+/// `explain` of claim `name`, with the driver at hand for its capabilities.
+fn explain(world: &World<Hostpath>, name: &str) -> String {
+    let target = format!("{}/{name}", world.namespace);
+    let endpoint = world.driver.endpoint();
+    support::sidecar::explain(&world.plane.admin_kubeconfig, Some(&endpoint), &[&target])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -134,6 +142,15 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
         .unwrap_or_default();
     assert_eq!(error["reason"], "InvalidArgument", "{status}");
     world.event("data", "VolumeModifyFailed", "invalid parameters", LIMIT).await;
+    let report = explain(&world, "data");
+    assert!(report.contains("state: ModifyFailed (InvalidArgument)"), "{report}");
+    assert!(report.contains("ControllerModifyVolume to VolumeAttributesClass"), "{report}");
+    // The Bound claim is judged against its own PV alone, not by a search it never makes.
+    assert!(report.contains("decision: nothing to do: bound to PersistentVolume"), "{report}");
+    assert!(!report.contains("rejected"), "{report}");
+    let all = support::sidecar::explain(&world.plane.admin_kubeconfig, None, &["--all"]);
+    let line = all.lines().find(|l| l.starts_with(&format!("{ns}/data ")));
+    assert!(line.is_some_and(|l| l.contains(" ModifyFailed ")), "{all}");
 
     // Taken back to the current class: applied again, and the claim settles.
     set_class(&world, "data", Some("faster")).await;
@@ -148,6 +165,13 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
     status_until(&world, "data", "Pending", |s| s["modifyVolumeStatus"]["status"] == "Pending")
         .await;
     world.event("data", "VolumeModifyFailed", "does not exist", LIMIT).await;
+    let report = explain(&world, "data");
+    assert!(report.contains("state: Modifying (Pending)"), "{report}");
+    assert!(report.contains(&format!("wait for VolumeAttributesClass \"{ns}-nope\"")), "{report}");
+    let all = support::sidecar::explain(&world.plane.admin_kubeconfig, None, &["--all"]);
+    let line = all.lines().find(|l| l.starts_with(&format!("{ns}/data ")));
+    assert!(line.is_some_and(|l| l.contains(" Modifying ") && l.contains("Pending")), "{all}");
+    println!("explain --all at Pending:\n{all}");
     let pv = world.volumes().get(&pv_name).await.unwrap();
     assert_eq!(
         pv.spec.unwrap().volume_attributes_class_name,

@@ -1,10 +1,10 @@
 //! `csi-pv-controller explain <namespace>/<claim>`: what the binder would do with a claim, and
 //! why each PV was or was not chosen, from the same decision code the controller runs.
 
-use crate::model::{ClaimExt, ClaimPhase};
+use crate::model::{ClaimExt, ClaimPhase, VolumeExt};
 use std::fmt::Write;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use super::claim::{self, ClaimStep, ClaimView};
 use super::matching::{ClaimFacts, Verdict, delay_binding, modes_key};
@@ -20,7 +20,13 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
     let phase = claim.phase().unwrap_or(ClaimPhase::Pending).as_str();
     let _ = writeln!(out, "claim {key}: phase {phase}");
     let step = claim::decide(claim, view);
-    let _ = writeln!(out, "decision: {}", describe(&step, view));
+    let _ = writeln!(out, "decision: {}", describe(&step, claim));
+    if let Some(named) = claim.named_volume() {
+        // The binder looks at the PV the claim names and no other: a search would list PVs
+        // that play no part, and judge the claim's own PV by rules only a search applies.
+        let _ = writeln!(out, "names PersistentVolume {named}: no other PV is considered");
+        return out;
+    }
 
     let facts = match ClaimFacts::of(claim) {
         Ok(f) => f,
@@ -72,10 +78,22 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
     out
 }
 
-fn describe(step: &ClaimStep, view: &ClaimView<'_>) -> String {
-    let _ = view;
+/// The claim is Bound and the PV records it: the binder's pass only checks the binding.
+fn settled_on(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> bool {
+    let (namespace, name) = (
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    claim.is_bound() && pv.bound_to_claim(namespace, name, uid)
+}
+
+fn describe(step: &ClaimStep, claim: &PersistentVolumeClaim) -> String {
     match step {
         ClaimStep::None => "nothing to do".into(),
+        ClaimStep::Bind(pv) if settled_on(claim, pv) => {
+            format!("nothing to do: bound to PersistentVolume {}", pv.name())
+        }
         ClaimStep::Bind(pv) => format!(
             "bind to PersistentVolume {}",
             pv.metadata.name.as_deref().unwrap_or_default()

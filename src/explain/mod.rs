@@ -144,6 +144,13 @@ fn provisioning_next(facts: &Facts<'_>) -> (Option<Cause>, String) {
                 "kube-controller-manager's binder hands the claim to {driver} once no PersistentVolume matches it"
             ),
         ),
+        ClaimAction::None if claim.is_bound() && claim.named_volume().is_some() => (
+            None,
+            format!(
+                "nothing: bound to PersistentVolume {}",
+                claim.named_volume().unwrap_or_default()
+            ),
+        ),
         ClaimAction::None if claim.named_volume().is_some() => (
             None,
             format!(

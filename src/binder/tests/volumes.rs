@@ -368,3 +368,24 @@ fn deletion_gates_hold_an_attached_volume_and_one_not_its_claims() {
         assert_eq!(may_delete(&volume, attachments, served), want, "{case}");
     }
 }
+
+#[test]
+fn explain_of_a_claim_that_names_its_volume_lists_no_search() {
+    let mine = available("mine", "2Gi").with(claimed_by("c", UID)).phase("Bound").build();
+    let volumes = index(vec![mine, pv("spare", "1Gi", json!({}))]);
+    let c = immediate();
+    let view = ClaimView { class: Some(&c), default_class: None, volumes: &volumes };
+    let bound = claim(json!({"spec": {"volumeName": "mine"}, "status": {"phase": "Bound"}}));
+    let text = crate::binder::explain::explain(&bound, &view);
+    assert!(text.contains("decision: nothing to do: bound to PersistentVolume mine"), "{text}");
+    assert!(text.contains("names PersistentVolume mine: no other PV is considered"), "{text}");
+    assert!(!text.contains("persistent volumes ("), "{text}");
+    assert!(!text.contains("spare"), "{text}");
+
+    // Pre-bound by the user and not Bound yet: the binder binds it, still to that PV only.
+    let pre_bound = claim(json!({"spec": {"volumeName": "spare"}}));
+    let text = crate::binder::explain::explain(&pre_bound, &view);
+    assert!(text.contains("decision: bind to PersistentVolume spare"), "{text}");
+    assert!(text.contains("names PersistentVolume spare: no other PV"), "{text}");
+    assert!(!text.contains("mine"), "{text}");
+}
