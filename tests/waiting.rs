@@ -3,7 +3,7 @@
 //! cause a Pending claim can have shows as the `csi-pv-controller.storage.k8s.io/Provisioning`
 //! condition, with its reason, and as `explain`'s state line and `explain --all`'s line. The
 //! condition goes once the claim is Bound; a claim bound at once never gets one. The
-//! hand-over's cause (no binder in the cluster) is in `tests/provisioning.rs`.
+//! hand-over's cause (no binder in the cluster) is in `tests/provisioning/`.
 
 mod support;
 
