@@ -10,6 +10,10 @@
 
 #![allow(dead_code)]
 
+mod loopback;
+mod owned;
+mod pki;
+
 use std::fs;
 use std::io::Read as _;
 use std::net::TcpListener;
@@ -23,12 +27,15 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 
 use super::peers::peer;
+use pki::make_pki;
+
+// Each test binary uses a different part of these.
+#[allow(unused_imports)]
+pub use loopback::{http_get, http_ok, http_post};
+#[allow(unused_imports)]
+pub use owned::{OwnedPlane, runtime};
 
 /// How long the apiserver may take to report /readyz on a busy 2-core machine.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -297,100 +304,6 @@ impl ControlPlane {
     }
 }
 
-/// A plain-HTTP GET on loopback answered 200 (etcd's /health, the sidecar's probes).
-pub fn http_ok(port: u16, path: &str) -> bool {
-    http_get(port, path).is_some()
-}
-
-/// The body of the HTTP answer read from `stream`, if it is a 200.
-fn ok_body(mut stream: std::net::TcpStream) -> Option<String> {
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
-        return None;
-    }
-    answer.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
-}
-
-/// The body of a 200 answer to a JSON POST of `body` to `path` on loopback `port`.
-pub fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    write!(
-        s,
-        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    ok_body(s)
-}
-
-/// The body of a 200 answer to GET `path` on loopback `port`; None for anything else.
-pub fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    ok_body(s)
-}
-
-struct Pki {
-    ca: PathBuf,
-    server_cert: PathBuf,
-    server_key: PathBuf,
-    admin_cert: PathBuf,
-    admin_key: PathBuf,
-    sa_public: PathBuf,
-    sa_private: PathBuf,
-}
-
-fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "csi-pv-controller-test-ca");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
-
-    let server_key = KeyPair::generate()?;
-    let mut server = CertificateParams::new(vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "kubernetes.default.svc".to_string(),
-    ])?;
-    server.distinguished_name.push(DnType::CommonName, "kube-apiserver");
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let server_cert = server.signed_by(&server_key, &ca)?;
-
-    let admin_key = KeyPair::generate()?;
-    let mut admin = CertificateParams::new(Vec::<String>::new())?;
-    admin.distinguished_name.push(DnType::CommonName, "admin");
-    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let admin_cert = admin.signed_by(&admin_key, &ca)?;
-
-    let sa_key = KeyPair::generate()?;
-
-    let write = |name: &str, content: String| {
-        let path = dir.join(name);
-        fs::write(&path, content).map(|_| path)
-    };
-    let io = |e: std::io::Error| rcgen::Error::PemError(e.to_string());
-    Ok(Pki {
-        ca: write("ca.crt", ca.pem()).map_err(io)?,
-        server_cert: write("apiserver.crt", server_cert.pem()).map_err(io)?,
-        server_key: write("apiserver.key", server_key.serialize_pem()).map_err(io)?,
-        admin_cert: write("admin.crt", admin_cert.pem()).map_err(io)?,
-        admin_key: write("admin.key", admin_key.serialize_pem()).map_err(io)?,
-        sa_public: write("sa.pub", sa_key.public_key_pem()).map_err(io)?,
-        sa_private: write("sa.key", sa_key.serialize_pem()).map_err(io)?,
-    })
-}
-
 /// What differs between the tests' shared control plane and the benchmark's fresh ones.
 #[derive(Debug, Clone, Copy)]
 pub struct PlaneOptions {
@@ -403,106 +316,6 @@ pub struct PlaneOptions {
 
 impl PlaneOptions {
     pub const TESTS: PlaneOptions = PlaneOptions { audit: true, protection_finalizers: false };
-}
-
-/// A control plane of its own (the benchmark starts one per run): its processes are killed and
-/// its folder removed when this is dropped.
-pub struct OwnedPlane {
-    pub plane: ControlPlane,
-    children: Vec<Child>,
-    /// How kube-apiserver was started, to start it again.
-    apiserver: (std::ffi::OsString, Vec<std::ffi::OsString>),
-    etcd_port: u16,
-}
-
-/// The runtime a test that owns its plane runs its async part on (the plane's processes belong
-/// to the test's own thread, see [`OwnedPlane::start`]).
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-impl OwnedPlane {
-    /// A plane for one test: audited or not, no protection finalizers.
-    pub fn for_test(audit: bool) -> OwnedPlane {
-        OwnedPlane::start(PlaneOptions { audit, protection_finalizers: false })
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits
-    /// (PR_SET_PDEATHSIG), so call this from a thread that outlives the plane, e.g. `main`.
-    pub fn start(options: PlaneOptions) -> Result<OwnedPlane, String> {
-        launch(options).map(|(plane, children, (apiserver, etcd_port))| OwnedPlane {
-            plane,
-            children,
-            apiserver,
-            etcd_port,
-        })
-    }
-
-    /// Compacts etcd's history up to its current revision (through etcd's JSON gateway), so
-    /// that a watch resumed from any older resourceVersion is answered 410 Gone. Returns the
-    /// revision.
-    pub fn compact_etcd(&self) -> Result<i64, String> {
-        // "L3JlZ2lzdHJ5" is "/registry": any read answers with the current revision.
-        let range =
-            http_post(self.etcd_port, "/v3/kv/range", r#"{"key":"L3JlZ2lzdHJ5","limit":1}"#)
-                .ok_or("etcd range failed")?;
-        let answer: serde_json::Value = serde_json::from_str(&range).map_err(|e| e.to_string())?;
-        let revision: i64 = answer["header"]["revision"]
-            .as_str()
-            .and_then(|r| r.parse().ok())
-            .ok_or(format!("no revision in {range}"))?;
-        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
-        http_post(self.etcd_port, "/v3/kv/compaction", &body).ok_or("etcd compaction failed")?;
-        Ok(revision)
-    }
-
-    /// Kills kube-apiserver (SIGKILL); etcd keeps running.
-    pub fn kill_apiserver(&mut self) {
-        if let Some(apiserver) = self.children.get_mut(1) {
-            let _ = apiserver.kill();
-            let _ = apiserver.wait();
-        }
-    }
-
-    /// Starts kube-apiserver again as it was first started (same port, certificates and
-    /// audit log); does not wait for it to be ready.
-    pub fn restart_apiserver(&mut self) -> Result<(), String> {
-        self.kill_apiserver();
-        let (program, args) = &self.apiserver;
-        let mut command = Command::new(program);
-        command.args(args);
-        let child = spawn(command, &self.plane.dir.join("kube-apiserver-restarted.log"))?;
-        match self.children.get_mut(1) {
-            Some(slot) => *slot = child,
-            None => self.children.push(child),
-        }
-        Ok(())
-    }
-
-    /// The apiserver's process id, for resource figures.
-    pub fn apiserver_pid(&self) -> Option<u32> {
-        self.children.get(1).map(Child::id)
-    }
-
-    /// etcd's process id, for resource figures.
-    pub fn etcd_pid(&self) -> Option<u32> {
-        self.children.first().map(Child::id)
-    }
-}
-
-impl Drop for OwnedPlane {
-    fn drop(&mut self) {
-        for child in self.children.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = fs::remove_dir_all(&self.plane.dir);
-    }
 }
 
 /// A fresh folder for this plane, after removing those of earlier runs whose process is gone.

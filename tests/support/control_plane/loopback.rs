@@ -1,0 +1,42 @@
+//! Plain HTTP on loopback, enough for etcd's JSON gateway and the sidecar's probes and metrics.
+
+use std::io::Read as _;
+use std::time::Duration;
+
+/// A plain-HTTP GET on loopback answered 200 (etcd's /health, the sidecar's probes).
+pub fn http_ok(port: u16, path: &str) -> bool {
+    http_get(port, path).is_some()
+}
+
+/// The body of the HTTP answer read from `stream`, if it is a 200.
+fn ok_body(mut stream: std::net::TcpStream) -> Option<String> {
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    if !(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")) {
+        return None;
+    }
+    answer.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+/// The body of a 200 answer to a JSON POST of `body` to `path` on loopback `port`.
+pub fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    write!(
+        s,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    ok_body(s)
+}
+
+/// The body of a 200 answer to GET `path` on loopback `port`; None for anything else.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    ok_body(s)
+}
