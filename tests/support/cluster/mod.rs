@@ -3,10 +3,11 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-use std::future::Future;
+mod fields;
+mod waits;
+
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -18,6 +19,12 @@ use super::control_plane::{ControlPlane, control_plane};
 use super::fake_driver::{DriverConfig, FakeDriver};
 use super::hostpath::{Hostpath, HostpathConfig};
 use super::sidecar::{Sidecar, apply_deploy_rbac};
+
+// Each test binary uses a different part of these.
+#[allow(unused_imports)]
+pub use fields::{annotations, finalizers, merge};
+#[allow(unused_imports)]
+pub use waits::{all_bound, eventually};
 
 /// One test's world: its namespace, its own driver name (so parallel tests never act on each
 /// other's claims), the driver (our fake by default, or hostpathplugin) and the sidecar.
@@ -454,7 +461,6 @@ impl<D> World<D> {
     }
 }
 
-/// Polls `check` every 200 ms until it gives Some, or `limit` passes.
 /// The intent journal in the world's directory: the same one after every restart.
 pub const INTENT_JOURNAL: &str = "--intent-journal={dir}/intents";
 
@@ -463,58 +469,4 @@ pub fn journal_entries(dir: &std::path::Path) -> Vec<String> {
     std::fs::read_dir(dir.join("intents"))
         .map(|entries| entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
         .unwrap_or_default()
-}
-
-pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return Some(v);
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// JSON merge (objects merge, anything else replaces).
-/// The claims in `claims`, once exactly `count` of them are Bound; None after `limit`.
-pub async fn all_bound(
-    claims: &Api<PersistentVolumeClaim>,
-    count: usize,
-    limit: Duration,
-) -> Option<Vec<PersistentVolumeClaim>> {
-    eventually(limit, || async {
-        let list = claims.list(&ListParams::default()).await.ok()?;
-        let is_bound = |c: &&PersistentVolumeClaim| {
-            c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-        };
-        let bound = list.items.iter().filter(is_bound).count();
-        (bound == count).then_some(list.items)
-    })
-    .await
-}
-
-pub fn merge(base: &mut Value, extra: Value) {
-    match (base, extra) {
-        (Value::Object(b), Value::Object(e)) => {
-            for (k, v) in e {
-                merge(b.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (b, e) => *b = e,
-    }
-}
-
-pub fn annotations(claim: &PersistentVolumeClaim) -> BTreeMap<String, String> {
-    claim.metadata.annotations.clone().unwrap_or_default()
-}
-
-pub fn finalizers<K: kube::Resource>(object: &K) -> Vec<String> {
-    object.meta().finalizers.clone().unwrap_or_default()
 }
