@@ -24,13 +24,8 @@ pub fn claim_needs_pass(
     if resizing(claim) || modifying(claim) {
         return true;
     }
-    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let (namespace, name) =
-        (claim.metadata.namespace.as_deref().unwrap_or_default(), claim.metadata.name.as_deref());
-    let agrees = volume.is_some_and(|pv| {
-        pv.phase() == Some(VolumePhase::Bound)
-            && pv.bound_to_claim(namespace, name.unwrap_or_default(), uid)
-    });
+    let agrees =
+        volume.is_some_and(|pv| pv.phase() == Some(VolumePhase::Bound) && pv.bound_to(claim));
     binds && !agrees
 }
 

@@ -188,9 +188,6 @@ fn decide_requested(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> Clai
     let Some(pv) = view.volumes.get(requested) else {
         return ClaimStep::Pending(None);
     };
-    let ns = claim.metadata.namespace.as_deref().unwrap_or_default();
-    let name = claim.metadata.name.as_deref().unwrap_or_default();
-    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     let claim_ref = pv.claim_ref();
     match claim_ref {
         None => match check_volume_satisfies_claim(&pv, claim) {
@@ -200,7 +197,7 @@ fn decide_requested(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> Clai
                 format!("Cannot bind to requested volume {requested:?}: {reason}"),
             ))),
         },
-        Some(_) if pv.bound_to_claim(ns, name, uid) => ClaimStep::Bind(pv),
+        Some(_) if pv.bound_to(claim) => ClaimStep::Bind(pv),
         Some(r) => {
             let notice = Notice::warning(
                 Reason::FailedBinding,

@@ -4,7 +4,7 @@
 use crate::model::{ClaimExt, ClaimPhase, VolumeExt};
 use std::fmt::Write;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 use super::claim::{self, ClaimStep, ClaimView};
 use super::matching::{ClaimFacts, Verdict, delay_binding, modes_key};
@@ -78,20 +78,11 @@ pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {
     out
 }
 
-/// The claim is Bound and the PV records it: the binder's pass only checks the binding.
-fn settled_on(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> bool {
-    let (namespace, name) = (
-        claim.metadata.namespace.as_deref().unwrap_or_default(),
-        claim.metadata.name.as_deref().unwrap_or_default(),
-    );
-    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    claim.is_bound() && pv.bound_to_claim(namespace, name, uid)
-}
-
 fn describe(step: &ClaimStep, claim: &PersistentVolumeClaim) -> String {
     match step {
         ClaimStep::None => "nothing to do".into(),
-        ClaimStep::Bind(pv) if settled_on(claim, pv) => {
+        // Bound, and the PV records it: the binder's pass only checks the binding.
+        ClaimStep::Bind(pv) if claim.is_bound() && pv.bound_to(claim) => {
             format!("nothing to do: bound to PersistentVolume {}", pv.name())
         }
         ClaimStep::Bind(pv) => format!(

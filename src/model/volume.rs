@@ -1,6 +1,8 @@
 //! What decisions read from a PersistentVolume.
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, SecretReference};
+use k8s_openapi::api::core::v1::{
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, SecretReference,
+};
 
 use super::VolumeMode;
 use super::quantity::parse_bytes;
@@ -90,6 +92,15 @@ pub trait VolumeExt {
                 && r.namespace.as_deref() == Some(namespace)
                 && r.uid.as_deref().is_none_or(|u| u.is_empty() || u == uid)
         })
+    }
+    /// The claimRef names `claim`, as `bound_to_claim` reads it.
+    fn bound_to(&self, claim: &PersistentVolumeClaim) -> bool {
+        let meta = &claim.metadata;
+        self.bound_to_claim(
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+            meta.uid.as_deref().unwrap_or_default(),
+        )
     }
     /// `status.phase`, when it is one the API knows.
     fn phase(&self) -> Option<VolumePhase>;
