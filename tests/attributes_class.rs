@@ -60,11 +60,10 @@ async fn status_until(
     status(&found)
 }
 
-/// `explain` of claim `name`, with the driver at hand for its capabilities.
-fn explain(world: &World<Hostpath>, name: &str) -> String {
-    let target = format!("{}/{name}", world.namespace);
+/// `explain` with `args`, with the driver at hand for its capabilities.
+fn explain(world: &World<Hostpath>, args: &[&str]) -> String {
     let endpoint = world.driver.endpoint();
-    support::sidecar::explain(&world.plane.admin_kubeconfig, Some(&endpoint), &[&target])
+    support::sidecar::explain(&world.plane.admin_kubeconfig, Some(&endpoint), args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -142,13 +141,13 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
         .unwrap_or_default();
     assert_eq!(error["reason"], "InvalidArgument", "{status}");
     world.event("data", "VolumeModifyFailed", "invalid parameters", LIMIT).await;
-    let report = explain(&world, "data");
+    let report = explain(&world, &[&format!("{ns}/data")]);
     assert!(report.contains("state: ModifyFailed (InvalidArgument)"), "{report}");
     assert!(report.contains("ControllerModifyVolume to VolumeAttributesClass"), "{report}");
     // The Bound claim is judged against its own PV alone, not by a search it never makes.
     assert!(report.contains("decision: nothing to do: bound to PersistentVolume"), "{report}");
     assert!(!report.contains("rejected"), "{report}");
-    let all = support::sidecar::explain(&world.plane.admin_kubeconfig, None, &["--all"]);
+    let all = explain(&world, &["--all"]);
     let line = all.lines().find(|l| l.starts_with(&format!("{ns}/data ")));
     assert!(line.is_some_and(|l| l.contains(" ModifyFailed ")), "{all}");
 
@@ -165,10 +164,10 @@ async fn a_class_is_provisioned_and_changed_with_controller_modify_volume() {
     status_until(&world, "data", "Pending", |s| s["modifyVolumeStatus"]["status"] == "Pending")
         .await;
     world.event("data", "VolumeModifyFailed", "does not exist", LIMIT).await;
-    let report = explain(&world, "data");
+    let report = explain(&world, &[&format!("{ns}/data")]);
     assert!(report.contains("state: Modifying (Pending)"), "{report}");
     assert!(report.contains(&format!("wait for VolumeAttributesClass \"{ns}-nope\"")), "{report}");
-    let all = support::sidecar::explain(&world.plane.admin_kubeconfig, None, &["--all"]);
+    let all = explain(&world, &["--all"]);
     let line = all.lines().find(|l| l.starts_with(&format!("{ns}/data ")));
     assert!(line.is_some_and(|l| l.contains(" Modifying ") && l.contains("Pending")), "{all}");
     println!("explain --all at Pending:\n{all}");

@@ -182,8 +182,8 @@ async fn every_pending_cause_is_a_condition_and_an_explain_line() {
     let seen = back.await;
     assert!(seen.is_some(), "ghost's reasons: {:?}", ghost_reasons.lock().unwrap());
     println!("ghost's reasons: {seen:?}");
-    let claim = world.claim("ghost").await.expect("claim ghost");
-    let annotations = claim.metadata.annotations.unwrap_or_default();
+    let annotations =
+        support::cluster::annotations(&world.claim("ghost").await.expect("claim ghost"));
     assert!(!annotations.contains_key("volume.kubernetes.io/selected-node"), "{annotations:?}");
     let note = world.event("ghost", "ProvisioningFailed", &ghost, LIMIT).await;
     assert!(note.contains("does not exist"), "{note}");
