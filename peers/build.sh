@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds the real peers the tests run against, from the Go modules pinned in this folder, into a
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
-# run is a no-op. Usage: peers/build.sh [test|bench]
+# run is a no-op. Usage: peers/build.sh [test|bench|e2e]
 #   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin,
-#             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs, and csi-provisioner
-#             and csi-resizer (the rollback test): what `make test` needs
+#             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs, csi-provisioner
+#             and csi-resizer (the rollback test), and a node: kubelet, kube-scheduler,
+#             containerd with its runc shim and ctr, the plugin registrar (peers/registrar), and
+#             the pause and busybox images (the pod tests): what `make test` needs
 #   bench     the same: the upstream stack of the side-by-side benchmark (`make bench-stacks`)
+#   e2e       the same plus Kubernetes' storage e2e binary, ginkgo, kubectl, csi-attacher and
+#             the agnhost image (`make e2e`)
 #
 # hostpathplugin is built offline from a source archive with its vendor/ folder (see
 # peers/hostpath/source), found in $PEER_SOURCES: by default shared/peers beside the clone.
@@ -15,9 +19,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/csi-pv-controller/peers}
-case ${1:-test} in
-  test | bench) ;;
-  *) echo "usage: peers/build.sh [test|bench]" >&2; exit 2 ;;
+mode=${1:-test}
+case $mode in
+  test | bench | e2e) ;;
+  *) echo "usage: peers/build.sh [test|bench|e2e]" >&2; exit 2 ;;
 esac
 
 export GOTOOLCHAIN=local   # a module asking for a newer Go must fail, not download a toolchain
@@ -63,6 +68,22 @@ kube_ldflags() {
     f="$f -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
   echo "$f"
+}
+
+# Kubernetes' storage e2e binary: the test package in k8s/e2e, compiled with `go test -c`.
+build_e2e() {
+  local out="$cache/e2e.test-$KUBE_VERSION/e2e.test"
+  if [[ -x "$out" ]]; then
+    echo "peers: e2e.test $KUBE_VERSION cached at $out"
+  else
+    echo "peers: building e2e.test $KUBE_VERSION (first build of this version)"
+    local start=$SECONDS tmp="$cache/e2e.test-$KUBE_VERSION.tmp"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    (cd "$here/k8s" && go test -c -trimpath -ldflags="$(kube_ldflags)" -o "$tmp/e2e.test" ./e2e)
+    rm -rf "$cache/e2e.test-$KUBE_VERSION" && mv "$tmp" "$cache/e2e.test-$KUBE_VERSION"
+    echo "peers: built e2e.test $KUBE_VERSION in $((SECONDS - start))s"
+  fi
+  ln -sfn "$out" "$cache/bin/e2e.test"
 }
 
 # hostpathplugin from its source archive: checksum checked, vendored, no network.
@@ -142,5 +163,30 @@ build csi-provisioner "$PROVISIONER_VERSION" provisioner \
 build csi-resizer "$RESIZER_VERSION" resizer \
   github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer \
   -ldflags="-s -w -X main.version=$RESIZER_VERSION"
+
+# The node: kubelet and kube-scheduler of the same release, containerd (Debian's 1.6 is too old
+# for kubelet 1.36) and the images every pod needs, built without a registry.
+CONTAINERD_VERSION=$(pinned containerd github.com/containerd/containerd/v2)
+build kubelet "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubelet -tags=selinux,notest -ldflags="$(kube_ldflags)"
+build kube-scheduler "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-scheduler -tags=selinux,notest -ldflags="$(kube_ldflags)"
+containerd_ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+build containerd "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/containerd \
+  -tags=no_btrfs -ldflags="$containerd_ldflags"
+build containerd-shim-runc-v2 "$CONTAINERD_VERSION" containerd \
+  github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 -ldflags="$containerd_ldflags"
+build ctr "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/ctr \
+  -ldflags="$containerd_ldflags"
+# The registrar that announces the driver to kubelet (peers/registrar), keyed by its source.
+build csi-pv-registrar "$(cat "$here/registrar/main.go" "$here/registrar/go.sum" | sha256sum | cut -c1-12)" \
+  registrar . -ldflags="-s -w"
+if [[ $mode == e2e ]]; then
+  build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
+  build ginkgo "$(pinned k8s github.com/onsi/ginkgo/v2)" k8s github.com/onsi/ginkgo/v2/ginkgo -ldflags="-s -w"
+  build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
+  build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \
+    github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher -ldflags="-s -w -X main.version=$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)"
+  build_e2e
+fi
+"$here/images.sh" "$cache" "$KUBE_VERSION" "$mode"
 
 echo "peers: ready in $cache/bin"

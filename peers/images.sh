@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The container images the node's pods run, built here without a registry and saved as docker
+# archives under the names kubelet and Kubernetes' e2e suite ask for, so that containerd finds
+# them present and pulls nothing. Called by peers/build.sh; cached like the other peers.
+#   pause     the pod sandbox: pause.c from the Kubernetes module, linked statically
+#   busybox   Debian's busybox-static with one link per applet: sh, dd, sha256sum, blockdev, …
+#   e2e mode adds agnhost (the e2e helper on the busybox root) and the busybox root under the
+#   names of the two images whose tests use only a shell and those tools (nginx,
+#   glibc-dns-testing).
+# Usage: peers/images.sh CACHE KUBE_VERSION test|bench|e2e
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=$1 kube_version=$2 mode=$3
+
+PAUSE=registry.k8s.io/pause:3.10.2
+E2E=registry.k8s.io/e2e-test-images
+BUSYBOX=$E2E/busybox:1.37.0-1
+AGNHOST=$E2E/agnhost:2.63.0
+BUSYBOX_ALIASES=("$E2E/nginx:1.15-4" "$E2E/glibc-dns-testing:2.0.0")
+
+need=()
+command -v buildah >/dev/null || need+=(buildah)
+[[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || need+=(busybox-static)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+if ((${#need[@]})); then
+  echo "peers: installing ${need[*]} (Debian) for the node's images"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+busybox_version=$(dpkg-query -W -f='${Version}' busybox-static | tr ':+~' '___')
+
+bah() { buildah --storage-driver vfs "$@"; }
+
+# image NAME ARCHIVE ROOTFS [buildah config flags...]: ROOTFS as one layer, saved as ARCHIVE.
+image() {
+  local name=$1 archive=$2 rootfs=$3
+  shift 3
+  local container
+  container=$(bah from --name "peers-image-$$" scratch)
+  bah copy "$container" "$rootfs" / >/dev/null
+  bah config "$@" "$container"
+  bah commit --rm -q "$container" "$name" >/dev/null
+  rm -f "$archive"
+  bah push -q "$name" "docker-archive:$archive:$name"
+  bah rmi -f "$name" >/dev/null
+}
+
+busybox_root() {
+  local root=$1
+  mkdir -p "$root/bin" "$root/tmp" "$root/etc" "$root/root"
+  cp /bin/busybox "$root/bin/busybox"
+  local applet
+  for applet in $(/bin/busybox --list); do
+    [[ $applet == busybox ]] || ln -sf busybox "$root/bin/$applet"
+  done
+  mkdir -p "$root/usr" && ln -sfn ../bin "$root/usr/bin" && ln -sfn bin "$root/sbin"
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  chmod 1777 "$root/tmp"
+}
+
+out="$cache/images-$kube_version-busybox-$busybox_version"
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+if [[ ! -f $out/pause.tar ]]; then
+  echo "peers: building the pause image $PAUSE"
+  src=$(cd "$here/k8s" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  mkdir -p "$work/pause"
+  gcc -Os -Wall -Werror -static -DVERSION=v3.10.2 -o "$work/pause/pause" "$src/build/pause/linux/pause.c"
+  strip "$work/pause/pause"
+  image "$PAUSE" "$out/pause.tar.tmp" "$work/pause" --entrypoint '["/pause"]' --user 65535:65535
+  mv "$out/pause.tar.tmp" "$out/pause.tar"
+fi
+
+if [[ ! -f $out/busybox.tar ]]; then
+  echo "peers: building the busybox image $BUSYBOX from busybox-static $busybox_version"
+  busybox_root "$work/busybox"
+  image "$BUSYBOX" "$out/busybox.tar.tmp" "$work/busybox" --cmd '["sh"]'
+  mv "$out/busybox.tar.tmp" "$out/busybox.tar"
+fi
+
+if [[ $mode == e2e ]]; then
+  for alias in "${BUSYBOX_ALIASES[@]}"; do
+    file="$out/$(basename "${alias%%:*}").tar"
+    if [[ ! -f $file ]]; then
+      echo "peers: building $alias (the busybox root under that name)"
+      [[ -d $work/busybox ]] || busybox_root "$work/busybox"
+      image "$alias" "$file.tmp" "$work/busybox" --cmd '["sh"]'
+      mv "$file.tmp" "$file"
+    fi
+  done
+  if [[ ! -f $out/agnhost.tar ]]; then
+    echo "peers: building the agnhost image $AGNHOST"
+    [[ -d $work/busybox ]] || busybox_root "$work/busybox"
+    cp "$cache/bin/agnhost" "$work/busybox/agnhost"
+    image "$AGNHOST" "$out/agnhost.tar.tmp" "$work/busybox" --entrypoint '["/agnhost"]' --cmd '["pause"]'
+    rm -f "$work/busybox/agnhost"
+    mv "$out/agnhost.tar.tmp" "$out/agnhost.tar"
+  fi
+fi
+
+ln -sfn "$out" "$cache/bin/images"
+echo "peers: images in $out: $(cd "$out" && echo *.tar)"
