@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-check image-scan all build peers peers-bench lint unit integration sanity test bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-check image-scan all build peers peers-bench peers-e2e lint unit integration sanity test e2e bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -32,6 +32,11 @@ peers:
 
 # The same set: kept for the scripts that name it.
 peers-bench: peers
+
+# The test set plus what Kubernetes' storage e2e suite needs: its test binary, ginkgo, kubectl,
+# csi-attacher and the agnhost image.
+peers-e2e:
+	./peers/build.sh e2e
 
 lint:
 	$(CARGO) fmt --all --check
@@ -56,9 +61,17 @@ sanity: peers
 integration: peers
 	failed=0; \
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test rollback --test deploy --test metrics --test data_safety --test binder_rows || failed=1; \
-	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test beside_kcm --test hostpath_e2e --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential -- --test-threads=1 --nocapture || failed=1; \
+	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test beside_kcm --test hostpath_e2e --test pod_on_node --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential -- --test-threads=1 --nocapture || failed=1; \
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test faults_default_mode --test flags_default_mode --test crash_points --test rollback_default_mode --test cut_over --test inventory --test waiting -- --test-threads=2 || failed=1; \
 	exit $$failed
+
+# Kubernetes' storage e2e suite ("External Storage") on one real node, with upstream's stack and
+# with ours as deploy/ runs it, each with csi-driver-host-path's driver definition and ours;
+# E2E_ARGS narrows it (`storage-e2e --help`). Results in tests/e2e/results/<date>-e2e/.
+e2e: peers-e2e
+	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
+	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
+	$(CURDIR)/target/debug/storage-e2e --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/tests/e2e/results $(E2E_ARGS)
 
 # The binder against kube-controller-manager's on 500 generated states from a new seed each run
 # (BINDER_DIFF_SEED replays one); `make test` runs 40 of them, seed 1, and the hand-written ones.

@@ -1,4 +1,5 @@
-//! Compiles proto/csi.proto with protox (pure Rust, no protoc on the machine) and tonic-prost-build.
+//! Compiles proto/csi.proto, and the test node's proto/pluginregistration.proto, with protox
+//! (pure Rust, no protoc on the machine) and tonic-prost-build.
 //!
 //! prost drops the `(csi_secret)` field option, so its derived `Debug` would print credentials.
 //! Every message with a secret field is therefore compiled with `skip_debug`, and this script
@@ -9,6 +10,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 const PROTO: &str = "proto/csi.proto";
+/// kubelet's plugin registration API, served by the test node's registrar (tests/support/node).
+const REGISTRATION_PROTO: &str = "proto/pluginregistration.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={PROTO}");
@@ -29,6 +32,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .generate_default_stubs(true) // unimplemented RPCs answer Unimplemented
         .skip_debug(skipped)
         .compile_fds(fds)?;
+
+    println!("cargo:rerun-if-changed={REGISTRATION_PROTO}");
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(protox::compile([REGISTRATION_PROTO], ["proto"])?)?;
     Ok(())
 }
 

@@ -85,3 +85,11 @@ mod tests {
         assert!(!text.contains(SECRET) && !text.contains("token"), "{text}");
     }
 }
+
+/// kubelet's plugin registration API (proto/pluginregistration.proto). The sidecar never serves
+/// it; the test node's registrar does, in place of node-driver-registrar
+/// (tests/support/node/registrar.rs), for the tests and `make e2e`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod pluginregistration {
+    tonic::include_proto!("pluginregistration");
+}

@@ -8,6 +8,7 @@ pub mod csi_relay;
 pub mod fake_driver;
 pub mod hostpath;
 pub mod kcm;
+pub mod node;
 pub mod peers;
 pub mod proxy;
 pub mod relayed;

@@ -63,13 +63,31 @@ impl Sidecar {
 
     /// As `start`, with extra environment variables (e.g. HOSTNAME, the leader identity).
     pub fn start_with_env(log_dir: &Path, args: &[String], env: &[(&str, &str)]) -> Sidecar {
+        Self::launch(log_dir, args, env, Some("info,csi_pv_controller=debug"))
+    }
+
+    /// As deployed: no RUST_LOG, so that `-v` alone sets the verbosity.
+    pub fn start_as_deployed(log_dir: &Path, args: &[String]) -> Sidecar {
+        Self::launch(log_dir, args, &[], None)
+    }
+
+    fn launch(
+        log_dir: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        rust_log: Option<&str>,
+    ) -> Sidecar {
         let http_port = free_port();
         let log = log_dir.join(format!("sidecar-{http_port}.log"));
         let file = std::fs::File::create(&log).expect("cannot create sidecar log");
-        let child = tokio::process::Command::new(binary())
+        let mut command = tokio::process::Command::new(binary());
+        match rust_log {
+            Some(filter) => command.env("RUST_LOG", filter),
+            None => command.env_remove("RUST_LOG"),
+        };
+        let child = command
             .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
             .args(args)
-            .env("RUST_LOG", "info,csi_pv_controller=debug")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log"))
@@ -187,6 +205,15 @@ pub async fn start_beside_fake(
 
 /// The deploy/ RBAC files: what every deployment needs, then the secrets and capacity parts,
 /// which the suites exercise too.
+/// The repository's root: the crate's folder, or its parent for the benchmark's crate.
+pub fn repo_root() -> PathBuf {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match crate_dir.join("deploy").is_dir() {
+        true => crate_dir.to_path_buf(),
+        false => crate_dir.parent().unwrap_or(crate_dir).to_path_buf(),
+    }
+}
+
 const RBAC_FILES: [&str; 3] = ["rbac.yaml", "rbac-secrets.yaml", "rbac-capacity.yaml"];
 
 /// Applies deploy/'s RBAC, moved into `namespace` and with names made unique by `suffix`, so
@@ -197,7 +224,7 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
     let text: String = RBAC_FILES
         .iter()
         .map(|file| {
-            let path = format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR"));
+            let path = format!("{}/deploy/{file}", repo_root().display());
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
             format!("{text}\n---\n")
         })

@@ -85,12 +85,24 @@ impl World<Hostpath> {
         flags: &[&str],
         extra_args: &[&str],
     ) -> World<Hostpath> {
+        Self::start_hostpath_on(plane, name, "node-1", flags, extra_args).await
+    }
+
+    /// As `start_hostpath`, the driver reporting node id `node` (a real node's name).
+    pub async fn start_hostpath_on(
+        plane: &'static ControlPlane,
+        name: &str,
+        node: &str,
+        flags: &[&str],
+        extra_args: &[&str],
+    ) -> World<Hostpath> {
         let dir = tempfile::tempdir().unwrap();
         let driver_name = format!("{name}.csi.test");
         let driver = Hostpath::start(
             dir.path(),
             HostpathConfig {
                 flags: flags.iter().map(|f| f.to_string()).collect(),
+                node_id: node.to_string(),
                 ..HostpathConfig::named(&driver_name)
             },
         )

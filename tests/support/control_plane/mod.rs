@@ -419,6 +419,12 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
             "--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection"
         })
         .arg("--service-cluster-ip-range=10.0.0.0/24")
+        // For a test node's kubelet (exec, logs): the admin certificate, which kubelet trusts
+        // through the plane's CA, and the node's name, which resolves to loopback (kubelet
+        // reports no loopback address, and its other addresses are not to be dialled).
+        .arg(format!("--kubelet-client-certificate={}", pki.admin_cert.display()))
+        .arg(format!("--kubelet-client-key={}", pki.admin_key.display()))
+        .arg("--kubelet-preferred-address-types=Hostname")
         .arg("--v=1");
     if options.audit {
         apiserver
