@@ -1,0 +1,87 @@
+//! `make e2e`: Kubernetes' storage e2e suite ("External Storage", the suite kubernetes-csi gates
+//! csi-provisioner and csi-resizer releases on) against csi-driver-host-path's hostpathplugin on
+//! one real node, once with the upstream stack (kube-controller-manager's binder and expander,
+//! csi-provisioner, csi-resizer) and once with ours as deploy/ runs it (beside
+//! kube-controller-manager's binder), each with csi-driver-host-path's own driver definition and
+//! with ours (tests/e2e/driver-ours.yaml). The specs in tests/e2e/skips.txt are skipped, by
+//! name, for both.
+//!
+//! Writes each run's JUnit and JSON reports and a side-by-side table (`results.md`) to a dated
+//! folder under `--out`, prints progress as specs finish, and ends with `N passed, N failed`.
+
+#[path = "../../../tests/support/mod.rs"]
+#[allow(unused_imports)]
+mod support;
+
+mod cluster;
+mod report;
+mod runs;
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use runs::{DriverFile, StackKind};
+
+#[derive(Parser, Debug)]
+#[command(name = "storage-e2e", about = "Kubernetes' storage e2e suite, upstream's stack and ours")]
+struct Args {
+    /// The csi-pv-controller binary (a release build).
+    #[arg(long)]
+    sidecar: PathBuf,
+    /// Where the dated results folder goes.
+    #[arg(long)]
+    out: PathBuf,
+    /// Which stacks, in order: upstream, ours.
+    #[arg(long, value_delimiter = ',', default_value = "upstream,ours")]
+    stacks: Vec<StackKind>,
+    /// Which driver definitions: upstream (csi-driver-host-path's), ours.
+    #[arg(long, value_delimiter = ',', default_value = "upstream,ours")]
+    driver_files: Vec<DriverFile>,
+    /// Which of kubernetes-csi's runs: parallel, features (snapshots), serial.
+    #[arg(long, value_delimiter = ',', default_value = "parallel,features,serial")]
+    runs: Vec<runs::Run>,
+    /// ginkgo's parallel processes for the parallel runs.
+    #[arg(long, default_value_t = 3)]
+    procs: u32,
+    /// An extra ginkgo focus, ANDed with each run's (e.g. `volume-expand`), for a shorter run.
+    #[arg(long)]
+    focus: Option<String>,
+    /// The results folder's name (default: today's date and `-e2e`).
+    #[arg(long)]
+    name: Option<String>,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = Args::parse();
+    let name = args.name.clone().unwrap_or_else(|| {
+        let today = jiff::Zoned::now().date();
+        format!("{today}-e2e")
+    });
+    let out = args.out.join(name);
+    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    let skips = runs::Skips::read();
+    let mut results = Vec::new();
+    for file in &args.driver_files {
+        for stack in &args.stacks {
+            let setup = runs::Setup {
+                stack: *stack,
+                file: *file,
+                sidecar: args.sidecar.clone(),
+                procs: args.procs,
+                focus: args.focus.clone(),
+                out: out.clone(),
+            };
+            results.push(runs::run_all(&setup, &args.runs, &skips).await);
+        }
+    }
+    let table = report::write(&out, &results, &skips);
+    println!("{table}");
+    let (passed, failed) = report::totals(&results);
+    println!("results in {}", out.display());
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,188 @@
+//! Reading ginkgo's JSON reports, the progress line per finished spec, and the side-by-side
+//! table of the results folder.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::runs::{DriverFile, Run, Skips, StackKind};
+
+/// One spec that ran (specs skipped by the regexes or at run time are left out).
+#[derive(Debug, Clone)]
+pub struct SpecResult {
+    pub name: String,
+    pub run: Run,
+    /// ginkgo's state: passed, failed, panicked, timedout, interrupted, aborted.
+    pub state: String,
+    pub seconds: f64,
+    /// The first line of the failure's message, for a failed spec.
+    pub failure: String,
+}
+
+impl SpecResult {
+    pub fn passed(&self) -> bool {
+        self.state == "passed"
+    }
+}
+
+pub struct RunResult {
+    pub stack: StackKind,
+    pub file: DriverFile,
+    pub specs: Vec<SpecResult>,
+}
+
+/// The specs that ran in one ginkgo report (a missing report: none ran, which the table shows).
+pub fn read(path: &Path, run: Run) -> Vec<SpecResult> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        eprintln!("e2e: no report at {}", path.display());
+        return Vec::new();
+    };
+    let suites: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let mut specs = Vec::new();
+    for suite in suites.as_array().into_iter().flatten() {
+        for spec in suite["SpecReports"].as_array().into_iter().flatten() {
+            let state = spec["State"].as_str().unwrap_or_default();
+            if spec["LeafNodeType"] != "It" || state == "skipped" || state == "pending" {
+                continue;
+            }
+            let mut parts: Vec<String> = spec["ContainerHierarchyTexts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect();
+            parts.push(spec["LeafNodeText"].as_str().unwrap_or_default().to_string());
+            let failure = spec["Failure"]["Message"].as_str().unwrap_or_default();
+            specs.push(SpecResult {
+                name: parts.join(" "),
+                run,
+                state: state.to_string(),
+                // ginkgo writes durations in nanoseconds.
+                seconds: spec["RunTime"].as_f64().unwrap_or_default() / 1e9,
+                failure: failure.lines().next().unwrap_or_default().to_string(),
+            });
+        }
+    }
+    specs
+}
+
+/// Counts specs from ginkgo's verbose output as they finish.
+#[derive(Default)]
+pub struct Progress {
+    total: Option<u64>,
+    passed: u64,
+    failed: u64,
+    skipped: u64,
+}
+
+impl Progress {
+    /// What to print for `line`, if it reports something.
+    pub fn see(&mut self, line: &str) -> Option<String> {
+        if let Some(rest) = line.strip_prefix("Will run ") {
+            self.total = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+            return Some(line.to_string());
+        }
+        let line = line.trim_start();
+        if line.starts_with("S [SKIPPED]") {
+            self.skipped += 1;
+        } else if line.starts_with("• [FAILED]")
+            || line.starts_with("• [PANICKED]")
+            || line.starts_with("• [TIMEDOUT]")
+            || line.starts_with("• [INTERRUPTED]")
+        {
+            self.failed += 1;
+        } else if line.starts_with("• [") {
+            self.passed += 1;
+        } else {
+            return None;
+        }
+        Some(self.summary())
+    }
+
+    pub fn summary(&self) -> String {
+        let done = self.passed + self.failed + self.skipped;
+        let total = self.total.map_or("?".to_string(), |t| t.to_string());
+        format!(
+            "spec {done} of {total}: {} passed, {} failed, {} skipped at run time",
+            self.passed, self.failed, self.skipped
+        )
+    }
+}
+
+/// (passed, failed) over every run.
+pub fn totals(results: &[RunResult]) -> (usize, usize) {
+    let all = results.iter().flat_map(|r| &r.specs);
+    let passed = all.clone().filter(|s| s.passed()).count();
+    (passed, all.count() - passed)
+}
+
+/// Writes `results.md` (one table per driver definition, the stacks side by side) and returns
+/// its text.
+pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
+    let mut text = String::from("# Kubernetes storage e2e: upstream's stack and ours\n\n");
+    for file in [DriverFile::Upstream, DriverFile::Ours] {
+        let runs: Vec<&RunResult> = results.iter().filter(|r| r.file == file).collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let _ = writeln!(text, "## {}\n", file.label());
+        for r in &runs {
+            let passed = r.specs.iter().filter(|s| s.passed()).count();
+            let _ = writeln!(
+                text,
+                "- {}: {} specs ran, {passed} passed, {} failed",
+                r.stack.label(),
+                r.specs.len(),
+                r.specs.len() - passed
+            );
+        }
+        let mut rows: BTreeMap<(String, &str), Vec<Option<&SpecResult>>> = BTreeMap::new();
+        for (i, r) in runs.iter().enumerate() {
+            for spec in &r.specs {
+                let row = rows
+                    .entry((spec.name.clone(), spec.run.label()))
+                    .or_insert_with(|| vec![None; runs.len()]);
+                row[i] = Some(spec);
+            }
+        }
+        let heads: Vec<&str> = runs.iter().map(|r| r.stack.label()).collect();
+        let _ = writeln!(
+            text,
+            "\n| spec | run | {} | {} |\n|---|---|{}",
+            heads.join(" | "),
+            heads.iter().map(|h| format!("{h} s")).collect::<Vec<_>>().join(" | "),
+            "---|".repeat(heads.len() * 2)
+        );
+        for ((name, run), row) in &rows {
+            let states: Vec<String> =
+                row.iter().map(|s| s.map_or("not run".into(), |s| s.state.clone())).collect();
+            let seconds: Vec<String> =
+                row.iter().map(|s| s.map_or("".into(), |s| format!("{:.0}", s.seconds))).collect();
+            let _ = writeln!(
+                text,
+                "| {} | {run} | {} | {} |",
+                name.replace('|', "\\|"),
+                states.join(" | "),
+                seconds.join(" | ")
+            );
+        }
+        let failures: Vec<(&str, &SpecResult)> = runs
+            .iter()
+            .flat_map(|r| r.specs.iter().filter(|s| !s.passed()).map(|s| (r.stack.label(), s)))
+            .collect();
+        if !failures.is_empty() {
+            let _ = writeln!(text, "\nFailures:\n");
+            for (stack, s) in failures {
+                let _ = writeln!(text, "- {stack}: {} — {}", s.name, s.failure);
+            }
+        }
+        text.push('\n');
+    }
+    let _ = writeln!(text, "## Skipped by name (tests/e2e/skips.txt)\n");
+    for (regex, reason) in &skips.0 {
+        let _ = writeln!(text, "- `{regex}`: {reason}");
+    }
+    let path = out.join("results.md");
+    std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text
+}

@@ -1,0 +1,270 @@
+//! The runs: for one stack and one driver definition, a cluster, then ginkgo over the storage
+//! e2e binary once per kubernetes-csi run (parallel, the snapshot features, serial), each with
+//! kubernetes-csi's focus and skip regexes plus the committed skip list.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::cluster::{Cluster, NODE};
+use crate::report::RunResult;
+use crate::support::peers::{bin_dir, peer};
+use crate::support::sidecar::repo_root;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackKind {
+    /// kube-controller-manager's binder and expander with csi-provisioner and csi-resizer.
+    Upstream,
+    /// csi-pv-controller beside kube-controller-manager's binder, as deploy/ runs it.
+    Ours,
+}
+
+impl StackKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            StackKind::Upstream => "upstream",
+            StackKind::Ours => "ours",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DriverFile {
+    /// csi-driver-host-path's own test-driver.yaml, read from its source archive.
+    Upstream,
+    /// tests/e2e/driver-ours.yaml: every capability hostpathplugin and we have.
+    Ours,
+}
+
+impl DriverFile {
+    pub fn label(self) -> &'static str {
+        match self {
+            DriverFile::Upstream => "upstream-driver-file",
+            DriverFile::Ours => "our-driver-file",
+        }
+    }
+}
+
+/// kubernetes-csi's three runs of the suite for a sidecar release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Run {
+    Parallel,
+    Features,
+    Serial,
+}
+
+impl Run {
+    pub fn label(self) -> &'static str {
+        match self {
+            Run::Parallel => "parallel",
+            Run::Features => "features",
+            Run::Serial => "serial",
+        }
+    }
+
+    /// (focus, skip) as kubernetes-csi's prow.sh selects them for a non-alpha job.
+    fn regexes(self) -> (&'static str, &'static str) {
+        match self {
+            Run::Parallel => {
+                ("External.Storage", r"\[Serial\]|\[Disruptive\]|\[Feature:|\[Feature:SELinux\]")
+            }
+            Run::Features => (
+                r"External.Storage.*(\[Feature:VolumeSnapshotDataSource\])",
+                r"\[Serial\]|\[Disruptive\]",
+            ),
+            Run::Serial => (
+                r"External.Storage.*(\[Serial\]|\[Disruptive\])",
+                r"\[Feature:|\[Disruptive\]|\[Feature:SELinux\]",
+            ),
+        }
+    }
+}
+
+/// tests/e2e/skips.txt: (regex, reason) pairs.
+pub struct Skips(pub Vec<(String, String)>);
+
+impl Skips {
+    pub fn read() -> Skips {
+        let path = repo_root().join("tests/e2e/skips.txt");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for line in text.lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            match (line.starts_with(' '), entries.last_mut()) {
+                (true, Some((_, reason))) => {
+                    if !reason.is_empty() {
+                        reason.push(' ');
+                    }
+                    reason.push_str(line.trim());
+                }
+                (true, None) => panic!("{}: a reason before any regex", path.display()),
+                (false, _) => entries.push((line.trim().to_string(), String::new())),
+            }
+        }
+        Skips(entries)
+    }
+
+    fn regex(&self) -> String {
+        self.0.iter().map(|(r, _)| format!("({r})")).collect::<Vec<_>>().join("|")
+    }
+}
+
+pub struct Setup {
+    pub stack: StackKind,
+    pub file: DriverFile,
+    pub sidecar: PathBuf,
+    pub procs: u32,
+    pub focus: Option<String>,
+    pub out: PathBuf,
+}
+
+impl Setup {
+    fn label(&self) -> String {
+        format!("{}/{}", self.stack.label(), self.file.label())
+    }
+}
+
+/// One cluster for `setup`, and each of `runs` in it.
+pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) -> RunResult {
+    let dir = setup.out.join(format!("{}-{}", setup.stack.label(), setup.file.label()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("temporary folder: {e}"));
+    println!("e2e {}: starting the cluster and the node", setup.label());
+    let started = Instant::now();
+    let cluster = Cluster::start(setup.stack, &setup.sidecar, work.path()).await;
+    println!("e2e {}: cluster up in {:.0?}", setup.label(), started.elapsed());
+    let driver_file = write_driver_file(setup.file, work.path());
+    let mut specs = Vec::new();
+    for run in runs {
+        let run_dir = dir.join(run.label());
+        std::fs::create_dir_all(&run_dir).unwrap_or_else(|e| panic!("{}: {e}", run_dir.display()));
+        let procs = if *run == Run::Serial { 1 } else { setup.procs };
+        let label = format!("{} {}", setup.label(), run.label());
+        ginkgo(
+            &cluster,
+            &driver_file,
+            *run,
+            procs,
+            setup.focus.as_deref(),
+            skips,
+            &run_dir,
+            &label,
+        )
+        .await;
+        specs.extend(crate::report::read(&run_dir.join("report.json"), *run));
+    }
+    // The logs of the run's peers beside its reports, for explaining any failure.
+    for log in ["kubelet.log", "containerd.log", "kube-scheduler.log"] {
+        let _ = std::fs::copy(cluster.node.dir.join(log), dir.join(log));
+    }
+    let _ = std::fs::write(dir.join("provisioner.log"), cluster.provisioner_log());
+    drop(cluster);
+    RunResult { stack: setup.stack, file: setup.file, specs }
+}
+
+/// The driver definition for `file`, with the node every test pod must use, as kubernetes-csi's
+/// deploy script adds it.
+fn write_driver_file(file: DriverFile, dir: &Path) -> PathBuf {
+    let text = match file {
+        DriverFile::Upstream => upstream_driver_file(),
+        DriverFile::Ours => {
+            let path = repo_root().join("tests/e2e/driver-ours.yaml");
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        }
+    };
+    let path = dir.join("test-driver.yaml");
+    std::fs::write(&path, format!("{text}\nClientNodeName: {NODE}\n"))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
+}
+
+/// csi-driver-host-path's test-driver.yaml for Kubernetes 1.34 and later, from the source archive
+/// hostpathplugin is built from (peers/hostpath/source).
+fn upstream_driver_file() -> String {
+    let source = repo_root().join("peers/hostpath/source");
+    let text = std::fs::read_to_string(&source).unwrap_or_default();
+    let field = |k: &str| {
+        text.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).unwrap_or_default().to_string()
+    };
+    let sources = std::env::var_os("PEER_SOURCES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/peers"));
+    let archive = sources.join(field("archive"));
+    let member = format!(
+        "csi-driver-host-path-{}/deploy/kubernetes-1.34/test-driver.yaml",
+        field("version")
+    );
+    let out = std::process::Command::new("tar")
+        .arg("-xzOf")
+        .arg(&archive)
+        .arg(&member)
+        .output()
+        .unwrap_or_else(|e| panic!("tar: {e}"));
+    assert!(
+        out.status.success(),
+        "cannot read {member} from {}: {}",
+        archive.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// ginkgo over the e2e binary for one run, its reports in `dir`, progress printed per spec.
+#[allow(clippy::too_many_arguments)]
+async fn ginkgo(
+    cluster: &Cluster,
+    driver_file: &Path,
+    run: Run,
+    procs: u32,
+    focus: Option<&str>,
+    skips: &Skips,
+    dir: &Path,
+    label: &str,
+) {
+    let (run_focus, run_skip) = run.regexes();
+    let mut command = tokio::process::Command::new(peer("ginkgo"));
+    command
+        .arg(format!("--procs={procs}"))
+        .arg("--timeout=3h")
+        .arg("-v")
+        .arg("--no-color")
+        .arg(format!("--focus={run_focus}"))
+        .arg(format!("--skip={run_skip}|{}", skips.regex()))
+        .arg(format!("--output-dir={}", dir.display()))
+        .arg("--junit-report=junit.xml")
+        .arg("--json-report=report.json");
+    if let Some(extra) = focus {
+        command.arg(format!("--focus={extra}"));
+    }
+    command
+        .arg(peer("e2e.test"))
+        .arg("--")
+        .arg(format!("--kubeconfig={}", cluster.plane.admin_kubeconfig.display()))
+        .arg(format!("--storage.testdriver={}", driver_file.display()))
+        .arg(format!("--kubectl-path={}", bin_dir().join("kubectl").display()))
+        .arg(format!("--report-dir={}", dir.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start ginkgo: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("ginkgo's stdout"));
+    let mut log = std::fs::File::create(dir.join("ginkgo.log")).unwrap_or_else(|e| panic!("{e}"));
+    let mut lines = BufReader::new(stdout).lines();
+    let mut progress = crate::report::Progress::default();
+    while let Ok(Some(line)) = lines.next_line().await {
+        use std::io::Write as _;
+        let _ = writeln!(log, "{line}");
+        if let Some(said) = progress.see(&line) {
+            println!("e2e {label}: {said}");
+        }
+    }
+    let status = child.wait().await;
+    println!("e2e {label}: ginkgo ended with {status:?}; {}", progress.summary());
+}
