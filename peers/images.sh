@@ -4,9 +4,9 @@
 # them present and pulls nothing. Called by peers/build.sh; cached like the other peers.
 #   pause     the pod sandbox: pause.c from the Kubernetes module, linked statically
 #   busybox   Debian's busybox-static with one link per applet: sh, dd, sha256sum, blockdev, …
-#   e2e mode adds agnhost (the e2e helper on the busybox root) and the busybox root under the
-#   names of the two images whose tests use only a shell and those tools (nginx,
-#   glibc-dns-testing).
+#   e2e mode adds agnhost (the e2e helper on the busybox root), the busybox root under the name
+#   of nginx (its one spec runs a shell), and glibc-dns-testing as upstream makes it: a minimal
+#   Debian root (debootstrap), whose GNU dd the multi-volume specs need (oflag=nocache).
 # Usage: peers/images.sh CACHE KUBE_VERSION test|bench|e2e
 set -euo pipefail
 
@@ -17,12 +17,14 @@ PAUSE=registry.k8s.io/pause:3.10.2
 E2E=registry.k8s.io/e2e-test-images
 BUSYBOX=$E2E/busybox:1.37.0-1
 AGNHOST=$E2E/agnhost:2.63.0
-BUSYBOX_ALIASES=("$E2E/nginx:1.15-4" "$E2E/glibc-dns-testing:2.0.0")
+BUSYBOX_ALIASES=("$E2E/nginx:1.15-4")
+GLIBC=$E2E/glibc-dns-testing:2.0.0
 
 need=()
 command -v buildah >/dev/null || need+=(buildah)
 [[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || need+=(busybox-static)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
+[[ $mode != e2e ]] || command -v debootstrap >/dev/null || need+=(debootstrap)
 if ((${#need[@]})); then
   echo "peers: installing ${need[*]} (Debian) for the node's images"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -91,6 +93,16 @@ if [[ $mode == e2e ]]; then
       mv "$file.tmp" "$file"
     fi
   done
+  if [[ ! -f $out/glibc-dns-testing.tar ]]; then
+    echo "peers: building $GLIBC from a minimal Debian root (debootstrap)"
+    codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    debootstrap --variant=minbase "$codename" "$work/debian" >"$work/debootstrap.log" 2>&1 ||
+      { tail -20 "$work/debootstrap.log" >&2; exit 1; }
+    rm -rf "$work/debian"/dev/* "$work/debian"/var/cache/apt/* "$work/debian"/var/lib/apt/lists/* "$work/debian"/usr/share/{doc,man,locale}
+    image "$GLIBC" "$out/glibc-dns-testing.tar.tmp" "$work/debian" --cmd '["/bin/sh"]'
+    rm -rf "$work/debian"
+    mv "$out/glibc-dns-testing.tar.tmp" "$out/glibc-dns-testing.tar"
+  fi
   if [[ ! -f $out/agnhost.tar ]]; then
     echo "peers: building the agnhost image $AGNHOST"
     [[ -d $work/busybox ]] || busybox_root "$work/busybox"
