@@ -24,9 +24,14 @@ need=()
 command -v buildah >/dev/null || need+=(buildah)
 [[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || need+=(busybox-static)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
+# Not for the images but for the node that runs them: Debian's runc (containerd's runtime) and
+# the CNI plugins of the pods' network.
+[[ -x /usr/sbin/runc ]] || need+=(runc)
+[[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local ]] || need+=(containernetworking-plugins)
+command -v ip >/dev/null || need+=(iproute2)
 [[ $mode != e2e ]] || command -v debootstrap >/dev/null || need+=(debootstrap)
 if ((${#need[@]})); then
-  echo "peers: installing ${need[*]} (Debian) for the node's images"
+  echo "peers: installing ${need[*]} (Debian) for the node and its images"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 busybox_version=$(dpkg-query -W -f='${Version}' busybox-static | tr ':+~' '___')

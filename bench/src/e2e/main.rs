@@ -64,7 +64,13 @@ async fn main() {
     let skips = runs::Skips::read();
     let mut results = Vec::new();
     for file in &args.driver_files {
-        for stack in &args.stacks {
+        // With our definition ours runs first: its specs are the ones upstream's file lacks, and
+        // an interrupted run should have ours.
+        let mut stacks = args.stacks.clone();
+        if *file == DriverFile::Ours {
+            stacks.sort_by_key(|s| *s != StackKind::Ours);
+        }
+        for stack in &stacks {
             let setup = runs::Setup {
                 stack: *stack,
                 file: *file,

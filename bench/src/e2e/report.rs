@@ -59,7 +59,7 @@ pub fn read(path: &Path, run: Run) -> Vec<SpecResult> {
                 state: state.to_string(),
                 // ginkgo writes durations in nanoseconds.
                 seconds: spec["RunTime"].as_f64().unwrap_or_default() / 1e9,
-                failure: failure.lines().next().unwrap_or_default().to_string(),
+                failure: failure.lines().next().unwrap_or_default().chars().take(300).collect(),
             });
         }
     }

@@ -157,13 +157,16 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) -> RunResult {
             &label,
         )
         .await;
-        specs.extend(crate::report::read(&run_dir.join("report.json"), *run));
+        specs.extend(crate::report::read(&run_dir.join("logs/report.json"), *run));
+        compress(&run_dir.join("junit.xml"));
     }
-    // The logs of the run's peers beside its reports, for explaining any failure.
+    // The logs of the run's peers, for explaining any failure (not committed: see .gitignore).
+    let logs = dir.join("logs");
+    let _ = std::fs::create_dir_all(&logs);
     for log in ["kubelet.log", "containerd.log", "kube-scheduler.log"] {
-        let _ = std::fs::copy(cluster.node.dir.join(log), dir.join(log));
+        let _ = std::fs::copy(cluster.node.dir.join(log), logs.join(log));
     }
-    let _ = std::fs::write(dir.join("provisioner.log"), cluster.provisioner_log());
+    let _ = std::fs::write(logs.join("provisioner.log"), cluster.provisioner_log());
     drop(cluster);
     RunResult { stack: setup.stack, file: setup.file, specs }
 }
@@ -228,34 +231,37 @@ async fn ginkgo(
     label: &str,
 ) {
     let (run_focus, run_skip) = run.regexes();
+    // ginkgo ORs its --focus flags; an extra focus must hold as well, in either order.
+    let focus = match focus {
+        Some(extra) => format!("({run_focus}).*({extra})|({extra}).*({run_focus})"),
+        None => run_focus.to_string(),
+    };
     let mut command = tokio::process::Command::new(peer("ginkgo"));
     command
         .arg(format!("--procs={procs}"))
         .arg("--timeout=3h")
         .arg("-v")
         .arg("--no-color")
-        .arg(format!("--focus={run_focus}"))
+        .arg(format!("--focus={focus}"))
         .arg(format!("--skip={run_skip}|{}", skips.regex()))
         .arg(format!("--output-dir={}", dir.display()))
         .arg("--junit-report=junit.xml")
-        .arg("--json-report=report.json");
-    if let Some(extra) = focus {
-        command.arg(format!("--focus={extra}"));
-    }
+        .arg("--json-report=logs/report.json");
     command
         .arg(peer("e2e.test"))
         .arg("--")
         .arg(format!("--kubeconfig={}", cluster.plane.admin_kubeconfig.display()))
         .arg(format!("--storage.testdriver={}", driver_file.display()))
         .arg(format!("--kubectl-path={}", bin_dir().join("kubectl").display()))
-        .arg(format!("--report-dir={}", dir.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);
     let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start ginkgo: {e}"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("ginkgo's stdout"));
-    let mut log = std::fs::File::create(dir.join("ginkgo.log")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir.join("logs")).unwrap_or_else(|e| panic!("{e}"));
+    let mut log =
+        std::fs::File::create(dir.join("logs/ginkgo.log")).unwrap_or_else(|e| panic!("{e}"));
     let mut lines = BufReader::new(stdout).lines();
     let mut progress = crate::report::Progress::default();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -267,4 +273,14 @@ async fn ginkgo(
     }
     let status = child.wait().await;
     println!("e2e {label}: ginkgo ended with {status:?}; {}", progress.summary());
+}
+
+/// gzip `path` in place (the JUnit report names every spec with its output: megabytes of text).
+fn compress(path: &Path) {
+    if path.is_file() {
+        let status = std::process::Command::new("gzip").arg("-9f").arg(path).status();
+        if !status.is_ok_and(|s| s.success()) {
+            eprintln!("e2e: cannot gzip {}", path.display());
+        }
+    }
 }
