@@ -59,7 +59,13 @@ impl Drop for Killed {
 }
 
 impl Cluster {
-    pub async fn start(stack: StackKind, sidecar: &Path, dir: &Path) -> Cluster {
+    /// `driver_flags` go to hostpathplugin after csi-driver-host-path's own.
+    pub async fn start(
+        stack: StackKind,
+        driver_flags: &[&str],
+        sidecar: &Path,
+        dir: &Path,
+    ) -> Cluster {
         let plane = fresh_plane();
         let controllers =
             format!("{KCM_STORAGE_CONTROLLERS},{NODE_CONTROLLERS},{SUITE_CONTROLLERS}");
@@ -68,7 +74,7 @@ impl Cluster {
         let config = HostpathConfig {
             driver_name: DRIVER.to_string(),
             node_id: NODE.to_string(),
-            flags: vec!["--v=5".to_string()],
+            flags: ["--v=5"].iter().chain(driver_flags).map(|f| f.to_string()).collect(),
         };
         let driver = Hostpath::start(dir, config).await;
         let node = Node::start(plane, &driver).await;

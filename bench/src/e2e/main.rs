@@ -62,7 +62,6 @@ async fn main() {
     let out = args.out.join(name);
     std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
     let skips = runs::Skips::read();
-    let mut results = Vec::new();
     for file in &args.driver_files {
         // With our definition ours runs first: its specs are the ones upstream's file lacks, and
         // an interrupted run should have ours.
@@ -79,9 +78,12 @@ async fn main() {
                 focus: args.focus.clone(),
                 out: out.clone(),
             };
-            results.push(runs::run_all(&setup, &args.runs, &skips).await);
+            runs::run_all(&setup, &args.runs, &skips).await;
         }
     }
+    // The tables cover every run in the folder, this command's and earlier ones' (e.g. one
+    // definition at a time).
+    let results = report::on_disk(&out);
     let table = report::write(&out, &results, &skips);
     println!("{table}");
     let (passed, failed) = report::totals(&results);

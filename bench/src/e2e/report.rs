@@ -34,7 +34,6 @@ pub struct RunResult {
 /// The specs that ran in one ginkgo report (a missing report: none ran, which the table shows).
 pub fn read(path: &Path, run: Run) -> Vec<SpecResult> {
     let Ok(text) = std::fs::read_to_string(path) else {
-        eprintln!("e2e: no report at {}", path.display());
         return Vec::new();
     };
     let suites: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
@@ -64,6 +63,25 @@ pub fn read(path: &Path, run: Run) -> Vec<SpecResult> {
         }
     }
     specs
+}
+
+/// Every run whose report is in `out`, by stack and definition.
+pub fn on_disk(out: &Path) -> Vec<RunResult> {
+    let mut results = Vec::new();
+    for file in [DriverFile::Upstream, DriverFile::Ours] {
+        for stack in [StackKind::Upstream, StackKind::Ours] {
+            let dir = crate::runs::folder(out, stack, file);
+            if !dir.is_dir() {
+                continue;
+            }
+            let specs = [Run::Parallel, Run::Features, Run::Serial]
+                .into_iter()
+                .flat_map(|run| read(&dir.join(run.label()).join("logs/report.json"), run))
+                .collect();
+            results.push(RunResult { stack, file, specs });
+        }
+    }
+    results
 }
 
 /// Counts specs from ginkgo's verbose output as they finish.
@@ -116,16 +134,22 @@ pub fn totals(results: &[RunResult]) -> (usize, usize) {
     (passed, all.count() - passed)
 }
 
-/// Writes `results.md` (one table per driver definition, the stacks side by side) and returns
-/// its text.
+/// Writes `results-<definition>.md` for each driver definition that ran (its specs, the stacks
+/// side by side, so that runs of one definition at a time do not overwrite another's) and
+/// returns their text.
 pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
-    let mut text = String::from("# Kubernetes storage e2e: upstream's stack and ours\n\n");
+    let mut all = String::new();
     for file in [DriverFile::Upstream, DriverFile::Ours] {
         let runs: Vec<&RunResult> = results.iter().filter(|r| r.file == file).collect();
         if runs.is_empty() {
             continue;
         }
-        let _ = writeln!(text, "## {}\n", file.label());
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "# Kubernetes storage e2e, {}: upstream's stack and ours\n",
+            file.label()
+        );
         for r in &runs {
             let passed = r.specs.iter().filter(|s| s.passed()).count();
             let _ = writeln!(
@@ -176,13 +200,13 @@ pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
                 let _ = writeln!(text, "- {stack}: {} — {}", s.name, s.failure);
             }
         }
-        text.push('\n');
+        let _ = writeln!(text, "\n## Skipped by name (tests/e2e/skips.txt)\n");
+        for (regex, reason) in &skips.0 {
+            let _ = writeln!(text, "- `{regex}`: {reason}");
+        }
+        let path = out.join(format!("results-{}.md", file.label()));
+        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        all.push_str(&text);
     }
-    let _ = writeln!(text, "## Skipped by name (tests/e2e/skips.txt)\n");
-    for (regex, reason) in &skips.0 {
-        let _ = writeln!(text, "- `{regex}`: {reason}");
-    }
-    let path = out.join("results.md");
-    std::fs::write(&path, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text
+    all
 }

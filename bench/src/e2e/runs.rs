@@ -9,7 +9,6 @@ use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::cluster::{Cluster, NODE};
-use crate::report::RunResult;
 use crate::support::peers::{bin_dir, peer};
 use crate::support::sidecar::repo_root;
 
@@ -39,6 +38,17 @@ pub enum DriverFile {
 }
 
 impl DriverFile {
+    /// hostpathplugin's flags beyond csi-driver-host-path's: ours declares modifying volumes,
+    /// with the parameter names of tests/e2e/vac-ours.yaml.
+    pub fn driver_flags(self) -> &'static [&'static str] {
+        match self {
+            DriverFile::Upstream => &[],
+            DriverFile::Ours => {
+                &["--enable-controller-modify-volume", "--accepted-mutable-parameter-names=iops"]
+            }
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             DriverFile::Upstream => "upstream-driver-file",
@@ -65,11 +75,17 @@ impl Run {
     }
 
     /// (focus, skip) as kubernetes-csi's prow.sh selects them for a non-alpha job.
-    fn regexes(self) -> (&'static str, &'static str) {
+    fn regexes(self, file: DriverFile) -> (&'static str, &'static str) {
         match self {
             Run::Parallel => {
                 ("External.Storage", r"\[Serial\]|\[Disruptive\]|\[Feature:|\[Feature:SELinux\]")
             }
+            // With our definition also the VolumeAttributesClass specs, as external-resizer's
+            // jobs run them.
+            Run::Features if file == DriverFile::Ours => (
+                r"External.Storage.*(\[Feature:VolumeSnapshotDataSource\]|\[Feature:VolumeAttributesClass\])",
+                r"\[Serial\]|\[Disruptive\]",
+            ),
             Run::Features => (
                 r"External.Storage.*(\[Feature:VolumeSnapshotDataSource\])",
                 r"\[Serial\]|\[Disruptive\]",
@@ -129,18 +145,23 @@ impl Setup {
     }
 }
 
-/// One cluster for `setup`, and each of `runs` in it.
-pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) -> RunResult {
-    let dir = setup.out.join(format!("{}-{}", setup.stack.label(), setup.file.label()));
+/// The folder of one stack's runs with one definition.
+pub fn folder(out: &Path, stack: StackKind, file: DriverFile) -> PathBuf {
+    out.join(format!("{}-{}", stack.label(), file.label()))
+}
+
+/// One cluster for `setup`, and each of `runs` in it; each run's reports in its folder.
+pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
+    let dir = folder(&setup.out, setup.stack, setup.file);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("temporary folder: {e}"));
     println!("e2e {}: starting the cluster and the node", setup.label());
     let started = Instant::now();
-    let cluster = Cluster::start(setup.stack, &setup.sidecar, work.path()).await;
+    let cluster =
+        Cluster::start(setup.stack, setup.file.driver_flags(), &setup.sidecar, work.path()).await;
     println!("e2e {}: cluster up in {:.0?}", setup.label(), started.elapsed());
     let driver_file = write_driver_file(setup.file, work.path());
-    let mut specs = Vec::new();
     for run in runs {
         let run_dir = dir.join(run.label());
         std::fs::create_dir_all(&run_dir).unwrap_or_else(|e| panic!("{}: {e}", run_dir.display()));
@@ -149,6 +170,7 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) -> RunResult {
         ginkgo(
             &cluster,
             &driver_file,
+            setup.file,
             *run,
             procs,
             setup.focus.as_deref(),
@@ -157,7 +179,6 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) -> RunResult {
             &label,
         )
         .await;
-        specs.extend(crate::report::read(&run_dir.join("logs/report.json"), *run));
         compress(&run_dir.join("junit.xml"));
     }
     // The logs of the run's peers, for explaining any failure (not committed: see .gitignore).
@@ -168,7 +189,6 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) -> RunResult {
     }
     let _ = std::fs::write(logs.join("provisioner.log"), cluster.provisioner_log());
     drop(cluster);
-    RunResult { stack: setup.stack, file: setup.file, specs }
 }
 
 /// The driver definition for `file`, with the node every test pod must use, as kubernetes-csi's
@@ -178,7 +198,10 @@ fn write_driver_file(file: DriverFile, dir: &Path) -> PathBuf {
         DriverFile::Upstream => upstream_driver_file(),
         DriverFile::Ours => {
             let path = repo_root().join("tests/e2e/driver-ours.yaml");
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let vac = repo_root().join("tests/e2e/vac-ours.yaml");
+            text.replace("{vac}", &vac.display().to_string())
         }
     };
     let path = dir.join("test-driver.yaml");
@@ -223,6 +246,7 @@ fn upstream_driver_file() -> String {
 async fn ginkgo(
     cluster: &Cluster,
     driver_file: &Path,
+    file: DriverFile,
     run: Run,
     procs: u32,
     focus: Option<&str>,
@@ -230,7 +254,7 @@ async fn ginkgo(
     dir: &Path,
     label: &str,
 ) {
-    let (run_focus, run_skip) = run.regexes();
+    let (run_focus, run_skip) = run.regexes(file);
     // ginkgo ORs its --focus flags; an extra focus must hold as well, in either order.
     let focus = match focus {
         Some(extra) => format!("({run_focus}).*({extra})|({extra}).*({run_focus})"),
@@ -253,6 +277,8 @@ async fn ginkgo(
         .arg(format!("--kubeconfig={}", cluster.plane.admin_kubeconfig.display()))
         .arg(format!("--storage.testdriver={}", driver_file.display()))
         .arg(format!("--kubectl-path={}", bin_dir().join("kubectl").display()))
+        // Files a definition names (our VolumeAttributesClass) by absolute path.
+        .arg("--repo-root=/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
