@@ -72,16 +72,19 @@ kube_ldflags() {
 
 # Kubernetes' storage e2e binary: the test package in k8s/e2e, compiled with `go test -c`.
 build_e2e() {
-  local out="$cache/e2e.test-$KUBE_VERSION/e2e.test"
+  # Keyed by the release and the test package's source.
+  local version
+  version="$KUBE_VERSION-$(cat "$here/k8s/e2e/"*.go | sha256sum | cut -c1-12)"
+  local out="$cache/e2e.test-$version/e2e.test"
   if [[ -x "$out" ]]; then
-    echo "peers: e2e.test $KUBE_VERSION cached at $out"
+    echo "peers: e2e.test $version cached at $out"
   else
-    echo "peers: building e2e.test $KUBE_VERSION (first build of this version)"
-    local start=$SECONDS tmp="$cache/e2e.test-$KUBE_VERSION.tmp"
+    echo "peers: building e2e.test $version (first build of this version)"
+    local start=$SECONDS tmp="$cache/e2e.test-$version.tmp"
     rm -rf "$tmp" && mkdir -p "$tmp"
     (cd "$here/k8s" && go test -c -trimpath -ldflags="$(kube_ldflags)" -o "$tmp/e2e.test" ./e2e)
-    rm -rf "$cache/e2e.test-$KUBE_VERSION" && mv "$tmp" "$cache/e2e.test-$KUBE_VERSION"
-    echo "peers: built e2e.test $KUBE_VERSION in $((SECONDS - start))s"
+    rm -rf "$cache/e2e.test-$version" && mv "$tmp" "$cache/e2e.test-$version"
+    echo "peers: built e2e.test $version in $((SECONDS - start))s"
   fi
   ln -sfn "$out" "$cache/bin/e2e.test"
 }

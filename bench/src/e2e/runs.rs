@@ -153,7 +153,6 @@ pub fn folder(out: &Path, stack: StackKind, file: DriverFile) -> PathBuf {
 /// One cluster for `setup`, and each of `runs` in it; each run's reports in its folder.
 pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
     let dir = folder(&setup.out, setup.stack, setup.file);
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("temporary folder: {e}"));
     println!("e2e {}: starting the cluster and the node", setup.label());
@@ -163,7 +162,9 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
     println!("e2e {}: cluster up in {:.0?}", setup.label(), started.elapsed());
     let driver_file = write_driver_file(setup.file, work.path());
     for run in runs {
+        // A run's earlier results go; the other runs' stay (e.g. a rerun of one run).
         let run_dir = dir.join(run.label());
+        let _ = std::fs::remove_dir_all(&run_dir);
         std::fs::create_dir_all(&run_dir).unwrap_or_else(|e| panic!("{}: {e}", run_dir.display()));
         let procs = if *run == Run::Serial { 1 } else { setup.procs };
         let label = format!("{} {}", setup.label(), run.label());

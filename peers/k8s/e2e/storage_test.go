@@ -43,6 +43,10 @@ func TestMain(m *testing.M) {
 	testfiles.AddFileSource(manifests.GetE2ETestingManifestsFS())
 	testfiles.AddFileSource(fixtures.GetTestFixturesFS())
 	framework.AfterReadingAllFlags(&framework.TestContext)
+	// Files a driver definition names (a VolumeAttributesClass, a StorageClass) by path.
+	if framework.TestContext.RepoRoot != "" {
+		testfiles.AddFileSource(testfiles.RootFileSource{Root: framework.TestContext.RepoRoot})
+	}
 	os.Exit(m.Run())
 }
 
