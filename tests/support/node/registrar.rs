@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+// Only the registrar's own test dials it.
+#[allow(unused_imports)]
 pub use csi_pv_controller::csi::proto::pluginregistration as proto;
 
 use super::super::control_plane::spawn;
