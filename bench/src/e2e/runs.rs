@@ -181,6 +181,7 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
         )
         .await;
         compress(&run_dir.join("junit.xml"));
+        remove_empty_folders(&run_dir);
     }
     // The logs of the run's peers, for explaining any failure (not committed: see .gitignore).
     let logs = dir.join("logs");
@@ -308,6 +309,15 @@ fn compress(path: &Path) {
         let status = std::process::Command::new("gzip").arg("-9f").arg(path).status();
         if !status.is_ok_and(|s| s.success()) {
             eprintln!("e2e: cannot gzip {}", path.display());
+        }
+    }
+}
+
+/// ginkgo leaves an empty folder per suite beside its reports.
+fn remove_empty_folders(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir(entry.path()); // fails, as it should, unless empty
         }
     }
 }
