@@ -7,6 +7,7 @@
 mod support;
 
 use csi_pv_controller::model::VolumeExt;
+use csi_pv_controller::names::FINALIZER_RESTORE_PROTECTION;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -24,9 +25,14 @@ const LIMIT: Duration = Duration::from_secs(120);
 const CLONE_PROTECTION: &str = "provisioner.storage.kubernetes.io/cloning-protection";
 
 async fn cluster(name: &str) -> (World<Hostpath>, Kcm) {
+    cluster_with(name, &[], &[]).await
+}
+
+/// As `cluster`, the sidecar with `args` too, and kube-controller-manager with `kcm_args`.
+async fn cluster_with(name: &str, args: &[&str], kcm_args: &[&str]) -> (World<Hostpath>, Kcm) {
     let plane = fresh_plane();
-    let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
-    let world = World::start_hostpath(plane, name, &[], &[]).await;
+    let kcm = Kcm::start_with(plane, KCM_STORAGE_CONTROLLERS, kcm_args);
+    let world = World::start_hostpath(plane, name, &[], args).await;
     world.register_node().await;
     (world, kcm)
 }
@@ -63,7 +69,12 @@ async fn never_provisioned(world: &World<Hostpath>, name: &str) {
 /// Restores we must refuse are refused with the reason, with no volume made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restore_from_a_real_snapshot() {
-    let (world, _kcm) = cluster("restore").await;
+    // Intents in the journal, as deploy/ runs us; kube-controller-manager's binder slowed
+    // down so that we bind the restored claim in the pass that made its volume (as on a busy
+    // node), after which no pass of ours comes back to the claim.
+    let journal = ["--intent-journal={dir}/intents"];
+    let slow = ["--kube-api-qps=2", "--kube-api-burst=2"];
+    let (world, _kcm) = cluster_with("restore", &journal, &slow).await;
     let snapshotter = Snapshotter::start(world.plane, &world.driver.socket, world.dir.path()).await;
     world.create_class("std", json!({})).await;
     snapshots::create_class(&world.client, "restore-snap", &world.driver_name).await;
@@ -90,6 +101,15 @@ async fn restore_from_a_real_snapshot() {
         "apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "snap"}}});
     world.create_claim("restored", "std", "2Gi", from_snapshot.clone()).await;
     let (_, restored) = volume_folder(&world, "restored").await;
+    // The restore is over once the claim is bound: our protection leaves the snapshot in
+    // that pass, not at the sweep minutes later (a deleted snapshot waits for it).
+    let released = eventually(Duration::from_secs(20), || async {
+        let snap = snapshots::snapshots(&world.client, &world.namespace).get("snap").await.ok()?;
+        let finalizers = snap.metadata.finalizers.unwrap_or_default();
+        (!finalizers.iter().any(|f| f == FINALIZER_RESTORE_PROTECTION)).then_some(())
+    })
+    .await;
+    assert!(released.is_some(), "the restore protection stayed on the snapshot after the restore");
     assert!(
         world.driver.data_entries().iter().any(|e| e.starts_with(&handle)),
         "the snapshot {handle} is in the driver: {:?}",

@@ -114,7 +114,13 @@ impl Controller {
                         .take()
                         .filter(|(secret, _)| *secret == plan.provisioner_secret)
                         .map(|(_, secrets)| secrets);
-                    return self.provision(key, &claim, &plan, known).await;
+                    let (outcome, intent_gone) = self.provision(key, &claim, &plan, known).await?;
+                    // The pass that bound the claim and dropped its intent is the last one
+                    // for it: a restore's protection goes now, not at the next sweep.
+                    if intent_gone {
+                        self.release_snapshot(&claim, snapshot.as_ref()).await;
+                    }
+                    return Ok(outcome);
                 }
                 ClaimAction::Abandon(plan) => {
                     let outcome = self.abandon(key, &claim, &plan, copy).await?;
@@ -205,14 +211,15 @@ impl Controller {
         claim: &PersistentVolumeClaim,
         plan: &Plan,
         known: Option<HashMap<String, String>>,
-    ) -> Result<Outcome, SyncError> {
+    ) -> Result<(Outcome, bool), SyncError> {
+        let not_done = |outcome: Outcome| Ok((outcome, false));
         if self.backing_off(key, claim) {
-            return Ok(Outcome::Waiting);
+            return not_done(Outcome::Waiting);
         }
         let (mut request, secrets) = match self.with_secrets(plan, known).await {
             Ok(with_secrets) => with_secrets,
             Err(note) => {
-                return Ok(self.refused(key, claim, Cause::SecretMissing, note, false).await);
+                return not_done(self.refused(key, claim, Cause::SecretMissing, note, false).await);
             }
         };
         request.accessibility_requirements = match self.topology(claim, plan).await? {
@@ -222,7 +229,9 @@ impl Controller {
                     self.reschedule(claim).await?;
                 }
                 let note = e.to_string();
-                return Ok(self.refused(key, claim, Cause::of_topology(&e), note, false).await);
+                return not_done(
+                    self.refused(key, claim, Cause::of_topology(&e), note, false).await,
+                );
             }
         };
         let class = plan.class.metadata.name.as_deref().unwrap_or_default();
@@ -256,18 +265,18 @@ impl Controller {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
                 let cause = Cause::DriverAnswerInvalid;
-                return Ok(self.refused(key, claim, cause, note, false).await);
+                return not_done(self.refused(key, claim, cause, note, false).await);
             }
             AfterCreate::Reschedule { note } => {
                 self.reschedule(claim).await?;
-                return Ok(self.refused(key, claim, Cause::NoCapacity, note, false).await);
+                return not_done(self.refused(key, claim, Cause::NoCapacity, note, false).await);
             }
             AfterCreate::Fail { note, infeasible } => {
                 let cause = match &failure {
                     Err(failure) => Cause::of_driver(failure, unreachable),
                     Ok(_) => Cause::DriverError,
                 };
-                return Ok(self.refused(key, claim, cause, note, infeasible).await);
+                return not_done(self.refused(key, claim, cause, note, infeasible).await);
             }
         };
         let pv = self.save_volume(&pv, claim).await?;
@@ -278,22 +287,25 @@ impl Controller {
         // Said once the PV records the volume, as upstream does, before the binding is written:
         // a claim is never Bound before its event is on its way.
         self.succeeded(claim, &plan.volume_name).await;
-        self.finish(claim, &pv).await?;
+        let intent_gone = self.finish(claim, &pv).await?;
         self.clear_backoff(key);
-        Ok(Outcome::Done)
+        Ok((Outcome::Done, intent_gone))
     }
 
     /// The volume is in a PV pre-bound to the claim: bind it in the same pass. Beside
     /// kube-controller-manager's binder, the same when its matching can take only this PV
     /// (`claim::completes_binding`); else leave the binding to it, and drop the intent once it
     /// has bound the claim (see `provision::claim`).
+    /// True when the claim's intent is gone with it: no later pass then finds anything to
+    /// drop (and with it, a restore's protection to release).
     async fn finish(
         &self,
         claim: &PersistentVolumeClaim,
         pv: &PersistentVolume,
-    ) -> Result<(), SyncError> {
+    ) -> Result<bool, SyncError> {
         if self.scope.binder.binds() {
-            self.bind(claim, pv).await.map(drop)
+            // The next pass finds the claim Bound and drops what is left of the intent.
+            self.bind(claim, pv).await.map(|_| false)
         } else if claim::completes_binding(
             claim,
             &self.settings.driver,
@@ -301,12 +313,12 @@ impl Controller {
         ) {
             // The claim write took a finalizer intent with it; a journal entry goes now.
             let bound = self.bind(claim, pv).await?;
-            self.drop_intent(&bound).await
+            self.drop_intent(&bound).await.map(|_| true)
         } else if claim::claim_bound(claim) || !claim.has_intent() {
             // A journal entry goes now; a finalizer once the binder has bound the claim.
-            self.drop_intent(claim).await
+            self.drop_intent(claim).await.map(|_| true)
         } else {
-            Ok(())
+            Ok(false)
         }
     }
 
