@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 const PROTO: &str = "proto/csi.proto";
-/// kubelet's plugin registration API, served by the test node's registrar (tests/support/node).
+/// kubelet's plugin registration API: the client the test node's registrar is checked with
+/// (peers/registrar serves it).
 const REGISTRATION_PROTO: &str = "proto/pluginregistration.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={REGISTRATION_PROTO}");
     tonic_prost_build::configure()
         .build_client(true)
-        .build_server(true)
+        .build_server(false)
         .compile_fds(protox::compile([REGISTRATION_PROTO], ["proto"])?)?;
     Ok(())
 }

@@ -42,7 +42,8 @@ SNAPSHOT_CLIENT=github.com/kubernetes-csi/external-snapshotter/client/v8
 
 mkdir -p "$cache/bin"
 
-# build NAME VERSION MODULE_DIR PACKAGE [go build flags...]
+# build NAME VERSION MODULE_DIR PACKAGE [go build flags...]; GO_BUILD="test -c" compiles a
+# test package instead.
 build() {
   local name=$1 version=$2 dir=$3 pkg=$4
   shift 4
@@ -53,7 +54,8 @@ build() {
     echo "peers: building $name $version (first build of this version)"
     local start=$SECONDS tmp="$cache/$name-$version.tmp"
     rm -rf "$tmp" && mkdir -p "$tmp"
-    (cd "$here/$dir" && go build -trimpath "$@" -o "$tmp/$name" "$pkg")
+    # shellcheck disable=SC2086 # GO_BUILD is words
+    (cd "$here/$dir" && go ${GO_BUILD:-build} -trimpath "$@" -o "$tmp/$name" "$pkg")
     rm -rf "$cache/$name-$version" && mv "$tmp" "$cache/$name-$version"
     echo "peers: built $name $version in $((SECONDS - start))s"
   fi
@@ -68,25 +70,6 @@ kube_ldflags() {
     f="$f -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
   echo "$f"
-}
-
-# Kubernetes' storage e2e binary: the test package in k8s/e2e, compiled with `go test -c`.
-build_e2e() {
-  # Keyed by the release and the test package's source.
-  local version
-  version="$KUBE_VERSION-$(cat "$here/k8s/e2e/"*.go | sha256sum | cut -c1-12)"
-  local out="$cache/e2e.test-$version/e2e.test"
-  if [[ -x "$out" ]]; then
-    echo "peers: e2e.test $version cached at $out"
-  else
-    echo "peers: building e2e.test $version (first build of this version)"
-    local start=$SECONDS tmp="$cache/e2e.test-$version.tmp"
-    rm -rf "$tmp" && mkdir -p "$tmp"
-    (cd "$here/k8s" && go test -c -trimpath -ldflags="$(kube_ldflags)" -o "$tmp/e2e.test" ./e2e)
-    rm -rf "$cache/e2e.test-$version" && mv "$tmp" "$cache/e2e.test-$version"
-    echo "peers: built e2e.test $version in $((SECONDS - start))s"
-  fi
-  ln -sfn "$out" "$cache/bin/e2e.test"
 }
 
 # hostpathplugin from its source archive: checksum checked, vendored, no network.
@@ -188,7 +171,10 @@ if [[ $mode == e2e ]]; then
   build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
   build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \
     github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher -ldflags="-s -w -X main.version=$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)"
-  build_e2e
+  # Kubernetes' storage e2e binary, the test package in k8s/e2e, keyed by the release and the
+  # package's source.
+  e2e_version="$KUBE_VERSION-$(cat "$here/k8s/e2e/"*.go | sha256sum | cut -c1-12)"
+  GO_BUILD="test -c" build e2e.test "$e2e_version" k8s ./e2e -ldflags="$(kube_ldflags)"
 fi
 "$here/images.sh" "$cache" "$KUBE_VERSION" "$mode"
 

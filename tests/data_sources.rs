@@ -105,8 +105,7 @@ async fn restore_from_a_real_snapshot() {
     // that pass, not at the sweep minutes later (a deleted snapshot waits for it).
     let released = eventually(Duration::from_secs(20), || async {
         let snap = snapshots::snapshots(&world.client, &world.namespace).get("snap").await.ok()?;
-        let finalizers = snap.metadata.finalizers.unwrap_or_default();
-        (!finalizers.iter().any(|f| f == FINALIZER_RESTORE_PROTECTION)).then_some(())
+        (!finalizers(&snap).iter().any(|f| f == FINALIZER_RESTORE_PROTECTION)).then_some(())
     })
     .await;
     assert!(released.is_some(), "the restore protection stayed on the snapshot after the restore");

@@ -160,20 +160,8 @@ fn an_api_outage_shows_in_readyz_not_healthz() {
 /// and a flag given twice included. Only the socket path is mapped to this test's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostpath_upstream_container_args_start_it_unchanged() {
-    let sources = std::env::var_os("PEER_SOURCES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peers").into());
-    let archive = sources.join("csi-driver-host-path-v1.18.0.tar.gz");
-    let manifest = std::process::Command::new("tar")
-        .arg("-xzOf")
-        .arg(&archive)
-        .arg(
-            "csi-driver-host-path-v1.18.0/deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml",
-        )
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tar on {}: {e}", archive.display()));
-    assert!(manifest.status.success(), "cannot read the manifest from {}", archive.display());
-    let text = String::from_utf8(manifest.stdout).expect("UTF-8 manifest");
+    let text =
+        support::hostpath::source_file("deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
     let mut upstream: Vec<String> = Vec::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
         let value = <serde_yaml::Value as serde::Deserialize>::deserialize(document).expect("YAML");

@@ -86,9 +86,9 @@ mod tests {
     }
 }
 
-/// kubelet's plugin registration API (proto/pluginregistration.proto). The sidecar never serves
-/// it; the test node's registrar does, in place of node-driver-registrar
-/// (tests/support/node/registrar.rs), for the tests and `make e2e`.
+/// kubelet's plugin registration API (proto/pluginregistration.proto), as a client only: the
+/// tests check with it the registrar that announces a driver to the test node's kubelet
+/// (peers/registrar, in place of node-driver-registrar). The sidecar never uses it.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod pluginregistration {
     tonic::include_proto!("pluginregistration");

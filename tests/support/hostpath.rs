@@ -285,3 +285,32 @@ impl Hostpath {
         panic!("hostpathplugin's state file {} did not parse for 2 s", path.display())
     }
 }
+
+/// A file of csi-driver-host-path's source tree (e.g. `deploy/kubernetes-1.34/test-driver.yaml`),
+/// read from the source archive hostpathplugin is built from: the one peers/hostpath/source
+/// names, in $PEER_SOURCES (default: shared/peers beside the clone).
+pub fn source_file(path: &str) -> String {
+    let root = super::sidecar::repo_root();
+    let pinned = std::fs::read_to_string(root.join("peers/hostpath/source"))
+        .unwrap_or_else(|e| panic!("peers/hostpath/source: {e}"));
+    let field =
+        |k: &str| pinned.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).unwrap_or_default();
+    let sources = std::env::var_os("PEER_SOURCES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/peers"));
+    let archive = sources.join(field("archive"));
+    let member = format!("csi-driver-host-path-{}/{path}", field("version"));
+    let out = std::process::Command::new("tar")
+        .arg("-xzOf")
+        .arg(&archive)
+        .arg(&member)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tar on {}: {e}", archive.display()));
+    assert!(
+        out.status.success(),
+        "cannot read {member} from {}: {}",
+        archive.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap_or_else(|e| panic!("{member} is not UTF-8: {e}"))
+}

@@ -197,7 +197,9 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
 /// deploy script adds it.
 fn write_driver_file(file: DriverFile, dir: &Path) -> PathBuf {
     let text = match file {
-        DriverFile::Upstream => upstream_driver_file(),
+        DriverFile::Upstream => {
+            crate::support::hostpath::source_file("deploy/kubernetes-1.34/test-driver.yaml")
+        }
         DriverFile::Ours => {
             let path = repo_root().join("tests/e2e/driver-ours.yaml");
             let text = std::fs::read_to_string(&path)
@@ -210,37 +212,6 @@ fn write_driver_file(file: DriverFile, dir: &Path) -> PathBuf {
     std::fs::write(&path, format!("{text}\nClientNodeName: {NODE}\n"))
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     path
-}
-
-/// csi-driver-host-path's test-driver.yaml for Kubernetes 1.34 and later, from the source archive
-/// hostpathplugin is built from (peers/hostpath/source).
-fn upstream_driver_file() -> String {
-    let source = repo_root().join("peers/hostpath/source");
-    let text = std::fs::read_to_string(&source).unwrap_or_default();
-    let field = |k: &str| {
-        text.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).unwrap_or_default().to_string()
-    };
-    let sources = std::env::var_os("PEER_SOURCES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/peers"));
-    let archive = sources.join(field("archive"));
-    let member = format!(
-        "csi-driver-host-path-{}/deploy/kubernetes-1.34/test-driver.yaml",
-        field("version")
-    );
-    let out = std::process::Command::new("tar")
-        .arg("-xzOf")
-        .arg(&archive)
-        .arg(&member)
-        .output()
-        .unwrap_or_else(|e| panic!("tar: {e}"));
-    assert!(
-        out.status.success(),
-        "cannot read {member} from {}: {}",
-        archive.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// ginkgo over the e2e binary for one run, its reports in `dir`, progress printed per spec.

@@ -83,8 +83,8 @@ impl Saved {
 }
 
 /// Kills the pods' processes (every process in kubelet's cgroups) and the runc shims that
-/// served this machine's test nodes.
-pub fn stop_pods(_containerd_socket: &Path) {
+/// served a test node.
+pub fn stop_pods() {
     for _ in 0..3 {
         let mut pids = Vec::new();
         for root in kubepods_cgroups() {
@@ -104,7 +104,7 @@ pub fn stop_pods(_containerd_socket: &Path) {
 /// Everything a test node left: its processes, mounts, loop devices, bridge, cgroups and
 /// kubelet's root. Safe to call when there is nothing.
 pub fn remove_leftovers() {
-    stop_pods(Path::new(""));
+    stop_pods();
     unmount_all();
     detach_loops();
     if Path::new("/sys/class/net").join(BRIDGE).exists() {

@@ -7,7 +7,7 @@ use std::path::Path;
 pub const BRIDGE: &str = "csipv-node0";
 
 /// containerd with its state under `dir`, serving CRI on `socket`. The oom_score_adj clamp is
-/// needed because this machine gives no process CAP_SYS_RESOURCE: runc could not lower a pod's
+/// needed where no process has CAP_SYS_RESOURCE: runc could not lower a pod's
 /// score below containerd's own.
 pub fn containerd(dir: &Path, socket: &Path) -> String {
     let dir = dir.display();
@@ -79,7 +79,7 @@ pub fn cni(dir: &Path) -> String {
     .to_string()
 }
 
-/// kubelet on cgroup v1 with the cgroupfs driver (this machine's PID 1 is not systemd), on
+/// kubelet on cgroup v1 with the cgroupfs driver (for a host whose PID 1 is not systemd), on
 /// 127.0.0.1:`port`, trusting client certificates of the plane's CA (the apiserver's, for exec
 /// and logs) and no one else, with eviction and image collection thresholds that a shared
 /// build machine's disk never reaches.

@@ -1,4 +1,4 @@
-//! A real node on this machine, for the tests where pods matter: containerd (its runc shim and
+//! A real node on the test host, for the tests where pods matter: containerd (its runc shim and
 //! Debian's runc), kubelet and kube-scheduler against a test's control plane, with the test's
 //! hostpathplugin registered as the node's CSI driver through our registrar. Pods run the
 //! images `make peers` built (peers/images.sh), imported into containerd at start; nothing is
@@ -252,7 +252,7 @@ impl Drop for Node {
             let _ = child.kill();
             let _ = child.wait();
         }
-        cleanup::stop_pods(&self.containerd_socket);
+        cleanup::stop_pods();
         if let Some(containerd) = self.children.first_mut() {
             let _ = containerd.kill();
             let _ = containerd.wait();
