@@ -3,7 +3,8 @@
 //!
 //! hostpathplugin v1.18.0 rewrites its `state.json` in place, so a SIGKILL in the middle of that
 //! write leaves the file empty and the driver cannot start again. `kill` therefore stops the
-//! process first (SIGSTOP), waits until the file parses, and only then sends SIGKILL: the crash
+//! process first (SIGSTOP, and waits until every thread has stopped), reads the file, lets the
+//! process run on for a moment while the file does not parse, and only then sends SIGKILL: the crash
 //! still comes at an instant the driver did not choose, but never inside that one write.
 
 #![allow(dead_code)]
@@ -173,14 +174,21 @@ impl Hostpath {
         };
         if let Some(pid) = child.id() {
             // SAFETY: signals to our own child process.
-            signal(pid, libc::SIGSTOP);
             let state = self.state_dir.join("state.json");
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline && !parses(&state) {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                signal(pid, libc::SIGSTOP);
+                // The signal is delivered later than kill(2) returns: read the file only once
+                // every thread has stopped, or the write could begin after the read.
+                while Instant::now() < deadline && !all_threads_stopped(pid) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                if parses(&state) || Instant::now() >= deadline {
+                    break;
+                }
                 // Stopped inside the write: let it finish the write, then stop it again.
                 signal(pid, libc::SIGCONT);
                 tokio::time::sleep(Duration::from_millis(2)).await;
-                signal(pid, libc::SIGSTOP);
             }
             signal(pid, libc::SIGKILL);
         }
@@ -225,6 +233,23 @@ pub async fn register_node_as(
 }
 
 /// No file yet (no volume was ever made) is whole too.
+/// Whether every thread of `pid` is in the stopped state (or the process is gone).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name's closing parenthesis.
+        match stat.rsplit_once(')') {
+            Some((_, rest)) => {
+                matches!(rest.trim_start().chars().next(), Some('T' | 't' | 'Z' | 'X') | None)
+            }
+            None => true,
+        }
+    })
+}
+
 fn parses(state: &Path) -> bool {
     match std::fs::read(state) {
         Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes).is_ok(),
