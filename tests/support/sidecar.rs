@@ -66,9 +66,10 @@ impl Sidecar {
         Self::launch(log_dir, args, env, Some("info,csi_pv_controller=debug"))
     }
 
-    /// As deployed: no RUST_LOG, so that `-v` alone sets the verbosity.
-    pub fn start_as_deployed(log_dir: &Path, args: &[String]) -> Sidecar {
-        Self::launch(log_dir, args, &[], None)
+    /// As deployed: no RUST_LOG, so that `-v` alone sets the verbosity; `env` as the pod's
+    /// manifest sets it (e.g. NAMESPACE for `--enable-capacity`).
+    pub fn start_as_deployed(log_dir: &Path, args: &[String], env: &[(&str, &str)]) -> Sidecar {
+        Self::launch(log_dir, args, env, None)
     }
 
     fn launch(

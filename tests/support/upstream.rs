@@ -9,6 +9,13 @@ use std::process::Child;
 use super::control_plane::{logs_text, spawn};
 use super::peers::peer;
 
+/// What csi-provisioner alone gets beyond csi-driver-host-path's args.
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    pub provisioner_args: Vec<String>,
+    pub provisioner_env: Vec<(String, String)>,
+}
+
 pub struct Upstream {
     children: Vec<Child>,
     logs: Vec<PathBuf>,
@@ -24,11 +31,28 @@ impl Upstream {
         tag: &str,
         common: &[&str],
     ) -> Upstream {
+        Self::start_with(kubeconfig, socket, dir, tag, common, &Extra::default())
+    }
+
+    /// As `start`, with `extra` args and environment for csi-provisioner alone (e.g.
+    /// `--enable-capacity`, which csi-resizer refuses, and its NAMESPACE).
+    pub fn start_with(
+        kubeconfig: &Path,
+        socket: &Path,
+        dir: &Path,
+        tag: &str,
+        common: &[&str],
+        extra: &Extra,
+    ) -> Upstream {
         let mut children = Vec::new();
         let mut logs = Vec::new();
-        for (name, own) in [
-            ("csi-provisioner", &["--feature-gates=Topology=true", "--extra-create-metadata"][..]),
-            ("csi-resizer", &["--handle-volume-inuse-error=false"][..]),
+        let provisioner: Vec<&str> = ["--feature-gates=Topology=true", "--extra-create-metadata"]
+            .into_iter()
+            .chain(extra.provisioner_args.iter().map(String::as_str))
+            .collect();
+        for (name, own, env) in [
+            ("csi-provisioner", &provisioner[..], &extra.provisioner_env[..]),
+            ("csi-resizer", &["--handle-volume-inuse-error=false"][..], &[][..]),
         ] {
             let mut command = std::process::Command::new(peer(name));
             command
@@ -36,7 +60,8 @@ impl Upstream {
                 .arg(format!("--csi-address={}", socket.display()))
                 .arg("--v=5")
                 .args(own)
-                .args(common);
+                .args(common)
+                .envs(env.iter().map(|(k, v)| (k, v)));
             let log = dir.join(format!("{tag}-{name}.log"));
             children.push(spawn(command, &log).unwrap_or_else(|e| panic!("{e}")));
             logs.push(log);

@@ -10,7 +10,7 @@ use k8s_openapi::api::storage::v1::CSIDriver;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::runs::StackKind;
+use crate::runs::{DriverFile, StackKind};
 use crate::support::control_plane::{ControlPlane, fresh_plane, spawn};
 use crate::support::hostpath::{Hostpath, HostpathConfig};
 use crate::support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
@@ -18,7 +18,7 @@ use crate::support::node::{NODE_CONTROLLERS, Node};
 use crate::support::peers::peer;
 use crate::support::sidecar::{Sidecar, apply_deploy_rbac};
 use crate::support::snapshots::Snapshotter;
-use crate::support::upstream::Upstream;
+use crate::support::upstream::{Extra, Upstream};
 
 /// The driver's name, as csi-driver-host-path and both driver definitions name it.
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
@@ -26,6 +26,8 @@ pub const DRIVER: &str = "hostpath.csi.k8s.io";
 pub const NODE: &str = crate::support::node::NODE_NAME;
 /// Where deploy/ runs us in this cluster: its RBAC's namespace and Lease.
 const OUR_NAMESPACE: &str = "csi-pv-controller";
+/// Where csi-provisioner writes its CSIStorageCapacity objects (its NAMESPACE).
+const UPSTREAM_NAMESPACE: &str = "default";
 
 /// What the suite needs of kube-controller-manager besides the storage and node controllers:
 /// a `default` ServiceAccount and the root CA ConfigMap in every test namespace, generic
@@ -59,13 +61,9 @@ impl Drop for Killed {
 }
 
 impl Cluster {
-    /// `driver_flags` go to hostpathplugin after csi-driver-host-path's own.
-    pub async fn start(
-        stack: StackKind,
-        driver_flags: &[&str],
-        sidecar: &Path,
-        dir: &Path,
-    ) -> Cluster {
+    /// `file`'s flags go to hostpathplugin after csi-driver-host-path's own, and to the
+    /// provisioner of either stack.
+    pub async fn start(stack: StackKind, file: DriverFile, sidecar: &Path, dir: &Path) -> Cluster {
         let plane = fresh_plane();
         let controllers =
             format!("{KCM_STORAGE_CONTROLLERS},{NODE_CONTROLLERS},{SUITE_CONTROLLERS}");
@@ -74,7 +72,7 @@ impl Cluster {
         let config = HostpathConfig {
             driver_name: DRIVER.to_string(),
             node_id: NODE.to_string(),
-            flags: ["--v=5"].iter().chain(driver_flags).map(|f| f.to_string()).collect(),
+            flags: ["--v=5"].iter().chain(file.driver_flags()).map(|f| f.to_string()).collect(),
         };
         let driver = Hostpath::start(dir, config).await;
         let node = Node::start(plane, &driver).await;
@@ -86,14 +84,29 @@ impl Cluster {
             spawn(attacher, &dir.join("csi-attacher.log")).unwrap_or_else(|e| panic!("{e}"));
         let snapshots = Snapshotter::start(plane, &driver.socket, dir).await;
         let provisioner = match stack {
-            StackKind::Upstream => Provisioner::Upstream(Upstream::start(
-                &plane.admin_kubeconfig,
-                &driver.socket,
-                dir,
-                "upstream",
-                &[],
-            )),
-            StackKind::Ours => Provisioner::Ours(ours(plane, sidecar, &driver, dir).await),
+            StackKind::Upstream => {
+                let extra = Extra {
+                    provisioner_args: file
+                        .provisioner_flags()
+                        .iter()
+                        .map(|f| f.to_string())
+                        .collect(),
+                    provisioner_env: vec![("NAMESPACE".into(), UPSTREAM_NAMESPACE.into())],
+                };
+                let kubeconfig = &plane.admin_kubeconfig;
+                Provisioner::Upstream(Upstream::start_with(
+                    kubeconfig,
+                    &driver.socket,
+                    dir,
+                    "upstream",
+                    &[],
+                    &extra,
+                ))
+            }
+            StackKind::Ours => {
+                let flags = file.provisioner_flags();
+                Provisioner::Ours(ours(plane, sidecar, &driver, flags, dir).await)
+            }
         };
         Cluster {
             plane,
@@ -135,7 +148,13 @@ async fn csi_driver(plane: &ControlPlane) {
 
 /// Our sidecar as deploy/ runs it: deploy/'s RBAC and ServiceAccount, its args (leader
 /// election, the intent journal, -v=2), nothing else.
-async fn ours(plane: &ControlPlane, binary: &Path, driver: &Hostpath, dir: &Path) -> Sidecar {
+async fn ours(
+    plane: &ControlPlane,
+    binary: &Path,
+    driver: &Hostpath,
+    flags: &[&str],
+    dir: &Path,
+) -> Sidecar {
     let account = apply_deploy_rbac(plane, OUR_NAMESPACE, "e2e").await;
     let token = plane.service_account_token(OUR_NAMESPACE, &account).await;
     let kubeconfig = plane.token_kubeconfig("csi-pv-controller", &token);
@@ -147,13 +166,14 @@ async fn ours(plane: &ControlPlane, binary: &Path, driver: &Hostpath, dir: &Path
         format!("--intent-journal={}", dir.join("intents").display()),
         "--v=2".to_string(),
     ];
+    let args: Vec<String> = args.into_iter().chain(flags.iter().map(|f| f.to_string())).collect();
     // SAFETY of the variable: the support reads the binary from SIDECAR_BIN outside tests; set
     // before any thread of ours reads the environment concurrently.
     #[allow(unsafe_code)]
     unsafe {
         std::env::set_var("SIDECAR_BIN", binary)
     };
-    let mut sidecar = Sidecar::start_as_deployed(dir, &args);
+    let mut sidecar = Sidecar::start_as_deployed(dir, &args, &[("NAMESPACE", OUR_NAMESPACE)]);
     assert!(
         sidecar.wait_ready(Duration::from_secs(60)).await,
         "csi-pv-controller not ready:\n{}",

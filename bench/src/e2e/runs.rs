@@ -39,13 +39,30 @@ pub enum DriverFile {
 
 impl DriverFile {
     /// hostpathplugin's flags beyond csi-driver-host-path's: ours declares modifying volumes,
-    /// with the parameter names of tests/e2e/vac-ours.yaml.
+    /// with the parameter names of tests/e2e/vac-ours.yaml, and a volume limit per node.
     pub fn driver_flags(self) -> &'static [&'static str] {
         match self {
             DriverFile::Upstream => &[],
-            DriverFile::Ours => {
-                &["--enable-controller-modify-volume", "--accepted-mutable-parameter-names=iops"]
-            }
+            DriverFile::Ours => &[
+                "--enable-controller-modify-volume",
+                "--accepted-mutable-parameter-names=iops",
+                // Room for the parallel run's specs at once; the volumeLimits specs fill it.
+                "--maxvolumespernode=20",
+            ],
+        }
+    }
+
+    /// The provisioner's flags beyond deploy/'s (ours) and csi-driver-host-path's (upstream's),
+    /// the same in both stacks: ours declares capacity, published for the suite's classes, which
+    /// bind at once, with no owner (the sidecars run as processes, not in a pod).
+    pub fn provisioner_flags(self) -> &'static [&'static str] {
+        match self {
+            DriverFile::Upstream => &[],
+            DriverFile::Ours => &[
+                "--enable-capacity",
+                "--capacity-for-immediate-binding",
+                "--capacity-ownerref-level=-1",
+            ],
         }
     }
 
@@ -74,26 +91,39 @@ impl Run {
         }
     }
 
-    /// (focus, skip) as kubernetes-csi's prow.sh selects them for a non-alpha job.
-    fn regexes(self, file: DriverFile) -> (&'static str, &'static str) {
+    /// (tags, skip) as kubernetes-csi's prow.sh selects them for a non-alpha job: the focus is
+    /// `External.Storage`, followed by one of the tags when there are any.
+    fn regexes(self, file: DriverFile) -> (Option<&'static str>, &'static str) {
         match self {
-            Run::Parallel => {
-                ("External.Storage", r"\[Serial\]|\[Disruptive\]|\[Feature:|\[Feature:SELinux\]")
-            }
+            Run::Parallel => (None, r"\[Serial\]|\[Disruptive\]|\[Feature:|\[Feature:SELinux\]"),
             // With our definition also the VolumeAttributesClass specs, as external-resizer's
             // jobs run them.
             Run::Features if file == DriverFile::Ours => (
-                r"External.Storage.*(\[Feature:VolumeSnapshotDataSource\]|\[Feature:VolumeAttributesClass\])",
+                Some(r"\[Feature:VolumeSnapshotDataSource\]|\[Feature:VolumeAttributesClass\]"),
                 r"\[Serial\]|\[Disruptive\]",
             ),
-            Run::Features => (
-                r"External.Storage.*(\[Feature:VolumeSnapshotDataSource\])",
-                r"\[Serial\]|\[Disruptive\]",
-            ),
+            Run::Features => {
+                (Some(r"\[Feature:VolumeSnapshotDataSource\]"), r"\[Serial\]|\[Disruptive\]")
+            }
             Run::Serial => (
-                r"External.Storage.*(\[Serial\]|\[Disruptive\])",
+                Some(r"\[Serial\]|\[Disruptive\]"),
                 r"\[Feature:|\[Disruptive\]|\[Feature:SELinux\]",
             ),
+        }
+    }
+
+    /// The run's focus, with `extra` (a user's narrowing) holding as well, before or after the
+    /// run's tags: ginkgo ORs its --focus flags, and a spec's text puts its name between the
+    /// suite's prefix and its tags.
+    fn focus(self, file: DriverFile, extra: Option<&str>) -> String {
+        const PREFIX: &str = "External.Storage";
+        match (self.regexes(file).0, extra) {
+            (None, None) => PREFIX.to_string(),
+            (None, Some(extra)) => format!("{PREFIX}.*({extra})"),
+            (Some(tags), None) => format!("{PREFIX}.*({tags})"),
+            (Some(tags), Some(extra)) => {
+                format!("{PREFIX}.*(({extra}).*({tags})|({tags}).*({extra}))")
+            }
         }
     }
 }
@@ -157,8 +187,7 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("temporary folder: {e}"));
     println!("e2e {}: starting the cluster and the node", setup.label());
     let started = Instant::now();
-    let cluster =
-        Cluster::start(setup.stack, setup.file.driver_flags(), &setup.sidecar, work.path()).await;
+    let cluster = Cluster::start(setup.stack, setup.file, &setup.sidecar, work.path()).await;
     println!("e2e {}: cluster up in {:.0?}", setup.label(), started.elapsed());
     let driver_file = write_driver_file(setup.file, work.path());
     for run in runs {
@@ -227,12 +256,8 @@ async fn ginkgo(
     dir: &Path,
     label: &str,
 ) {
-    let (run_focus, run_skip) = run.regexes(file);
-    // ginkgo ORs its --focus flags; an extra focus must hold as well, in either order.
-    let focus = match focus {
-        Some(extra) => format!("({run_focus}).*({extra})|({extra}).*({run_focus})"),
-        None => run_focus.to_string(),
-    };
+    let (_, run_skip) = run.regexes(file);
+    let focus = run.focus(file, focus);
     let mut command = tokio::process::Command::new(peer("ginkgo"));
     command
         .arg(format!("--procs={procs}"))
@@ -290,5 +315,23 @@ fn remove_empty_folders(dir: &Path) {
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = std::fs::remove_dir(entry.path()); // fails, as it should, unless empty
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_narrowing_focus_holds_before_or_after_the_runs_tags() {
+        let re = |run: Run, extra| regex::Regex::new(&run.focus(DriverFile::Ours, extra)).unwrap();
+        let serial = "External Storage [Driver: d] [Testpattern: p] volumeLimits should support volume limits [Serial]";
+        let stress = "External Storage [Driver: d] [Testpattern: p] volume-modify-stress [FeatureGate:VolumeAttributesClass] [Feature:VolumeAttributesClass] multiple pods";
+        assert!(re(Run::Serial, Some("volumeLimits")).is_match(serial));
+        assert!(!re(Run::Serial, Some("capacity")).is_match(serial));
+        assert!(re(Run::Features, Some("stress")).is_match(stress));
+        assert!(re(Run::Features, Some("VolumeAttributesClass")).is_match(stress));
+        assert!(re(Run::Parallel, Some("volumeLimits")).is_match(serial));
+        assert!(re(Run::Parallel, None).is_match(stress));
     }
 }
