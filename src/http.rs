@@ -3,7 +3,6 @@
 //! the driver answering Probe; a standby under leader election is ready),
 //! /healthz/leader-election and the metrics (`--metrics-path`, /metrics by default).
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -118,7 +117,7 @@ async fn metrics() -> ([(axum::http::header::HeaderName, &'static str); 1], Stri
 
 /// Binds `address` (so that a busy port is reported at start) and returns the server future.
 pub async fn serve(
-    address: SocketAddr,
+    address: String,
     metrics_path: String,
     health: Arc<Health>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -129,6 +128,6 @@ pub async fn serve(
         .route("/healthz/leader-election", get(leader_election))
         .route(&metrics_path, get(metrics))
         .with_state(health);
-    let listener = tokio::net::TcpListener::bind(address).await?;
+    let listener = tokio::net::TcpListener::bind(address.as_str()).await?;
     Ok(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown).await })
 }

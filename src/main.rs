@@ -51,17 +51,25 @@ mod cli {
 
 fn main() -> ExitCode {
     // Exits 2 on flags that cannot be read, with clap's message or ours (refused flags).
-    let (config, no_effect) = match config::from_args(std::env::args_os()) {
+    let read = match config::from_args(std::env::args_os()) {
         Ok(read) => read,
         Err(config::FlagError::Clap(e)) => e.exit(),
         Err(config::FlagError::Refused(message)) => {
             eprintln!("csi-pv-controller: {message}");
             return ExitCode::from(2);
         }
+        Err(config::FlagError::Conflict { message, exit }) => {
+            eprintln!("csi-pv-controller: {message}");
+            return ExitCode::from(exit);
+        }
     };
+    let config = read.config;
     init_logging(&config);
-    for note in no_effect {
+    for note in read.notes {
         info!("{note}");
+    }
+    for warning in read.warnings {
+        warn!("{warning}");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -129,19 +137,20 @@ async fn run(config: Config) -> anyhow::Result<()> {
         true => csi_pv_controller::fence::Fence::shut(),
         false => csi_pv_controller::fence::Fence::open(),
     };
-    let csi = CsiClient::new(&config.csi_address, config.timeout)?.fenced(fence.clone());
+    let csi = CsiClient::new(&config.csi_address, config.timeout)?
+        .with_role_timeouts(config.role_timeouts)
+        .fenced(fence.clone());
     let health = http::Health::new(csi.clone());
-    let server = match config.http_address()? {
-        Some(address) => {
-            let server =
-                http::serve(address, config.metrics_path.clone(), health.clone(), stopped())
-                    .await
-                    .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
-            info!(%address, "serving /healthz and /readyz");
-            Some(tokio::spawn(server))
-        }
-        None => None,
-    };
+    // Every address the sidecars' args name: a probe or a scrape on either port still answers.
+    let mut servers = Vec::new();
+    for address in config.http_addresses()? {
+        let server =
+            http::serve(address.clone(), config.metrics_path.clone(), health.clone(), stopped())
+                .await
+                .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
+        info!(%address, metrics = %config.metrics_path, "serving /healthz, /readyz and the metrics");
+        servers.push(tokio::spawn(server));
+    }
 
     let backoff = Backoff { start: config.retry_interval_start, max: config.retry_interval_max };
     let intake = Intake::new(backoff);
@@ -311,7 +320,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     }
     health.set_ready(false);
     // In-flight work ends within a CSI deadline; the rest is picked up by the next leader.
-    match tokio::time::timeout(config.timeout + SHUTDOWN_SLACK, &mut running).await {
+    match tokio::time::timeout(
+        config.role_timeouts.longest(config.timeout) + SHUTDOWN_SLACK,
+        &mut running,
+    )
+    .await
+    {
         Ok(result) => result.context("controller task failed")?,
         Err(_) => {
             running.abort();
@@ -323,7 +337,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(leadership) = leadership {
         leadership.resign().await;
     }
-    if let Some(server) = server {
+    for server in servers {
         server.await.context("HTTP server task failed")??;
     }
     info!("stopped");

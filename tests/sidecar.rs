@@ -160,30 +160,17 @@ fn an_api_outage_shows_in_readyz_not_healthz() {
 /// and a flag given twice included. Only the socket path is mapped to this test's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostpath_upstream_container_args_start_it_unchanged() {
-    let text =
-        support::hostpath::source_file("deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
     let mut upstream: Vec<String> = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(document).expect("YAML");
-        let containers = &value["spec"]["template"]["spec"]["containers"];
-        for name in ["csi-provisioner", "csi-resizer"] {
-            let Some(container) = containers
-                .as_sequence()
-                .and_then(|c| c.iter().find(|c| c["name"].as_str() == Some(name)))
-            else {
-                continue;
-            };
-            let args = container["args"].as_sequence().expect("args");
-            upstream.extend(args.iter().filter_map(|a| a.as_str().map(str::to_string)));
-            // The manifest names no user: the image's own runs, and ours is root as the
-            // sidecars' images are (deploy/image-check.sh), so the driver's root-owned socket
-            // opens with only the image changed.
-            let security = &container["securityContext"];
-            assert!(
-                security["runAsUser"].is_null() && security["runAsNonRoot"].is_null(),
-                "{name}: the manifest now sets a user: {security:?}"
-            );
-        }
+    for name in ["csi-provisioner", "csi-resizer"] {
+        let (args, security) = support::hostpath::container_args(name);
+        upstream.extend(args);
+        // The manifest names no user: the image's own runs, and ours is root as the sidecars'
+        // images are (deploy/image-check.sh), so the driver's root-owned socket opens with only
+        // the image changed.
+        assert!(
+            security["runAsUser"].is_null() && security["runAsNonRoot"].is_null(),
+            "{name}: the manifest now sets a user: {security:?}"
+        );
     }
     assert!(
         upstream.iter().any(|a| a.starts_with("-csi-address"))

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+pub mod merged;
 mod settings;
 pub mod upstream;
 pub use crate::provision::settings::{Settings, TopologyOptions};
@@ -24,9 +25,21 @@ pub struct Config {
     #[arg(help_heading = "Process", long, default_value = "/run/csi/socket")]
     pub csi_address: String,
 
-    /// Deadline of every call to the CSI driver.
+    /// Deadline of every call to the CSI driver. Given in a list marked --args-of, it is the
+    /// deadline of that sidecar's calls only (csi-provisioner: CreateVolume, DeleteVolume,
+    /// GetCapacity; csi-resizer: ControllerExpandVolume, ControllerModifyVolume).
     #[arg(help_heading = "Process", long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+
+    /// Marks the args that follow as csi-provisioner's or csi-resizer's, for a container that
+    /// takes both sidecars' args one list after the other: each list's --timeout then applies
+    /// to that sidecar's calls. Every --http-endpoint is served either way.
+    #[arg(help_heading = "Process", long = merged::MARKER, value_name = "csi-provisioner|csi-resizer")]
+    pub args_of: Vec<String>,
+
+    /// Each role's --timeout, from the lists marked --args-of.
+    #[arg(skip)]
+    pub role_timeouts: merged::RoleTimeouts,
 
     /// How long to wait at start for the driver's socket to answer Probe before giving up with an
     /// error (0: wait forever, as upstream does).
@@ -37,9 +50,11 @@ pub struct Config {
     #[arg(help_heading = "Process", long)]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Address of the HTTP server for /healthz and /readyz, e.g. :8080 (empty: no server).
-    #[arg(help_heading = "Process", long, default_value = "")]
-    pub http_endpoint: String,
+    /// Address of the HTTP server for /healthz, /readyz, /healthz/leader-election and the
+    /// metrics, e.g. :8080 or localhost:8080 (empty: no server). Given more than once (the two
+    /// sidecars' ports), every address is served.
+    #[arg(help_heading = "Process", long)]
+    pub http_endpoint: Vec<String>,
 
     /// Take part in leader election on a Lease, so that only one replica acts.
     #[arg(help_heading = "Process", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
@@ -303,25 +318,55 @@ pub enum FlagError {
     Clap(clap::Error),
     /// Our words: an upstream flag we refuse, or a flag nobody knows (exit 2).
     Refused(String),
+    /// Flags upstream refuses together, with upstream's exit status.
+    Conflict { message: String, exit: u8 },
 }
 
-/// The flags as the process reads them: Go's spellings (`-flag`, `args::go_style`), then the
-/// upstream flags that have no flag of ours (`upstream`), then clap. Also returns one note per
-/// flag or gate taken with no effect, for the log.
-pub fn from_args<I>(argv: I) -> Result<(Config, Vec<String>), FlagError>
+/// The flags as read, with what to say of them at start.
+#[derive(Debug)]
+pub struct Read {
+    pub config: Config,
+    /// Flags or gates taken with no effect (info).
+    pub notes: Vec<String>,
+    /// Flags given more than once with different values (warning).
+    pub warnings: Vec<String>,
+}
+
+/// The flags as the process reads them: Go's spellings (`-flag`, `args::go_style`), the two
+/// sidecars' lists merged (`merged`), the upstream flags that have no flag of ours
+/// (`upstream`), then clap.
+pub fn from_args<I>(argv: I) -> Result<Read, FlagError>
 where
     I: IntoIterator<Item = std::ffi::OsString>,
 {
-    let translated =
-        upstream::translate(crate::args::go_style(argv)).map_err(FlagError::Refused)?;
-    let config =
+    let merged = merged::merge(crate::args::go_style(argv), takes_value).map_err(|r| match r {
+        merged::Refusal { message, exit: 2 } => FlagError::Refused(message),
+        merged::Refusal { message, exit } => FlagError::Conflict { message, exit },
+    })?;
+    let translated = upstream::translate(merged.argv).map_err(FlagError::Refused)?;
+    let mut config =
         Config::try_parse_from(translated.argv).map_err(|e| match upstream::unknown_flag(&e) {
             Some(message) => FlagError::Refused(message),
             None => FlagError::Clap(e),
         })?;
+    config.role_timeouts = merged.timeouts;
     let mut notes = translated.ignored;
     notes.extend(config.feature_gates.no_effect.iter().cloned());
-    Ok((config, notes))
+    Ok(Read { config, notes, warnings: merged.warnings })
+}
+
+/// Whether `--name` takes the next argument as its value when none follows `=`: ours as clap
+/// defines them, the upstream ones as `upstream` reads them.
+fn takes_value(name: &str) -> bool {
+    use clap::CommandFactory;
+    if let Some(kind) = upstream::takes_value(name) {
+        return kind;
+    }
+    Config::command().get_arguments().any(|a| {
+        a.get_long() == Some(name)
+            && a.get_action().takes_values()
+            && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+    })
 }
 
 /// A flag value that parses but makes no sense.
@@ -408,27 +453,24 @@ impl Config {
         }
         crate::csi::socket_path(&self.csi_address)
             .map_err(|e| ConfigError { flag: "csi-address", reason: e.to_string() })?;
-        self.http_address()?;
+        self.http_addresses()?;
         Ok(())
     }
 
-    /// The parsed --http-endpoint; `:8080` means every interface, as in Go.
-    pub fn http_address(&self) -> Result<Option<SocketAddr>, ConfigError> {
-        let value = self.http_endpoint.trim();
-        if value.is_empty() {
-            return Ok(None);
+    /// The distinct --http-endpoint addresses, each as `host:port` for the listener: `:8080`
+    /// means every interface, as in Go; a host name is looked up when the server starts.
+    pub fn http_addresses(&self) -> Result<Vec<String>, ConfigError> {
+        let mut out: Vec<String> = Vec::new();
+        for value in self.http_endpoint.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            let address = http_address(value).map_err(|reason| ConfigError {
+                flag: "http-endpoint",
+                reason: format!("{value:?} is not host:port or :port ({reason})"),
+            })?;
+            if !out.contains(&address) {
+                out.push(address);
+            }
         }
-        let parsed = match value.strip_prefix(':') {
-            Some(port) => port
-                .parse::<u16>()
-                .map(|p| SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p))
-                .map_err(|e| e.to_string()),
-            None => value.parse::<SocketAddr>().map_err(|e| e.to_string()),
-        };
-        parsed.map(Some).map_err(|reason| ConfigError {
-            flag: "http-endpoint",
-            reason: format!("{value:?} is not host:port or :port ({reason})"),
-        })
+        Ok(out)
     }
 
     /// Who binds: `--binder`, or `all` with `--bind-all`.
@@ -461,6 +503,22 @@ impl Config {
     /// `--csi-connect-timeout` as an optional limit (0 = none).
     pub fn connect_limit(&self) -> Option<Duration> {
         (!self.csi_connect_timeout.is_zero()).then_some(self.csi_connect_timeout)
+    }
+}
+
+/// One --http-endpoint value as the listener's address.
+fn http_address(value: &str) -> Result<String, String> {
+    if let Ok(address) = value.parse::<SocketAddr>() {
+        return Ok(address.to_string());
+    }
+    let (host, port) = value.rsplit_once(':').ok_or("no port")?;
+    let port: u16 = port.parse().map_err(|e| format!("port: {e}"))?;
+    match host {
+        "" => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port).to_string()),
+        host if host.contains(':') || host.contains('/') || host.contains(' ') => {
+            Err(format!("{host:?} is not a host name"))
+        }
+        host => Ok(format!("{host}:{port}")),
     }
 }
 

@@ -3,10 +3,10 @@ use super::*;
 fn parse(args: &[&str]) -> Result<Config, String> {
     let mut argv = vec!["csi-pv-controller"];
     argv.extend_from_slice(args);
-    let (config, _) =
+    let Read { config, .. } =
         from_args(argv.into_iter().map(std::ffi::OsString::from)).map_err(|e| match e {
             FlagError::Clap(e) => e.to_string(),
-            FlagError::Refused(message) => message,
+            FlagError::Refused(message) | FlagError::Conflict { message, .. } => message,
         })?;
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)
@@ -24,7 +24,7 @@ fn defaults_match_upstream() {
     assert_eq!(c.retry_interval_max, Duration::from_secs(300));
     assert!(!c.leader_election);
     assert!(c.handle_volume_inuse_error);
-    assert_eq!(c.http_address().unwrap(), None);
+    assert!(c.http_addresses().unwrap().is_empty());
     assert_eq!(c.volume_name_prefix, "pvc");
     assert_eq!(c.uuid_length(), None);
     assert!(!c.extra_create_metadata);
@@ -68,11 +68,25 @@ fn go_style_values_parse() {
     ])
     .unwrap();
     assert_eq!(c.timeout, Duration::from_secs(90));
-    assert_eq!(c.http_address().unwrap(), Some("0.0.0.0:8080".parse().unwrap()));
-    assert_eq!(
-        parse(&["--http-endpoint=127.0.0.1:9808"]).unwrap().http_address().unwrap(),
-        Some("127.0.0.1:9808".parse().unwrap())
-    );
+    assert_eq!(c.http_addresses().unwrap(), ["0.0.0.0:8080"]);
+}
+
+#[test]
+fn every_http_endpoint_is_served_once_host_names_included() {
+    let addresses = |args: &[&str]| parse(args).map(|c| c.http_addresses().unwrap());
+    let rows: [(&[&str], &[&str]); 4] = [
+        (&["--http-endpoint=127.0.0.1:9808"], &["127.0.0.1:9808"]),
+        (&["--http-endpoint=localhost:8080"], &["localhost:8080"]),
+        (&["--http-endpoint=[::1]:8080", "--http-endpoint=:8081"], &["[::1]:8080", "0.0.0.0:8081"]),
+        (&["--http-endpoint=:8080", "-http-endpoint=:8080", "--http-endpoint="], &["0.0.0.0:8080"]),
+    ];
+    for (args, want) in rows {
+        assert_eq!(addresses(args).unwrap(), want, "{args:?}");
+    }
+    for bad in ["--http-endpoint=8080", "--http-endpoint=host:http", "--http-endpoint=a b:80"] {
+        let refused = addresses(&[bad]).unwrap_err();
+        assert!(refused.contains("--http-endpoint"), "{bad}: {refused}");
+    }
 }
 
 #[test]
@@ -153,7 +167,7 @@ fn go_spellings_and_upstream_flags_are_read_as_the_sidecars_read_them() {
     assert!(c.leader_election && c.enable_capacity);
     assert!(!parse(&["--strict-topology=F"]).unwrap().strict_topology);
     let c = parse(&["--metrics-address=:9090", "-automaxprocs"]).unwrap();
-    assert_eq!(c.http_endpoint, ":9090");
+    assert_eq!(c.http_endpoint, [":9090"]);
     // A flag nobody knows gets our words, not a guess at a similar flag.
     let unknown = parse(&["--leader-elect"]).unwrap_err();
     assert!(unknown.contains("unknown flag --leader-elect"), "{unknown}");

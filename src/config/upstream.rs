@@ -166,6 +166,11 @@ pub fn translate(argv: Vec<OsString>) -> Result<Translated, String> {
     Ok(Translated { argv: out, ignored })
 }
 
+/// Whether the upstream flag `name` takes a value (None: not one of these).
+pub fn takes_value(name: &str) -> Option<bool> {
+    FLAGS.iter().find(|(n, _, _)| *n == name).map(|(_, kind, _)| *kind == Kind::Value)
+}
+
 /// Our words for a flag clap does not know: no guess at a similar flag, which misleads more
 /// often than it helps with the Go sidecars' flag names.
 pub fn unknown_flag(error: &clap::Error) -> Option<String> {

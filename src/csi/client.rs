@@ -56,6 +56,8 @@ pub struct CsiClient {
     channel: Channel,
     path: PathBuf,
     timeout: Duration,
+    /// Each sidecar's own deadline for its calls, where its args were marked.
+    role_timeouts: super::RoleTimeouts,
     /// The driver's name once discovered: the `driver_name` label of the call metrics.
     driver: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Calls that change the driver's state go only while it is open.
@@ -86,9 +88,16 @@ impl CsiClient {
             channel,
             path,
             timeout,
+            role_timeouts: Default::default(),
             driver: Default::default(),
             fence: crate::fence::Fence::open(),
         })
+    }
+
+    /// Each sidecar's own `--timeout` for its calls.
+    pub fn with_role_timeouts(mut self, timeouts: super::RoleTimeouts) -> Self {
+        self.role_timeouts = timeouts;
+        self
     }
 
     /// The same client, its state-changing calls behind `fence`.
@@ -137,11 +146,12 @@ impl CsiClient {
             return Err(CsiError::Fenced { method });
         }
         let mut request = tonic::Request::new(message);
-        request.set_timeout(self.timeout);
+        let timeout = self.role_timeouts.for_method(method, self.timeout);
+        request.set_timeout(timeout);
         let start = Instant::now();
         let result = call(request).await;
         let elapsed = start.elapsed();
-        let result = result.map_err(|s| super::error::our_deadline(s, elapsed, self.timeout));
+        let result = result.map_err(|s| super::error::our_deadline(s, elapsed, timeout));
         let code = match &result {
             Ok(_) => tonic::Code::Ok,
             Err(status) => status.code(),

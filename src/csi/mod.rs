@@ -3,6 +3,7 @@
 
 pub mod capabilities;
 pub mod client;
+pub mod deadlines;
 pub mod driver;
 pub mod error;
 pub mod failure;
@@ -12,6 +13,7 @@ pub use capabilities::{
     ControllerCapabilities, ControllerCapability, ExpansionMode, PluginCapabilities,
 };
 pub use client::{CsiClient, DriverInfo, socket_path};
+pub use deadlines::RoleTimeouts;
 pub use driver::Driver;
 pub use error::{CsiError, classify};
 pub use failure::{ErrorClass, Failure, FailureCode, Operation};

@@ -339,3 +339,24 @@ pub fn source_file(path: &str) -> String {
     );
     String::from_utf8(out.stdout).unwrap_or_else(|e| panic!("{member} is not UTF-8: {e}"))
 }
+
+/// The args of container `name` (csi-provisioner, csi-resizer) in csi-driver-host-path's own
+/// `deploy/kubernetes-1.34` manifest, verbatim, and that container's securityContext.
+pub fn container_args(name: &str) -> (Vec<String>, serde_yaml::Value) {
+    let text = source_file("deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(document)
+            .unwrap_or_else(|e| panic!("csi-hostpath-plugin.yaml: {e}"));
+        let containers = &value["spec"]["template"]["spec"]["containers"];
+        let Some(container) = containers
+            .as_sequence()
+            .and_then(|c| c.iter().find(|c| c["name"].as_str() == Some(name)))
+        else {
+            continue;
+        };
+        let args = container["args"].as_sequence().cloned().unwrap_or_default();
+        let args = args.iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
+        return (args, container["securityContext"].clone());
+    }
+    panic!("csi-hostpath-plugin.yaml has no container {name}")
+}

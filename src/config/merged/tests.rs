@@ -1,0 +1,110 @@
+use std::time::Duration;
+
+use super::*;
+
+fn value_flags(name: &str) -> bool {
+    ["timeout", "http-endpoint", "metrics-address", "csi-address", "v"].contains(&name)
+}
+
+fn merged(args: &[&str]) -> Result<Merged, Refusal> {
+    let argv = std::iter::once("csi-pv-controller").chain(args.iter().copied());
+    merge(argv.map(OsString::from).collect(), value_flags)
+}
+
+fn argv(m: &Merged) -> Vec<String> {
+    m.argv.iter().skip(1).map(|a| a.to_string_lossy().into_owned()).collect()
+}
+
+#[test]
+fn marked_lists_keep_each_sidecars_timeout_and_lose_the_markers() {
+    let m = merged(&[
+        "--args-of=csi-provisioner",
+        "--v=5",
+        "--timeout=300s",
+        "--args-of",
+        "csi-resizer",
+        "--v=5",
+        "--timeout",
+        "150s",
+    ])
+    .unwrap();
+    assert_eq!(
+        m.timeouts,
+        RoleTimeouts {
+            provision: Some(Duration::from_secs(300)),
+            resize: Some(Duration::from_secs(150))
+        }
+    );
+    assert_eq!(argv(&m), ["--v=5", "--timeout=300s", "--v=5", "--timeout", "150s"]);
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    let t = m.timeouts;
+    let default = Duration::from_secs(10);
+    let rows = [
+        ("CreateVolume", 300),
+        ("DeleteVolume", 300),
+        ("GetCapacity", 300),
+        ("ControllerExpandVolume", 150),
+        ("ControllerModifyVolume", 150),
+        ("ListVolumes", 10),
+        ("Probe", 10),
+    ];
+    for (method, secs) in rows {
+        assert_eq!(t.for_method(method, default), Duration::from_secs(secs), "{method}");
+    }
+    assert_eq!(t.longest(default), Duration::from_secs(300));
+}
+
+#[test]
+fn unmarked_repeats_with_different_values_are_said_and_equal_ones_are_not() {
+    let m =
+        merged(&["--timeout=30s", "--v=5", "--csi-address=/a", "--timeout=60s", "--v=5"]).unwrap();
+    assert_eq!(m.timeouts, RoleTimeouts::default());
+    assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+    assert!(m.warnings[0].starts_with("--timeout is given 2 times: 30s, 60s; 60s applies"));
+    assert!(m.warnings[0].contains("--args-of=csi-provisioner"), "{}", m.warnings[0]);
+
+    let m = merged(&["--args-of=provisioner", "-v=5", "--args-of=resizer", "-v", "2"]).unwrap();
+    assert_eq!(
+        m.warnings,
+        ["--v is given 2 times: 5 (csi-provisioner), 2 (csi-resizer); the last, 2, applies"]
+    );
+    // Every address is served, so repeats of it are not lost.
+    assert!(
+        merged(&["--http-endpoint=:8080", "--http-endpoint=:8081"]).unwrap().warnings.is_empty()
+    );
+}
+
+#[test]
+fn both_address_flags_for_one_sidecar_exit_1_as_upstream() {
+    for args in [
+        &["--metrics-address=:8080", "--http-endpoint=:8081"][..],
+        &["--args-of=csi-resizer", "--http-endpoint", ":8080", "--metrics-address", ":8081"],
+    ] {
+        let refusal = merged(args).unwrap_err();
+        assert_eq!(refusal.exit, 1, "{args:?}");
+        assert!(refusal.message.contains("only one of --metrics-address and --http-endpoint"));
+    }
+    // One in each sidecar's list is how two containers were configured: both served.
+    let m = merged(&[
+        "--args-of=csi-provisioner",
+        "--metrics-address=:8080",
+        "--args-of=csi-resizer",
+        "--http-endpoint=:8081",
+    ])
+    .unwrap();
+    assert_eq!(argv(&m), ["--metrics-address=:8080", "--http-endpoint=:8081"]);
+}
+
+#[test]
+fn a_marker_names_one_of_the_two_sidecars() {
+    let refusal = merged(&["--args-of=csi-snapshotter"]).unwrap_err();
+    assert_eq!(refusal.exit, 2);
+    assert!(refusal.message.contains("csi-provisioner's or csi-resizer's"), "{}", refusal.message);
+}
+
+#[test]
+fn subcommands_and_values_after_double_dash_pass_untouched() {
+    let m = merged(&["--timeout=5s", "explain", "--all", "--", "--timeout=9s"]).unwrap();
+    assert_eq!(argv(&m), ["--timeout=5s", "explain", "--all", "--", "--timeout=9s"]);
+    assert!(m.warnings.is_empty());
+}
