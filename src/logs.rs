@@ -1,7 +1,8 @@
 //! Log lines in the shapes Kubernetes log pipelines already parse: klog's text header by default
 //! (`I1126 02:38:30.756391    6744 elector.rs:231] "Lease released" lease="ns/name"`), and with
 //! `--logging-format=json` component-base's JSON (`ts` in seconds, `caller`, `msg`, `v` for
-//! everything but errors, `err` for an error's cause, then the key/values). The fields of the
+//! everything but errors, then the key/values). An error's cause is `err` in both, as klog
+//! writes it. The fields of the
 //! spans an event is in (the claim or PV a pass works on) follow the event's own.
 
 use std::fmt::{self, Write as _};
@@ -106,7 +107,7 @@ where
         let fields = Fields::of(event);
         write!(writer, "{:?}", fields.message)?;
         for (key, value) in &fields.pairs {
-            write!(writer, " {key}={}", klog_value(value))?;
+            write!(writer, " {}={}", klog_key(key), klog_value(value))?;
         }
         if let Some(scope) = ctx.event_scope() {
             for span in scope.from_root() {
@@ -120,6 +121,12 @@ where
         }
         writeln!(writer)
     }
+}
+
+/// A key as the Go sidecars write it: an error's cause is `err` (klog's ErrorS, and the key
+/// they pass to InfoS), whatever the level.
+fn klog_key(key: &str) -> &str {
+    if key == "error" { "err" } else { key }
 }
 
 /// A value as klog writes it: numbers and booleans bare, the rest quoted.
@@ -172,9 +179,7 @@ where
             }
         }
         for (key, value) in pairs {
-            // component-base names an error's cause `err`.
-            let key = if error && key == "error" { "err".to_string() } else { key };
-            write!(line, ",{}:{value}", text(&key))?;
+            write!(line, ",{}:{value}", text(klog_key(&key)))?;
         }
         writeln!(writer, "{line}}}")
     }
@@ -255,7 +260,7 @@ mod tests {
             header(&lines[0], 'I'),
             "\"Lease released\" lease=\"ns/l\" tries=3 claim=\"ns/data\""
         );
-        assert!(header(&lines[1], 'W').starts_with("\"cannot renew the Lease\" error=\"boom\""));
+        assert!(header(&lines[1], 'W').starts_with("\"cannot renew the Lease\" err=\"boom\""));
         assert!(header(&lines[2], 'E').starts_with("\"cannot start\""));
     }
 
@@ -282,7 +287,7 @@ mod tests {
         assert_eq!(info["v"], 0);
         assert_eq!((&info["lease"], &info["tries"]), (&"ns/l".into(), &3.into()));
         assert_eq!(info["claim"], "ns/data", "span fields are key/values too");
-        assert_eq!((&lines[1]["v"], &lines[1]["error"]), (&0.into(), &"boom".into()));
+        assert_eq!((&lines[1]["v"], &lines[1]["err"]), (&0.into(), &"boom".into()));
         let error = &lines[2];
         assert!(error.get("v").is_none(), "errors carry no v: {error}");
         assert_eq!(error["err"], "boom");

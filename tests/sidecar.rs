@@ -200,3 +200,31 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
     assert!(sidecar.answers("/healthz/leader-election").await);
     println!("started with {upstream:?}");
 }
+
+/// `-v` alone sets the verbosity, as deployed (no RUST_LOG): `-v=5` writes each CSI call with
+/// its payload, as csi-lib-utils does at V(5); `-v=2` and `-v=0` do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v_sets_the_verbosity_and_only_v5_writes_csi_payloads() {
+    let plane = control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let driver =
+        FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default()).await.unwrap();
+    let mut logs = Vec::new();
+    for v in ["-v=5", "--v=2", "--v=0"] {
+        let args = vec![
+            format!("--csi-address={}", driver.socket().display()),
+            format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
+            v.to_string(),
+        ];
+        let mut sidecar = Sidecar::start_as_deployed(dir.path(), &args, &[]);
+        assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "{v}:\n{}", sidecar.log_text());
+        assert_eq!(sidecar.terminate(Duration::from_secs(15)).await, Some(0));
+        logs.push((v, sidecar.log_text()));
+    }
+    let payload = "\"CSI call succeeded\" method=\"GetPluginInfo\"";
+    for (v, log) in &logs {
+        let has_payload = log.contains(payload);
+        assert_eq!(has_payload, *v == "-v=5", "{v}: CSI payloads only at 5:\n{log}");
+        assert!(log.contains("\"CSI driver discovered\""), "{v}: info at every level:\n{log}");
+    }
+}

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint};
-use tracing::{debug, info, warn};
+use tracing::{info, trace, warn};
 
 use super::capabilities::{ControllerCapabilities, ControllerCapability, PluginCapabilities};
 use super::error::CsiError;
@@ -140,7 +140,7 @@ impl CsiClient {
         Resp: std::fmt::Debug,
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
-        debug!(method, request = ?message, "CSI call");
+        trace!(method, request = ?message, "CSI call");
         if FENCED_METHODS.contains(&method) && self.fence.check().is_err() {
             crate::metrics::metrics().fenced("csi");
             return Err(CsiError::Fenced { method });
@@ -165,11 +165,11 @@ impl CsiClient {
         match result {
             Ok(response) => {
                 let response = response.into_inner();
-                debug!(method, ?elapsed, ?response, "CSI call succeeded");
+                trace!(method, ?elapsed, ?response, "CSI call succeeded");
                 Ok(response)
             }
             Err(status) => {
-                debug!(method, ?elapsed, code = ?status.code(), message = status.message(), "CSI call failed");
+                trace!(method, ?elapsed, code = ?status.code(), message = status.message(), "CSI call failed");
                 Err(CsiError::from_status(method, &status))
             }
         }

@@ -14,13 +14,15 @@ pub use super::failure::{ErrorClass, Failure, FailureCode, Operation};
 /// A failed call to the CSI driver.
 #[derive(Debug, thiserror::Error)]
 pub enum CsiError {
-    /// The driver (or the gRPC stack on our side) answered with a status code.
-    #[error("{method} failed: {code:?}: {message}")]
+    /// The driver (or the gRPC stack on our side) answered with a status code. The text ends as
+    /// Go's gRPC writes a status (`rpc error: code = … desc = …`), which alerts on the sidecars'
+    /// events match.
+    #[error("{method} failed: rpc error: code = {} desc = {message}", crate::metrics::code_name(*code))]
     Status { method: &'static str, code: Code, message: String },
     /// The call failed on our side of the socket (connection refused or dropped mid-call, HTTP/2
     /// error): the driver sent no answer, so what it did is unknown. tonic reports these as
     /// statuses too, usually `Unknown: transport error`; they differ in carrying a local cause.
-    #[error("{method} failed on the connection to the driver: {code:?}: {message}")]
+    #[error("{method} failed on the connection to the driver: rpc error: code = {} desc = {message}", crate::metrics::code_name(*code))]
     Transport { method: &'static str, code: Code, message: String },
     /// The driver answered OK, but with something that breaks the CSI contract.
     #[error("{method} returned an invalid response: {reason}")]
@@ -162,6 +164,36 @@ mod tests {
         }
         let status = our_deadline(tonic::Status::cancelled("Timeout expired"), second, second);
         assert_eq!(status.message(), "context deadline exceeded: no answer within 1s");
+    }
+
+    #[test]
+    fn driver_failures_read_as_go_grpc_writes_a_status() {
+        let status = |code, message: &str| CsiError::Status {
+            method: "CreateVolume",
+            code,
+            message: message.into(),
+        };
+        let rows = [
+            (
+                status(Code::ResourceExhausted, "pool is full"),
+                "CreateVolume failed: rpc error: code = ResourceExhausted desc = pool is full",
+            ),
+            (
+                status(Code::Cancelled, "gone"),
+                "CreateVolume failed: rpc error: code = Canceled desc = gone",
+            ),
+            (
+                CsiError::Transport {
+                    method: "DeleteVolume",
+                    code: Code::Unknown,
+                    message: "transport error".into(),
+                },
+                "DeleteVolume failed on the connection to the driver: rpc error: code = Unknown desc = transport error",
+            ),
+        ];
+        for (error, text) in rows {
+            assert_eq!(error.to_string(), text);
+        }
     }
 
     #[test]

@@ -13,6 +13,10 @@ use kube::api::{Api, PostParams};
 use super::control_plane::{ControlPlane, free_port, http_get, http_ok};
 use super::signal;
 
+/// The tests' log filter: our passes at debug, and each CSI call with its payloads, which the
+/// sidecar writes at -v=5 as csi-lib-utils does.
+const TEST_LOG: &str = "info,csi_pv_controller=debug,csi_pv_controller::csi::client=trace";
+
 /// The binary under test: Cargo tells integration tests where it is; the demo example is told by
 /// $SIDECAR_BIN (the Makefile sets it).
 pub fn binary() -> PathBuf {
@@ -63,7 +67,7 @@ impl Sidecar {
 
     /// As `start`, with extra environment variables (e.g. HOSTNAME, the leader identity).
     pub fn start_with_env(log_dir: &Path, args: &[String], env: &[(&str, &str)]) -> Sidecar {
-        Self::launch(log_dir, args, env, Some("info,csi_pv_controller=debug"))
+        Self::launch(log_dir, args, env, Some(TEST_LOG))
     }
 
     /// As deployed: no RUST_LOG, so that `-v` alone sets the verbosity; `env` as the pod's
