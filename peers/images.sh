@@ -29,9 +29,11 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 [[ -x /usr/sbin/runc ]] || need+=(runc)
 [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local ]] || need+=(containernetworking-plugins)
 command -v ip >/dev/null || need+=(iproute2)
+# Not for the node either: the Prometheus parser the metrics tests read a scrape with.
+/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || need+=(python3-prometheus-client)
 [[ $mode != e2e ]] || command -v debootstrap >/dev/null || need+=(debootstrap)
 if ((${#need[@]})); then
-  echo "peers: installing ${need[*]} (Debian) for the node and its images"
+  echo "peers: installing ${need[*]} (Debian) for the node, its images and the metrics parser"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 busybox_version=$(dpkg-query -W -f='${Version}' busybox-static | tr ':+~' '___')

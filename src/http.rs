@@ -105,14 +105,19 @@ async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
     }
 }
 
-async fn metrics() -> ([(axum::http::header::HeaderName, &'static str); 1], String) {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        crate::metrics::metrics().encode(),
-    )
+/// client_golang's answer to a scrape: Prometheus' text format unless `Accept` asks for
+/// OpenMetrics (see `metrics::exposition`).
+async fn metrics(
+    headers: axum::http::HeaderMap,
+) -> ([(axum::http::header::HeaderName, &'static str); 1], String) {
+    use crate::metrics::exposition;
+    let accept = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok());
+    let text = crate::metrics::metrics().encode();
+    let (kind, body) = match exposition::wants_openmetrics(accept) {
+        true => (exposition::OPENMETRICS_TEXT, text),
+        false => (exposition::PROMETHEUS_TEXT, exposition::to_prometheus_text(&text)),
+    };
+    ([(axum::http::header::CONTENT_TYPE, kind)], body)
 }
 
 /// Binds `address` (so that a busy port is reported at start) and returns the server future.

@@ -49,7 +49,7 @@ async fn a_settled_controller_does_no_work_beyond_its_resync() {
     for queue in ["claims", "volumes"] {
         let count = format!("csi_pv_controller_passes_per_key_count{{name=\"{queue}\"}}");
         let within_3 =
-            format!("csi_pv_controller_passes_per_key_bucket{{le=\"3.0\",name=\"{queue}\"}}");
+            format!("csi_pv_controller_passes_per_key_bucket{{le=\"3\",name=\"{queue}\"}}");
         let delta = |series: &str| {
             sample(&after, series).unwrap_or(0.0) - sample(&before, series).unwrap_or(0.0)
         };

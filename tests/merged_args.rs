@@ -11,8 +11,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use support::cluster::eventually;
-use support::control_plane::{free_port, http_get, http_ok};
+use support::control_plane::{free_port, http_get, http_get_with, http_ok};
 use support::csi_relay::Fault;
+use support::prometheus;
 use support::relayed::Beside;
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -94,4 +95,96 @@ async fn both_sidecars_args_in_one_container_lose_no_port_timeout_or_flag() {
             && message.contains("DeadlineExceeded")),
         "csi-resizer's 2 s applied to CreateVolume: {events:?}"
     );
+}
+
+/// The series a Prometheus server stores from a scrape, read by a real parser: Prometheus' text
+/// format unless the scraper asks for OpenMetrics, Go's `le` values, one leader series named as
+/// csi-lib-utils names it, client_golang's process series, and a provisioning refused before
+/// the driver (a missing secret) counted as a failed attempt, as the provisioner library counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scrape_reads_as_the_go_sidecars_series_in_both_formats() {
+    let name = "merged-scrape";
+    let args = ["--leader-election", &format!("--leader-election-namespace={name}")];
+    let world = Beside::start(name, &[], &args).await;
+    world.create_class("std", json!({})).await;
+    let secret = json!({"parameters": {
+        "csi.storage.k8s.io/provisioner-secret-name": "absent",
+        "csi.storage.k8s.io/provisioner-secret-namespace": name,
+    }});
+    world.create_class("locked", secret).await;
+    world.create_claim("data", "std", "1Gi", json!({})).await;
+    world.create_claim("locked", "locked", "1Gi", json!({})).await;
+    world.bound("data", LIMIT).await;
+    world.event("locked", "ProvisioningFailed", "absent", LIMIT).await;
+
+    let port = world.sidecar.http_port;
+    let scrape = |accept: &'static str| async move {
+        tokio::task::spawn_blocking(move || http_get_with(port, "/metrics", accept))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("no scrape with {accept:?}"))
+    };
+    let (headers, text) = scrape("").await;
+    assert!(headers.contains("text/plain; version=0.0.4"), "{headers}");
+    let samples = prometheus::parse(&text, false).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (om_headers, om_text) =
+        scrape("Accept: application/openmetrics-text;version=1.0.0,*/*;q=0.1\r\n").await;
+    assert!(om_headers.contains("application/openmetrics-text"), "{om_headers}");
+    let om = prometheus::parse(&om_text, true).unwrap_or_else(|e| panic!("{e}\n{om_text}"));
+
+    let named = |samples: &[prometheus::Sample], name: &str| -> Vec<prometheus::Sample> {
+        samples.iter().filter(|s| s.name == name).cloned().collect()
+    };
+    // csi-lib-utils' histogram, its buckets written as Go writes them.
+    let les = |samples: &[prometheus::Sample]| -> Vec<String> {
+        named(samples, "csi_sidecar_operations_seconds_bucket")
+            .iter()
+            .filter(|s| {
+                s.labels.get("method_name").map(String::as_str)
+                    == Some("/csi.v1.Controller/CreateVolume")
+            })
+            .filter_map(|s| s.labels.get("le").cloned())
+            .collect()
+    };
+    let go = ["0.1", "0.25", "0.5", "1", "2.5", "5", "10", "15", "25", "50", "120", "300", "600"];
+    let mut want: Vec<String> = go.iter().map(|s| s.to_string()).collect();
+    want.push("+Inf".into());
+    assert_eq!(les(&samples), want, "{text}");
+    assert_eq!(les(&om).len(), want.len(), "{om_text}");
+
+    // One leader series, name="", though the Go sidecars' Leases are held too.
+    let leader = named(&samples, "leader_election_master_status");
+    assert_eq!(leader.len(), 1, "{leader:?}");
+    assert_eq!(
+        (leader[0].labels.get("name").map(String::as_str), leader[0].value),
+        (Some(""), 1.0)
+    );
+
+    for series in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_virtual_memory_max_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+        "process_network_receive_bytes_total",
+        "process_network_transmit_bytes_total",
+    ] {
+        assert_eq!(named(&samples, series).len(), 1, "{series} in\n{text}");
+        assert_eq!(named(&om, series).len(), 1, "{series} in\n{om_text}");
+    }
+
+    let failed = |class: &str| {
+        named(&samples, "controller_persistentvolumeclaim_provision_failed_total")
+            .iter()
+            .filter(|s| s.labels.get("class").map(String::as_str) == Some(class))
+            .map(|s| s.value)
+            .sum::<f64>()
+    };
+    assert!(failed(&format!("{name}-locked")) >= 1.0, "a refusal before the driver:\n{text}");
+    assert_eq!(failed(&format!("{name}-std")), 0.0, "{text}");
+    let provisioned = named(&samples, "controller_persistentvolumeclaim_provision_total");
+    assert_eq!(provisioned.iter().map(|s| s.value).sum::<f64>(), 1.0, "{text}");
+    assert_eq!(world.relay().calls("CreateVolume"), 1, "the refused claim never reached it");
 }

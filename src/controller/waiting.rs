@@ -23,6 +23,11 @@ impl Controller {
         note: String,
         slow: bool,
     ) -> Outcome {
+        // Every failed attempt counts, as the provisioner library counts it: a refusal before
+        // the driver (secrets, topology, parameters) as much as a failed CreateVolume.
+        let class = crate::provision::plan::class_name(claim).unwrap_or_default();
+        let source = crate::provision::source::of(claim);
+        crate::metrics::metrics().provision_failed_attempt(class, source.kind());
         let outcome = self.failed(key, claim, Reason::ProvisioningFailed, note.clone(), slow).await;
         let next_retry = self
             .memory

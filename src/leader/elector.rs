@@ -184,10 +184,16 @@ impl Leadership {
 
 impl Elector {
     async fn run(mut self, leading: watch::Sender<bool>, mut stopped: oneshot::Receiver<()>) {
-        let gauge = crate::metrics::metrics()
-            .leader
-            .get_or_create(&crate::metrics::QueueLabels { name: self.name.clone() })
-            .clone();
+        // client-go's gauge, as each Go sidecar exports it: one series, `name=""` (csi-lib-utils
+        // names no election). Ours stands for the process; the Go sidecars' Leases, held so
+        // that they stay idle, add none, so that a sum over the pod's leaders stays right.
+        let gauge = match self.whose {
+            None => crate::metrics::metrics()
+                .leader
+                .get_or_create(&crate::metrics::QueueLabels { name: String::new() })
+                .clone(),
+            Some(_) => Default::default(),
+        };
         gauge.set(0);
         // Campaign: try every retry period until the Lease is ours.
         let mut said: Option<String> = None;

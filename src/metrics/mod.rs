@@ -2,6 +2,7 @@
 //! chart are upstream's (csi-lib-utils' `csi_sidecar_operations_seconds`, client-go's workqueue
 //! series); the rest are ours: claim created → Bound, resize started → done, API writes.
 
+pub mod exposition;
 mod process;
 
 use std::sync::LazyLock;
@@ -122,7 +123,7 @@ series! {
     resize_done: Histogram = operation_histogram(), "csi_pv_controller_resize_seconds", "From the start of a resize (Resizing) to the controller's part done";
     api_writes: Family<WriteLabels, Counter> = Family::default(), "csi_pv_controller_api_writes", "Writes to the Kubernetes API made by this process, by resource and verb";
     provisioned: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision", "Volumes provisioned, by storage class and data source kind";
-    provision_failed: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision_failed", "CreateVolume attempts that failed, by storage class and data source kind";
+    provision_failed: Family<ProvisionLabels, Counter> = Family::default(), "controller_persistentvolumeclaim_provision_failed", "Provisioning attempts that failed (at the driver or before it: parameters, secrets, topology), by storage class and data source kind";
     provision_seconds: Histograms<ProvisionLabels> = histograms(default_histogram), "controller_persistentvolumeclaim_provision_duration_seconds", "From CreateVolume to the PV saved, for provisions that succeeded";
     deleted: Family<ClassLabels, Counter> = Family::default(), "controller_persistentvolume_delete", "Volumes deleted in the driver, by storage class";
     delete_failed: Family<ClassLabels, Counter> = Family::default(), "controller_persistentvolume_delete_failed", "DeleteVolume attempts that failed, by storage class";
@@ -188,11 +189,17 @@ impl Metrics {
         self.list_volumes_pages.inc();
     }
 
-    /// A provision ended: `ok` once the PV is saved, else a failed CreateVolume.
-    pub fn provision(&self, class: &str, source: &str, ok: bool, elapsed: Duration) {
+    /// A provision ended with its PV saved, `elapsed` after CreateVolume was sent.
+    pub fn provisioned(&self, class: &str, source: &str, elapsed: Duration) {
         let labels = ProvisionLabels { class: class.to_string(), source: source.to_string() };
         let series = (&self.provisioned, &self.provision_seconds);
-        count_outcome(series, &self.provision_failed, &labels, ok, elapsed);
+        count_outcome(series, &self.provision_failed, &labels, true, elapsed);
+    }
+
+    /// A provisioning attempt failed, at the driver or before it.
+    pub fn provision_failed_attempt(&self, class: &str, source: &str) {
+        let labels = ProvisionLabels { class: class.to_string(), source: source.to_string() };
+        self.provision_failed.get_or_create(&labels).inc();
     }
 
     /// A pass over a key of `queue` failed with an error of `class`.

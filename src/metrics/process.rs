@@ -1,6 +1,8 @@
 //! client_golang's process series, read from /proc when the metrics are scraped:
 //! process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
-//! process_open_fds, process_max_fds, process_start_time_seconds.
+//! process_virtual_memory_max_bytes, process_open_fds, process_max_fds,
+//! process_start_time_seconds, process_network_receive_bytes_total and
+//! process_network_transmit_bytes_total.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -17,9 +19,16 @@ pub struct Process {
     counted: AtomicU64,
     resident: Gauge,
     virtual_bytes: Gauge,
+    /// The address-space limit; -1 when unlimited, as client_golang reports it.
+    virtual_max: Gauge,
     open_fds: Gauge,
     max_fds: Gauge,
     start: Gauge<f64, AtomicU64>,
+    /// Bytes through the process's network namespace, every interface (/proc/self/net/dev),
+    /// and what was counted of them already.
+    received: Counter,
+    transmitted: Counter,
+    network_counted: [AtomicU64; 2],
 }
 
 impl Process {
@@ -29,9 +38,13 @@ impl Process {
             counted: AtomicU64::new(0f64.to_bits()),
             resident: Gauge::default(),
             virtual_bytes: Gauge::default(),
+            virtual_max: Gauge::default(),
             open_fds: Gauge::default(),
             max_fds: Gauge::default(),
             start: Gauge::default(),
+            received: Counter::default(),
+            transmitted: Counter::default(),
+            network_counted: [AtomicU64::new(0), AtomicU64::new(0)],
         };
         registry.register(
             "process_cpu_seconds",
@@ -46,6 +59,11 @@ impl Process {
                 "Virtual memory size in bytes",
                 &process.virtual_bytes,
             ),
+            (
+                "process_virtual_memory_max_bytes",
+                "Maximum amount of virtual memory available in bytes",
+                &process.virtual_max,
+            ),
             ("process_open_fds", "Number of open file descriptors", &process.open_fds),
             ("process_max_fds", "Maximum number of open file descriptors", &process.max_fds),
         ];
@@ -56,6 +74,16 @@ impl Process {
             "process_start_time_seconds",
             "Start time of the process since unix epoch in seconds",
             process.start.clone(),
+        );
+        registry.register(
+            "process_network_receive_bytes",
+            "Number of bytes received by the process over the network",
+            process.received.clone(),
+        );
+        registry.register(
+            "process_network_transmit_bytes",
+            "Number of bytes sent by the process over the network",
+            process.transmitted.clone(),
         );
         process
     }
@@ -79,8 +107,24 @@ impl Process {
         if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
             self.open_fds.set(clamp(entries.count() as u64));
         }
-        if let Some(max) = read("/proc/self/limits").as_deref().and_then(max_open_files) {
-            self.max_fds.set(clamp(max));
+        if let Some(limits) = read("/proc/self/limits") {
+            if let Some(max) = max_open_files(&limits) {
+                self.max_fds.set(clamp(max));
+            }
+            if let Some(max) = max_address_space(&limits) {
+                self.virtual_max.set(max);
+            }
+        }
+        if let Some(totals) = read("/proc/self/net/dev").as_deref().and_then(network_bytes) {
+            for ((counter, counted), total) in
+                [&self.received, &self.transmitted].iter().zip(&self.network_counted).zip(totals)
+            {
+                let before = counted.swap(total, Ordering::SeqCst);
+                // Interfaces come and go: only growth is counted.
+                if total > before {
+                    counter.inc_by(total - before);
+                }
+            }
         }
     }
 }
@@ -137,6 +181,27 @@ fn max_open_files(limits: &str) -> Option<u64> {
     labelled(limits, "Max open files", 0)
 }
 
+/// The soft address-space limit in bytes, -1 for "unlimited".
+fn max_address_space(limits: &str) -> Option<i64> {
+    match labelled::<String>(limits, "Max address space", 0)?.as_str() {
+        "unlimited" => Some(-1),
+        bytes => bytes.parse::<u64>().ok().map(clamp),
+    }
+}
+
+/// (received, transmitted) bytes over every interface: /proc/net/dev's two header lines, then
+/// `name: rx_bytes rx_packets … (8 receive fields) tx_bytes …`.
+fn network_bytes(dev: &str) -> Option<[u64; 2]> {
+    let mut totals = [0u64; 2];
+    for line in dev.lines().skip(2) {
+        let (_, fields) = line.split_once(':')?;
+        let fields: Vec<u64> = fields.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+        totals[0] = totals[0].saturating_add(*fields.first()?);
+        totals[1] = totals[1].saturating_add(*fields.get(8)?);
+    }
+    Some(totals)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +218,11 @@ mod tests {
         assert_eq!(resident_kib("Name:\tx\nVmRSS:\t  2048 kB\n"), Some(2048));
         let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            1048576              1048576              files\n";
         assert_eq!(max_open_files(limits), Some(1_048_576));
+        let space = "Max address space         unlimited            unlimited            bytes\n";
+        assert_eq!(max_address_space(space), Some(-1));
+        assert_eq!(max_address_space("Max address space  4096  8192  bytes\n"), Some(4096));
+        let dev = "Inter-|   Receive |  Transmit\n face |bytes packets\n    lo: 100 1 0 0 0 0 0 0 100 1 0 0 0 0 0 0\n  eth0: 2000 3 0 0 0 0 0 0 500 2 0 0 0 0 0 0\n";
+        assert_eq!(network_bytes(dev), Some([2100, 600]));
     }
 
     #[test]
@@ -163,5 +233,6 @@ mod tests {
         assert!(process.resident.get() > 0);
         assert!(process.open_fds.get() > 0);
         assert!(process.start.get() > 1.5e9);
+        assert!(process.virtual_max.get() == -1 || process.virtual_max.get() > 0);
     }
 }

@@ -10,6 +10,7 @@ pub mod hostpath;
 pub mod kcm;
 pub mod node;
 pub mod peers;
+pub mod prometheus;
 pub mod proxy;
 pub mod relayed;
 pub mod sanity;

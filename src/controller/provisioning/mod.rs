@@ -243,9 +243,6 @@ impl Controller {
         if created.is_ok() {
             crate::crash_point::here(crate::crash_point::AFTER_CREATE);
         }
-        if created.is_err() {
-            crate::metrics::metrics().provision(class, source, false, started.elapsed());
-        }
         if let Err(e) = &created {
             self.strand_claim(key, e);
         }
@@ -282,7 +279,7 @@ impl Controller {
         let pv = self.save_volume(&pv, claim).await?;
         crate::crash_point::here(crate::crash_point::AFTER_PV);
         self.index_volume(&pv);
-        crate::metrics::metrics().provision(class, source, true, started.elapsed());
+        crate::metrics::metrics().provisioned(class, source, started.elapsed());
         self.intake.nudge.answers_changed();
         // Said once the PV records the volume, as upstream does, before the binding is written:
         // a claim is never Bound before its event is on its way.
