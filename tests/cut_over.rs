@@ -148,3 +148,53 @@ async fn a_surge_in_either_direction_never_has_two_provisioners_or_resizers() {
     made.sort();
     assert_eq!(made, names);
 }
+
+/// client-go judges another holder's Lease by the duration written in it, and so do we: a Go
+/// sidecar that leads with a 20 s Lease, killed outright, keeps it for 20 s against our own
+/// 4 s (taken after 4 s, two provisioners could act at once while it only paused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_go_sidecar_with_a_longer_lease_than_ours_keeps_it_for_all_of_it() {
+    const NS: &str = "cut-over-long";
+    let ours_election = [
+        "--leader-election",
+        &format!("--leader-election-namespace={NS}"),
+        "--leader-election-lease-duration=4s",
+        "--leader-election-renew-deadline=3s",
+        "--leader-election-retry-period=1s",
+    ];
+    let mut world = Beside::start(NS, &[], &ours_election).await;
+    assert_eq!(world.sidecar.terminate(Duration::from_secs(20)).await, Some(0));
+    let theirs = [
+        "--leader-election",
+        &format!("--leader-election-namespace={NS}"),
+        "--leader-election-lease-duration=20s",
+        "--leader-election-renew-deadline=15s",
+        "--leader-election-retry-period=2s",
+    ];
+    let socket = world.hostpath().socket.clone();
+    let mut old =
+        Upstream::start(&world.plane.admin_kubeconfig, &socket, world.dir.path(), "long", &theirs);
+    world.create_class("std", json!({})).await;
+    world.create_claim("a", "std", "1Gi", json!({})).await;
+    world.bound("a", LIMIT).await;
+    assert_eq!(old.calls("CreateVolume"), 1, "csi-provisioner leads");
+
+    let mut ours = Sidecar::start_with_env(world.dir.path(), &world.args, &[("HOSTNAME", "new")]);
+    let waiting = eventually(LIMIT, || async {
+        ours.log_text().contains("csi-provisioner's Lease is held by another process").then_some(())
+    })
+    .await;
+    assert!(waiting.is_some(), "we never saw csi-provisioner lead:\n{}", ours.log_text());
+    old.kill();
+    let killed = std::time::Instant::now();
+    let led =
+        eventually(LIMIT, || async { ours.log_text().contains("became leader").then_some(()) });
+    assert!(led.await.is_some(), "{}", ours.log_text());
+    let after = killed.elapsed();
+    // Its last renewal came at most one retry period (2 s) before the kill.
+    assert!(after >= Duration::from_secs(17), "took its 20 s Lease {after:?} after the kill");
+    assert!(ours.wait_ready(LIMIT).await);
+    world.create_claim("b", "std", "1Gi", json!({})).await;
+    world.bound("b", LIMIT).await;
+    assert_eq!(world.relay().forwarded("CreateVolume"), 1, "ours made b");
+}

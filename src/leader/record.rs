@@ -4,7 +4,9 @@
 //!
 //! A Lease held by another is taken only after it has stood unchanged for a whole lease
 //! duration by our own monotonic clock, counted from when we first saw it so: the holder's
-//! renewTime, written by its wall clock, is never compared with ours.
+//! renewTime, written by its wall clock, is never compared with ours. The duration is the one
+//! the holder wrote in its record, as client-go reads it: a Go sidecar with a longer lease than
+//! ours still leads for all of it.
 
 use std::time::{Duration, Instant};
 
@@ -62,7 +64,9 @@ pub fn step(
     let holder = record.holder_identity.as_deref().unwrap_or_default();
     let ours = holder == identity;
     if !holder.is_empty() && !ours {
-        let expires = observed.since + lease_duration;
+        let holders = record.lease_duration_seconds.and_then(|s| u64::try_from(s).ok());
+        let duration = holders.filter(|s| *s > 0).map_or(lease_duration, Duration::from_secs);
+        let expires = observed.since + duration;
         if expires > now {
             return Step::HeldBy { holder: holder.to_string(), for_at_least: expires - now };
         }
@@ -150,6 +154,36 @@ mod tests {
                 }
                 Step::Create(_) => panic!("the Lease exists"),
             }
+        }
+    }
+
+    #[test]
+    fn another_holder_is_judged_by_the_duration_in_its_record() {
+        let start = Instant::now();
+        let at = |s| start + Duration::from_secs(s);
+        let with = |seconds: Option<i32>| LeaseSpec {
+            lease_duration_seconds: seconds,
+            ..held("b", 10, 0)
+        };
+        // (its duration, seconds after we first saw it, still held for)
+        let table = [
+            (Some(137), 15, Some(122)),
+            (Some(137), 136, Some(1)),
+            (Some(137), 137, None),
+            (Some(5), 5, None),
+            (Some(5), 4, Some(1)),
+            // No duration written: ours.
+            (None, 14, Some(1)),
+            (Some(0), 15, None),
+        ];
+        for (duration, after, held_for) in table {
+            let seen = observe(None, &with(duration), start);
+            let got = match step(Some(&seen), "a", LEASE, at(after), wall(1)) {
+                Step::HeldBy { for_at_least, .. } => Some(for_at_least.as_secs()),
+                Step::Write(_) => None,
+                Step::Create(_) => panic!("the Lease exists"),
+            };
+            assert_eq!(got, held_for, "{duration:?} s, {after} s after");
         }
     }
 
