@@ -1,6 +1,7 @@
 //! `--feature-gates`, as the Go sidecars take it: `Name=value`, comma-separated, the value as Go
 //! reads a boolean (`True` too). Gates that are GA upstream are accepted when on (the behaviour
-//! is always there) and refused when off. The gates both sidecars register from the Kubernetes
+//! is always there) and refused when off, but for Topology, which csi-provisioner lets a user
+//! switch off: then no topology is asked of the driver or written on a PV. The gates both sidecars register from the Kubernetes
 //! libraries (API server and client features) are taken and have no effect, as in the sidecars,
 //! which serve no API. A gate neither knows is refused, so that a typo never passes for a
 //! setting.
@@ -14,6 +15,9 @@ pub struct FeatureGates {
     /// `volume.alpha.kubernetes.io/pre-resize-capacity` on the PV while the node grows the
     /// filesystem, so that a claim bound to the PV again still gets its node expansion.
     pub annotate_fs_resize: bool,
+    /// csi-provisioner's Topology (GA, on by default): off, the driver's accessibility
+    /// constraints are not used, as if it had none.
+    pub topology_off: bool,
     /// Gates taken that change nothing here, each with why: said once at start.
     pub no_effect: Vec<String>,
 }
@@ -59,7 +63,7 @@ const LIBRARY_GATES: &[&str] = &[
 
 /// Gates that are GA in the sidecars we replace: always on here.
 const ALWAYS_ON: &[&str] =
-    &["Topology", "HonorPVReclaimPolicy", "RecoverVolumeExpansionFailure", "VolumeAttributesClass"];
+    &["HonorPVReclaimPolicy", "RecoverVolumeExpansionFailure", "VolumeAttributesClass"];
 
 /// Gates that are off by default upstream too, and that we do not implement: accepted when off,
 /// refused when on, so that nobody believes the behaviour is there.
@@ -82,6 +86,7 @@ impl std::str::FromStr for FeatureGates {
             }
             match name.as_str() {
                 "AnnotateFsResize" => gates.annotate_fs_resize = on,
+                "Topology" => gates.topology_off = !on,
                 RELEASE_ON_EXIT => gates
                     .no_effect
                     .push(format!("{RELEASE_ON_EXIT}={on}: the Lease is always given up on exit")),
@@ -94,7 +99,7 @@ impl std::str::FromStr for FeatureGates {
                 }
                 n => {
                     return Err(format!(
-                        "unknown feature gate {n:?} (known: AnnotateFsResize, and {} which are always on)",
+                        "unknown feature gate {n:?} (known: AnnotateFsResize, Topology, and {} which are always on)",
                         ALWAYS_ON.join(", ")
                     ));
                 }
@@ -134,11 +139,14 @@ mod tests {
             ("AnnotateFsResize=true", Ok(true)),
             ("Topology=true, AnnotateFsResize=true", Ok(true)),
             ("AnnotateFsResize=false", Ok(false)),
-            ("Topology=false", Err("always on")),
+            ("VolumeAttributesClass=false", Err("always on")),
             ("Nonsense=true", Err("unknown feature gate")),
             ("AnnotateFsResize", Err("expected Name=true")),
             ("AnnotateFsResize=yes", Err("not a boolean")),
         ];
+        let off: FeatureGates = "Topology=false".parse().unwrap_or_default();
+        assert!(off.topology_off && off.no_effect.is_empty());
+        assert!(!"Topology=true".parse::<FeatureGates>().unwrap_or_default().topology_off);
         for (text, want) in table {
             let got = text.parse::<FeatureGates>();
             match (got, want) {

@@ -172,7 +172,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
-        let driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
+        let mut driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
+        if config.feature_gates.topology_off && driver.plugin.accessibility_constraints {
+            // As csi-provisioner with the gate off: no requirements asked, no node affinity.
+            info!("--feature-gates=Topology=false: the driver's topology is not used");
+            driver.plugin.accessibility_constraints = false;
+        }
         // One claim queue does csi-provisioner's and csi-resizer's work: its workqueue series
         // carry csi-resizer's queue name too, from the first key on.
         intake.claims.also_export_as(&format!("{}-pvc", driver.name));

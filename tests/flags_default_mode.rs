@@ -137,7 +137,8 @@ async fn create_volume_flags_shape_the_request_and_the_pv() {
 /// Two nodes in two zones. By default, an Immediate claim asks for every zone the driver is in,
 /// and a delayed one for every zone with the selected node's first; with
 /// `--strict-topology --immediate-topology=false`, the delayed claim asks for the selected
-/// node's zone only and the Immediate one for none.
+/// node's zone only and the Immediate one for none. `--feature-gates=Topology=false` uses no
+/// topology at all, as csi-provisioner with the gate off: no requirements, no node affinity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn topology_over_two_zones_follows_the_flags() {
     let loose = Beside::start("flags-topo", &[], &[]).await;
@@ -183,6 +184,22 @@ async fn topology_over_two_zones_follows_the_flags() {
     for world in [&*loose, &strict] {
         world.bound("now", LIMIT).await;
     }
+
+    let off = World::start_relayed(
+        loose.plane,
+        "flags-topo-off",
+        &[],
+        &["--feature-gates=Topology=false"],
+    )
+    .await;
+    off.register_node().await;
+    two_zones(&off).await;
+    off.create_class("now", json!({})).await;
+    off.create_claim("now", "now", "1Gi", json!({})).await;
+    let claim = off.claim("now").await.unwrap();
+    assert_eq!(create_for(&off, &claim).await.accessibility_requirements, None, "Topology=false");
+    let (_, pv) = off.bound("now", LIMIT).await;
+    assert_eq!(pv.spec.and_then(|s| s.node_affinity), None, "no node affinity with Topology=false");
 }
 
 /// `--extra-modify-metadata` adds the claim's and PV's names to ControllerModifyVolume;

@@ -175,3 +175,12 @@ fn go_spellings_and_upstream_flags_are_read_as_the_sidecars_read_them() {
     let refused = parse(&["--master=https://api:6443"]).unwrap_err();
     assert!(refused.contains("kubeconfig"), "{refused}");
 }
+
+#[test]
+fn a_process_flag_after_a_subcommand_is_told_where_it_goes() {
+    let misplaced = parse(&["explain", "--timeout=5s", "ns/data"]).unwrap_err();
+    assert!(misplaced.contains("before the subcommand"), "{misplaced}");
+    let unknown = parse(&["explain", "--nonsense", "ns/data"]).unwrap_err();
+    assert!(unknown.contains("unknown flag --nonsense"), "{unknown}");
+    assert!(parse(&["--timeout=5s", "explain", "ns/data"]).is_ok());
+}

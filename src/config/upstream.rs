@@ -182,9 +182,23 @@ pub fn unknown_flag(error: &clap::Error) -> Option<String> {
         Some(ContextValue::String(flag)) => flag.clone(),
         _ => return None,
     };
+    // A flag of the process given after a subcommand: say where it goes.
+    let name = flag.trim_start_matches('-').split('=').next().unwrap_or_default();
+    if process_flag(name) {
+        return Some(format!(
+            "{flag} is a flag of csi-pv-controller itself, not of its subcommand: give it before the subcommand's name (csi-pv-controller {flag} explain …)"
+        ));
+    }
     Some(format!(
         "unknown flag {flag}: it is neither one of ours nor one of csi-provisioner's or csi-resizer's; `csi-pv-controller --help` lists the flags by role"
     ))
+}
+
+/// Whether `name` is a flag of the process (not of a subcommand).
+fn process_flag(name: &str) -> bool {
+    use clap::CommandFactory;
+    super::Config::command().get_arguments().any(|a| a.get_long() == Some(name))
+        || FLAGS.iter().any(|(n, _, _)| *n == name)
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub struct Plan {
     /// The class asks to retain volumes: a volume made for a claim that went away is recorded in
     /// a PV (which ends Released) rather than deleted.
     pub retain: bool,
+    /// The driver's topology is used (its capability, and the Topology gate): the PV records
+    /// where the driver says the volume is.
+    pub topology: bool,
 }
 
 /// The claim's class name as the binder reads it (beta annotation first); None for no class.
@@ -108,6 +111,7 @@ pub fn build(
         volume,
         class: class.clone(),
         retain: reclaim == ReclaimPolicy::Retain,
+        topology: features.topology,
     })
 }
 

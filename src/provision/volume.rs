@@ -23,7 +23,8 @@ pub enum AnswerError {
     NoContentSource(String),
 }
 
-/// The PV for `answer`: volume handle, attributes, capacity and node affinity from the driver.
+/// The PV for `answer`: volume handle, attributes, capacity and (with topology) node affinity
+/// from the driver.
 pub fn record(
     plan: &Plan,
     answer: &csi::Volume,
@@ -54,7 +55,10 @@ pub fn record(
             attributes.insert(ATTR_PROVISIONER_IDENTITY.to_string(), identity.to_string());
             source.volume_attributes = Some(attributes);
         }
-        spec.node_affinity = node_affinity(&answer.accessible_topology);
+        // As csi-provisioner: only where topology is used, whatever the driver answered.
+        if plan.topology {
+            spec.node_affinity = node_affinity(&answer.accessible_topology);
+        }
     }
     Ok(pv)
 }
@@ -146,7 +150,8 @@ mod tests {
 
     #[test]
     fn the_answer_completes_the_pv() {
-        let pv = record(&plan(false), &answer(3 << 30), "ident").unwrap();
+        let topology = Plan { topology: true, ..plan(false) };
+        let pv = record(&topology, &answer(3 << 30), "ident").unwrap();
         let spec = pv.spec.unwrap();
         assert_eq!(
             spec.capacity.unwrap()["storage"].0,
@@ -168,6 +173,10 @@ mod tests {
             .map(|r| (r.key, r.values.unwrap()))
             .collect();
         assert_eq!(first, [("rack".into(), vec!["1".into()]), ("zone".into(), vec!["a".into()])]);
+        // Without topology (no capability, or Topology=false) the answer's segments are not
+        // recorded, as csi-provisioner does.
+        let pv = record(&Plan { topology: false, ..plan(false) }, &answer(3 << 30), "i").unwrap();
+        assert_eq!(pv.spec.unwrap().node_affinity, None);
     }
 
     #[test]
