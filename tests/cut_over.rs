@@ -9,7 +9,8 @@ mod support;
 
 use std::time::Duration;
 
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use support::cluster::{World, eventually};
@@ -193,6 +194,22 @@ async fn a_go_sidecar_with_a_longer_lease_than_ours_keeps_it_for_all_of_it() {
     let after = killed.elapsed();
     // Its last renewal came at most one retry period (2 s) before the kill.
     assert!(after >= Duration::from_secs(17), "took its 20 s Lease {after:?} after the kill");
+    // client-go's LeaderElection event on each Lease taken, as the Go sidecars record it.
+    let events: Api<Event> = Api::namespaced(world.client.clone(), NS);
+    let recorded = eventually(LIMIT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let leases: std::collections::BTreeSet<String> = list
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("LeaderElection"))
+            .filter(|e| e.message.as_deref() == Some("new became leader"))
+            .filter(|e| e.involved_object.kind.as_deref() == Some("Lease"))
+            .filter_map(|e| e.involved_object.name)
+            .collect();
+        (leases.len() == 3).then_some(leases)
+    })
+    .await;
+    assert!(recorded.is_some(), "no 'new became leader' event on each of the three Leases");
     assert!(ours.wait_ready(LIMIT).await);
     world.create_claim("b", "std", "1Gi", json!({})).await;
     world.bound("b", LIMIT).await;

@@ -218,6 +218,7 @@ impl Elector {
             }
         }
         info!(lease = %self.name, "acquired the Lease");
+        super::events::record(&self.api, &self.name, &self.identity, "became leader");
         gauge.set(1);
         let _ = leading.send(true);
         // Lead: renew every retry period; stop when the deadline passes with no renewal or
@@ -247,6 +248,7 @@ impl Elector {
         self.fence.shut_now();
         gauge.set(0);
         let _ = leading.send(false);
+        super::events::record(&self.api, &self.name, &self.identity, "stopped leading");
         if stopping {
             self.release().await;
         }

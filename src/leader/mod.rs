@@ -6,6 +6,7 @@
 //! rate limit never holds back.
 
 mod elector;
+mod events;
 pub mod record;
 
 use std::time::Duration;
