@@ -342,10 +342,10 @@ pub fn source_file(path: &str) -> String {
 
 /// The args of container `name` (csi-provisioner, csi-resizer) in csi-driver-host-path's own
 /// `deploy/kubernetes-1.34` manifest, verbatim, and that container's securityContext.
-pub fn container_args(name: &str) -> (Vec<String>, serde_yaml::Value) {
+pub fn container_args(name: &str) -> (Vec<String>, serde_yaml_ng::Value) {
     let text = source_file("deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(document)
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
             .unwrap_or_else(|e| panic!("csi-hostpath-plugin.yaml: {e}"));
         let containers = &value["spec"]["template"]["spec"]["containers"];
         let Some(container) = containers

@@ -235,9 +235,9 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
         })
         .collect();
     let mut account_name = None;
-    for document in serde_yaml::Deserializer::from_str(&text) {
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
         let value =
-            serde_yaml::Value::deserialize(document).expect("invalid YAML in deploy/rbac*.yaml");
+            serde_yaml_ng::Value::deserialize(document).expect("invalid YAML in deploy/rbac*.yaml");
         if value.is_null() {
             continue;
         }

@@ -71,7 +71,7 @@ pub async fn install_crds(client: &kube::Client) {
         "snapshot.storage.k8s.io_volumesnapshots.yaml",
     ] {
         let text = std::fs::read_to_string(dir.join(file)).expect("CRD file");
-        let value = serde_yaml::Value::deserialize(serde_yaml::Deserializer::from_str(&text))
+        let value = serde_yaml_ng::Value::deserialize(serde_yaml_ng::Deserializer::from_str(&text))
             .expect("CRD YAML");
         let crd: CustomResourceDefinition =
             serde_json::from_value(serde_json::to_value(value).unwrap()).expect("a CRD");
