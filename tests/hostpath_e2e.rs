@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 
 use support::cluster::{INTENT_JOURNAL, World, all_bound, eventually, journal_entries};
 use support::control_plane::fresh_plane;
+use support::csi_relay::Fault;
 use support::hostpath::{Hostpath, TOPOLOGY_KEY};
 use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
+use support::relayed::Beside;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -250,15 +252,18 @@ async fn size_and_capacity_limits_come_back_as_events() {
 
 /// A burst of 200 claims with kill -9 of the sidecar at four instants and of the driver once,
 /// then their deletion with three more kills: the driver's ListVolumes matches the PVs and the
-/// claims at every settled point, and ends empty; no finalizer is left behind.
+/// claims at every settled point, and ends empty; no finalizer is left behind. The driver sits
+/// behind the fault relay, which holds each DeleteVolume's answer back 300 ms (the driver has
+/// acted; we do not know yet), so that the deletion's kills land inside calls: at least one
+/// CreateVolume and one DeleteVolume must have been cut short, or the kills proved nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_nine_during_a_burst_and_its_deletion() {
     const N: usize = 200;
     // The intent journal, as deploy/ runs it: only it knows of a volume whose claim was deleted
     // while the sidecar was down.
-    let (mut world, _kcm) = cluster("e2e-kill", &[], &[INTENT_JOURNAL]).await;
+    let mut world = Beside::start("e2e-kill", &[], &[INTENT_JOURNAL]).await;
     world.create_class("std", json!({})).await;
-    let names = world.create_claims("c", "std", N).await;
+    world.create_claims("c", "std", N).await;
     let mut kills = 0;
     for pause in [300, 700, 1200] {
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -266,26 +271,35 @@ async fn kill_nine_during_a_burst_and_its_deletion() {
         kills += 1;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    world.driver.kill().await;
-    world.driver.restart().await;
+    world.driver.hostpath.kill().await;
+    world.driver.hostpath.restart().await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     world.kill_and_restart();
     kills += 1;
     let bound = all_bound(&world.claims(), N, Duration::from_secs(300))
         .await
         .unwrap_or_else(|| panic!("not all Bound; sidecar:\n{}", world.sidecar.log_text()));
-    let (orphans, duplicates, lost) = audit(&world, &bound).await;
+    let (orphans, duplicates, lost) = audit(&world, world.hostpath(), &bound).await;
+    let cut = world.interrupted_calls("CreateVolume");
     println!(
-        "after the burst: {N} claims, {kills} sidecar kills, 1 driver kill: {orphans} orphaned, {duplicates} duplicated, {lost} lost"
+        "after the burst: {N} claims, {kills} sidecar kills ({cut} CreateVolume calls cut short), 1 driver kill: {orphans} orphaned, {duplicates} duplicated, {lost} lost"
     );
     assert_eq!((orphans, duplicates, lost), (0, 0, 0));
+    assert!(cut > 0, "no kill landed inside a CreateVolume");
 
+    world.relay().always("DeleteVolume", Fault::AnswerLate(Duration::from_millis(300)));
     world
         .claims()
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .unwrap();
-    for pause in [200, 500, 900] {
+    // Each kill once the deletion is under way: kube-controller-manager releases the PVs at its
+    // own pace, and the first DeleteVolume comes only then.
+    let under_way =
+        eventually(LIMIT, || async { (world.relay().calls("DeleteVolume") > 0).then_some(()) })
+            .await;
+    assert!(under_way.is_some(), "no DeleteVolume:\n{}", world.sidecar.log_text());
+    for pause in [200, 1500, 1500] {
         tokio::time::sleep(Duration::from_millis(pause)).await;
         world.kill_and_restart();
         kills += 1;
@@ -293,7 +307,7 @@ async fn kill_nine_during_a_burst_and_its_deletion() {
     let empty = eventually(Duration::from_secs(300), || async {
         let claims = world.claims().list(&ListParams::default()).await.ok()?;
         let pvs = world.driver_volumes_in_api().await;
-        let ids = world.driver.volume_ids().await;
+        let ids = world.hostpath().volume_ids().await;
         let settled = journal_entries(world.dir.path()).is_empty();
         (claims.items.is_empty() && pvs.is_empty() && ids.is_empty() && settled).then_some(())
     })
@@ -303,25 +317,32 @@ async fn kill_nine_during_a_burst_and_its_deletion() {
         "left: claims {:?}, PVs {}, driver volumes {}, intents {:?}",
         world.claims_left().await,
         world.driver_volumes_in_api().await.len(),
-        world.driver.volume_ids().await.len(),
+        world.hostpath().volume_ids().await.len(),
         journal_entries(world.dir.path())
     );
-    println!("after the deletion: {kills} sidecar kills in all; 0 claims, 0 PVs, 0 driver volumes");
-    assert!(names.len() == N);
+    let cut = world.interrupted_calls("DeleteVolume");
+    println!(
+        "after the deletion: {kills} sidecar kills in all ({cut} DeleteVolume calls cut short); 0 claims, 0 PVs, 0 driver volumes"
+    );
+    assert!(cut > 0, "no kill landed inside a DeleteVolume");
 }
 
 /// (orphaned, duplicated, lost): driver volumes no PV records, PVs recording the same volume
 /// or claims with more than one volume made for them, and bound claims whose volume the driver
 /// does not have.
-async fn audit(world: &World<Hostpath>, claims: &[PersistentVolumeClaim]) -> (usize, usize, usize) {
+async fn audit<D>(
+    world: &World<D>,
+    driver: &Hostpath,
+    claims: &[PersistentVolumeClaim],
+) -> (usize, usize, usize) {
     let pvs: Vec<PersistentVolume> = world.driver_volumes_in_api().await;
     let handles: Vec<String> =
         pvs.iter().filter_map(|pv| pv.csi_handle().map(str::to_string)).collect();
     let unique: BTreeSet<&String> = handles.iter().collect();
-    let ids: BTreeSet<String> = world.driver.volume_ids().await.into_iter().collect();
+    let ids: BTreeSet<String> = driver.volume_ids().await.into_iter().collect();
     let orphans = ids.iter().filter(|id| !unique.contains(id)).count();
     // One volume per name in the driver: a second volume for a claim would carry the same name.
-    let names: Vec<String> = world.driver.state_volumes().into_iter().map(|v| v.name).collect();
+    let names: Vec<String> = driver.state_volumes().into_iter().map(|v| v.name).collect();
     let distinct_names: BTreeSet<&String> = names.iter().collect();
     let duplicates = (handles.len() - unique.len()) + (names.len() - distinct_names.len());
     let lost = claims

@@ -185,6 +185,29 @@ impl<D> World<D> {
         }
     }
 
+    /// Calls of `method` a kill cut short: sent by some run of the sidecar in this world and
+    /// never answered in its log (the test filter writes each call and its end). Read once
+    /// the live sidecar is idle, it counts only what the kills interrupted.
+    pub fn interrupted_calls(&self, method: &str) -> usize {
+        let sent = format!("\"CSI call\" method=\"{method}\"");
+        let ended = [
+            format!("\"CSI call succeeded\" method=\"{method}\""),
+            format!("\"CSI call failed\" method=\"{method}\""),
+        ];
+        let mut open = 0usize;
+        for entry in std::fs::read_dir(self.dir.path()).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with("sidecar-") && name.ends_with(".log")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let count = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+            let answered: usize = ended.iter().map(|e| count(e)).sum();
+            open += count(&sent).saturating_sub(answered);
+        }
+        open
+    }
+
     /// kill -9, then start again with the same flags (not waiting for readiness).
     pub fn kill_and_restart(&mut self) {
         let _ = self.sidecar.child.start_kill();
