@@ -176,7 +176,7 @@ async fn restore_from_a_real_snapshot() {
     }
     for (name, text) in [
         ("too-small", "less than the snapshot's restore size"),
-        ("as-block", "--prevent-volume-mode-conversion"),
+        ("as-block", "converting the volume mode is refused"),
         ("missing", "\"no-such-snap\": it does not exist"),
         ("unbound", "not bound to a VolumeSnapshotContent yet"),
         ("foreign", "taken by driver other.csi.test"),
@@ -196,6 +196,24 @@ async fn restore_from_a_real_snapshot() {
     );
     assert!(text.contains("state: Pending (DataSourceRefused)"), "{text}");
     assert!(text.contains("less than the snapshot's restore size"), "{text}");
+
+    // With --prevent-volume-mode-conversion=false the block claim is no longer refused by us:
+    // it goes to the driver, as with csi-provisioner's flag off.
+    let mut world = world;
+    world.args.push("--prevent-volume-mode-conversion=false".into());
+    world.kill_and_restart();
+    let asked = eventually(LIMIT, || async {
+        let log = world.sidecar.log_text();
+        log.lines()
+            .any(|l| l.contains("\"CSI call\" method=\"CreateVolume\"") && l.contains("as-block"))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        asked.is_some(),
+        "as-block never sent with the flag off:\n{}",
+        world.sidecar.log_text()
+    );
 }
 
 /// A clone of a claim on hostpathplugin holds the source's data; the source carries the
