@@ -159,7 +159,7 @@ fn every_accepted_flag_is_passed_by_a_test() {
             let start = format!("\"{dashes}{long}");
             text.match_indices(&start).any(|(at, _)| {
                 let next = text[at + start.len()..].chars().next();
-                matches!(next, Some('"') | Some('='))
+                matches!(next, Some('"' | '='))
             })
         })
     };
