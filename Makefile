@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-check image-scan all build peers peers-bench peers-e2e lint unit integration sanity test e2e bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -38,9 +38,21 @@ peers-bench: peers
 peers-e2e:
 	./peers/build.sh e2e
 
-lint:
+lint: deny
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+# cargo-deny (deny.toml): licences, crate sources, wildcard versions; the RustSec advisories too
+# when their database can be fetched from GitHub, and a line saying so when it cannot.
+DENY_VERSION := 0.20.2
+deny:
+	command -v cargo-deny >/dev/null || $(CARGO) install --locked cargo-deny --version $(DENY_VERSION)
+	cargo deny --log-level error check licenses bans sources
+	if timeout 20 git ls-remote https://github.com/rustsec/advisory-db HEAD >/dev/null 2>&1; then \
+		cargo deny --log-level error check advisories; \
+	else \
+		echo "deny: advisories NOT checked: the RustSec database (github.com/rustsec/advisory-db) cannot be fetched from this machine"; \
+	fi
 
 # The benchmark's tests link the library with the tests' features, so that the integration
 # tests reuse that build instead of compiling the library once more.
