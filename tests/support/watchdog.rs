@@ -14,6 +14,8 @@ use kube::api::{Api, ListParams};
 /// Bound with a claimRef to a claim (same UID) whose `spec.volumeName` names another PV.
 pub struct DoubleBindWatch {
     seen: Arc<Mutex<Vec<String>>>,
+    /// (looks that read both lists, looks that failed to).
+    looks: Arc<Mutex<(usize, usize)>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -23,27 +25,41 @@ impl DoubleBindWatch {
         let volumes: Api<PersistentVolume> = Api::all(client);
         let seen: Arc<Mutex<Vec<String>>> = Arc::default();
         let record = seen.clone();
+        let looks: Arc<Mutex<(usize, usize)>> = Arc::default();
+        let counted = looks.clone();
         let namespace = namespace.to_string();
         let task = tokio::spawn(async move {
             loop {
-                if let (Ok(c), Ok(v)) = (
+                match (
                     claims.list(&ListParams::default()).await,
                     volumes.list(&ListParams::default()).await,
                 ) {
-                    let found = double_binds(&namespace, &c.items, &v.items);
-                    if !found.is_empty() {
-                        record.lock().unwrap().extend(found);
+                    (Ok(c), Ok(v)) => {
+                        counted.lock().unwrap().0 += 1;
+                        let found = double_binds(&namespace, &c.items, &v.items);
+                        if !found.is_empty() {
+                            record.lock().unwrap().extend(found);
+                        }
                     }
+                    // A look that failed saw nothing: counted, so that a watch that never
+                    // looked cannot pass for one that found nothing.
+                    _ => counted.lock().unwrap().1 += 1,
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        DoubleBindWatch { seen, task }
+        DoubleBindWatch { seen, looks, task }
     }
 
-    /// Stops watching; every double bind seen, once each.
+    /// Stops watching; every double bind seen, once each. Panics unless most looks read both
+    /// lists (at least 10, and no more than a tenth failed).
     pub fn stop(self) -> Vec<String> {
         self.task.abort();
+        let (ok, failed) = *self.looks.lock().unwrap();
+        assert!(
+            ok >= 10 && failed * 10 <= ok + failed,
+            "the double-bind watch looked {ok} times, and failed to {failed} times"
+        );
         let mut seen = self.seen.lock().unwrap().clone();
         seen.sort();
         seen.dedup();
