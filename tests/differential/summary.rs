@@ -44,6 +44,9 @@ pub async fn summarize(client: &kube::Client, ids: &[String]) -> BTreeMap<String
         put(summary, &key, "volumeName", &v["spec"]["volumeName"]);
         put(summary, &key, "capacity", &v["status"]["capacity"]);
         put(summary, &key, "status.accessModes", &v["status"]["accessModes"]);
+        // What the binder copies from the PV it binds (its VolumeAttributesClass).
+        let current = &v["status"]["currentVolumeAttributesClassName"];
+        put(summary, &key, "status.currentVolumeAttributesClassName", current);
         put(summary, &key, "annotations", &v["metadata"]["annotations"]);
         put(summary, &key, "finalizers", &v["metadata"]["finalizers"]);
     }
