@@ -165,8 +165,9 @@ build ctr "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/c
 # The registrar that announces the driver to kubelet (peers/registrar), keyed by its source.
 build csi-pv-registrar "$(cat "$here/registrar/main.go" "$here/registrar/go.sum" | sha256sum | cut -c1-12)" \
   registrar . -ldflags="-s -w"
+# kubectl: `kubectl kustomize` of deploy/ in make test, and the e2e suite's commands.
+build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
 if [[ $mode == e2e ]]; then
-  build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
   build ginkgo "$(pinned k8s github.com/onsi/ginkgo/v2)" k8s github.com/onsi/ginkgo/v2/ginkgo -ldflags="-s -w"
   build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
   build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \

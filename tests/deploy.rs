@@ -66,7 +66,7 @@ fn deploy_manifests_apply_and_the_container_runs_as_written() {
     runtime.block_on(async {
         let admin = client_from_kubeconfig(&owned.plane.admin_kubeconfig).await;
         let discovery = Discovery::new(admin.clone()).run().await.expect("discovery");
-        let rbac = documents("rbac.yaml");
+        let rbac = documents("rbac/rbac.yaml");
         let plugin = documents("hostpath/csi-hostpath-plugin.yaml");
         let classes = documents("storageclass.yaml");
         for object in rbac.iter().chain(&plugin).chain(&classes) {
@@ -188,4 +188,142 @@ fn deploy_manifests_apply_and_the_container_runs_as_written() {
         assert!(left.is_some(), "the journal keeps an entry:\n{}", sidecar.log_text());
         println!("deploy/ applied; the container ran with {args:?} as {namespace}/{account} and provisioned pvc-{uid}");
     });
+}
+
+/// Copies deploy/ into `dir`, the swap's remote resource replaced by the same file read from the
+/// release archive the peers are built from (the test host reaches no web server).
+fn deploy_copy(dir: &Path) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(root.join("deploy"))
+        .arg(dir)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "cannot copy deploy/");
+    let copy = dir.join("deploy");
+    let upstream =
+        support::hostpath::source_file("deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
+    std::fs::write(copy.join("swap/upstream.yaml"), upstream).expect("upstream manifest");
+    let kustomization = copy.join("swap/kustomization.yaml");
+    let text = std::fs::read_to_string(&kustomization).expect("swap/kustomization.yaml");
+    let url = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-host-path/v1.18.0/deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml";
+    assert!(text.contains(url), "deploy/swap names another manifest:\n{text}");
+    std::fs::write(&kustomization, text.replace(url, "upstream.yaml")).expect("kustomization");
+    copy
+}
+
+/// `kubectl` with the admin kubeconfig; its stdout, or a panic with its stderr.
+fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<&str>) -> String {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(support::peers::peer("kubectl"))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.unwrap_or_default().as_bytes());
+    }
+    let out = child.wait_with_output().expect("kubectl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl {args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn yaml_documents(text: &str) -> Vec<serde_json::Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|d| {
+            let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(d).expect("YAML");
+            serde_json::to_value(value).expect("JSON")
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// `kubectl kustomize deploy/` and `deploy/swap/` build, and the API server takes what they
+/// build: deploy/ in a server-side dry run, the swap for real. The swap is csi-driver-host-path's
+/// manifest with exactly two containers swapped for ours, whose args are theirs verbatim after
+/// their markers; every other object and container is as upstream wrote it, and our RBAC is
+/// bound to the driver's own ServiceAccount.
+#[test]
+fn kustomize_builds_deploy_and_the_two_container_swap() {
+    let owned = OwnedPlane::for_test(false);
+    let admin = &owned.plane.admin_kubeconfig;
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let copy = deploy_copy(dir.path());
+    let main = kubectl(admin, &["kustomize", &copy.display().to_string()], None);
+    kubectl(admin, &["apply", "--dry-run=server", "-f", "-"], Some(&main));
+
+    let built = kubectl(admin, &["kustomize", &copy.join("swap").display().to_string()], None);
+    let swap = yaml_documents(&built);
+    let upstream = yaml_documents(&support::hostpath::source_file(
+        "deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml",
+    ));
+    let id = |o: &serde_json::Value| format!("{}/{}", o["kind"], o["metadata"]["name"]);
+    // Every upstream object is there, unchanged but for the StatefulSet.
+    for object in &upstream {
+        let ours = swap.iter().find(|o| id(o) == id(object));
+        let ours = ours.unwrap_or_else(|| panic!("{} is missing from the swap", id(object)));
+        if object["kind"] != "StatefulSet" {
+            assert_eq!(ours, object, "{} changed", id(object));
+        }
+    }
+    let set = |objects: &[serde_json::Value]| -> serde_json::Value {
+        objects.iter().find(|o| o["kind"] == "StatefulSet").cloned().expect("a StatefulSet")
+    };
+    let (theirs, ours) = (set(&upstream), set(&swap));
+    let containers = |s: &serde_json::Value| -> Vec<serde_json::Value> {
+        s["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default()
+    };
+    let swapped = ["csi-provisioner", "csi-resizer"];
+    let kept: Vec<serde_json::Value> = containers(&theirs)
+        .into_iter()
+        .filter(|c| !swapped.contains(&c["name"].as_str().unwrap_or_default()))
+        .collect();
+    let mine: Vec<serde_json::Value> = containers(&ours);
+    let (sidecar, others): (Vec<_>, Vec<_>) =
+        mine.into_iter().partition(|c| c["name"] == "csi-pv-controller");
+    assert_eq!(others, kept, "the containers that stay are upstream's, unchanged");
+    let mut want = vec!["--args-of=csi-provisioner".to_string()];
+    want.extend(support::hostpath::container_args("csi-provisioner").0);
+    want.push("--args-of=csi-resizer".into());
+    want.extend(support::hostpath::container_args("csi-resizer").0);
+    let args: Vec<String> = sidecar[0]["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    assert_eq!(args, want, "our args are the two lists verbatim, each after its marker");
+    let mut pod = ours["spec"]["template"]["spec"].clone();
+    let mut upstream_pod = theirs["spec"]["template"]["spec"].clone();
+    pod["containers"] = serde_json::Value::Null;
+    upstream_pod["containers"] = serde_json::Value::Null;
+    assert_eq!(pod, upstream_pod, "the pod is upstream's but for its containers");
+    // Our RBAC, bound to the driver's ServiceAccount; no ServiceAccount of ours.
+    for binding in [
+        "ClusterRoleBinding/csi-pv-controller-role",
+        "RoleBinding/csi-pv-controller-leader-election",
+    ] {
+        let object = swap.iter().find(|o| id(o).replace('"', "") == binding).expect(binding);
+        assert_eq!(object["subjects"][0]["name"], "csi-hostpathplugin-sa", "{binding}");
+    }
+    assert!(!swap.iter().any(|o| id(o) == "\"ServiceAccount\"/\"csi-pv-controller\""));
+
+    kubectl(admin, &["apply", "-f", "-"], Some(&built));
+    let text = kubectl(
+        admin,
+        &["get", "statefulset", "csi-hostpathplugin", "-n", "default", "-o", "json"],
+        None,
+    );
+    let stored: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let names: Vec<String> =
+        containers(&stored).iter().filter_map(|c| c["name"].as_str().map(str::to_string)).collect();
+    let has = |name: &str| names.iter().any(|n| n == name);
+    assert!(
+        has("csi-pv-controller") && !has("csi-provisioner") && !has("csi-resizer"),
+        "{names:?}"
+    );
+    println!("deploy/ and deploy/swap/ built and applied; the swap's containers: {names:?}");
 }

@@ -81,7 +81,7 @@ pub fn restore_source(
         }
         Some(SnapshotLookup::Unreadable(why)) => {
             return Err(fail(format!(
-                "it cannot be read ({why}); csi-pv-controller needs get on volumesnapshots and volumesnapshotcontents (deploy/rbac.yaml)"
+                "it cannot be read ({why}); csi-pv-controller needs get on volumesnapshots and volumesnapshotcontents (deploy/rbac/rbac.yaml)"
             )));
         }
         Some(SnapshotLookup::Missing) | None => {

@@ -229,15 +229,15 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
     let text: String = RBAC_FILES
         .iter()
         .map(|file| {
-            let path = format!("{}/deploy/{file}", repo_root().display());
+            let path = format!("{}/deploy/rbac/{file}", repo_root().display());
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
             format!("{text}\n---\n")
         })
         .collect();
     let mut account_name = None;
     for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value =
-            serde_yaml_ng::Value::deserialize(document).expect("invalid YAML in deploy/rbac*.yaml");
+        let value = serde_yaml_ng::Value::deserialize(document)
+            .expect("invalid YAML in deploy/rbac/*.yaml");
         if value.is_null() {
             continue;
         }
@@ -287,10 +287,10 @@ pub async fn apply_deploy_rbac(plane: &ControlPlane, namespace: &str, suffix: &s
                     .await
                     .unwrap();
             }
-            other => panic!("deploy/rbac.yaml: unexpected kind {other:?}"),
+            other => panic!("deploy/rbac/rbac.yaml: unexpected kind {other:?}"),
         }
     }
-    account_name.expect("deploy/rbac.yaml has no ServiceAccount")
+    account_name.expect("deploy/rbac/rbac.yaml has no ServiceAccount")
 }
 
 /// Another ServiceAccount `name` in `namespace` with the same rights as the one

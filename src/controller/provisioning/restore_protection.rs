@@ -50,7 +50,7 @@ impl Controller {
             // As csi-provisioner: RBAC without patch on volumesnapshots (an older deploy/)
             // does not stop restores. Taken as protected for this pass, so that it moves on.
             Err(SyncError::Api { source, .. }) if is_status(&source, 403) => {
-                warn!(error = %source, "restoring without the snapshot's restore protection: grant patch on volumesnapshots (deploy/rbac.yaml), or a restore whose claim and snapshot are both deleted while csi-pv-controller is down cannot be undone");
+                warn!(error = %source, "restoring without the snapshot's restore protection: grant patch on volumesnapshots (deploy/rbac/rbac.yaml), or a restore whose claim and snapshot are both deleted while csi-pv-controller is down cannot be undone");
                 let mut taken = snapshot.clone();
                 taken.held = true;
                 return Ok(SnapshotLookup::Found(Box::new(taken)));
