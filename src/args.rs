@@ -43,6 +43,15 @@ pub fn go_bool(text: &str) -> Result<bool, String> {
     }
 }
 
+/// `name=value` as (name, Some(value)), a bare `name` as (name, None): a flag's text after its
+/// dashes.
+pub fn name_and_value(text: &str) -> (String, Option<String>) {
+    match text.split_once('=') {
+        Some((name, value)) => (name.to_string(), Some(value.to_string())),
+        None => (text.to_string(), None),
+    }
+}
+
 fn single_dash_long(arg: &str) -> bool {
     let Some(flag) = arg.strip_prefix('-') else {
         return false;

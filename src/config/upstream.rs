@@ -134,10 +134,7 @@ pub fn translate(argv: Vec<OsString>) -> Result<Translated, String> {
             out.extend(args.by_ref());
             break;
         }
-        let (name, inline) = match text.split_once('=') {
-            Some((name, value)) => (name.to_string(), Some(value.to_string())),
-            None => (text.to_string(), None),
-        };
+        let (name, inline) = crate::args::name_and_value(text);
         let Some((_, kind, meaning)) = FLAGS.iter().find(|(n, _, _)| *n == name) else {
             out.push(arg);
             continue;

@@ -81,10 +81,7 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
             out.extend(args.by_ref());
             break;
         }
-        let (name, inline) = match text.split_once('=') {
-            Some((name, value)) => (name.to_string(), Some(value.to_string())),
-            None => (text.clone(), None),
-        };
+        let (name, inline) = crate::args::name_and_value(&text);
         if name == MARKER {
             let value = match inline {
                 Some(v) => v,
