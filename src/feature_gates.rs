@@ -1,10 +1,10 @@
 //! `--feature-gates`, as the Go sidecars take it: `Name=value`, comma-separated, the value as Go
 //! reads a boolean (`True` too). Gates that are GA upstream are accepted when on (the behaviour
 //! is always there) and refused when off, but for Topology, which csi-provisioner lets a user
-//! switch off: then no topology is asked of the driver or written on a PV. The gates both sidecars register from the Kubernetes
-//! libraries (API server and client features) are taken and have no effect, as in the sidecars,
-//! which serve no API. A gate neither knows is refused, so that a typo never passes for a
-//! setting.
+//! switch off: then no topology is asked of the driver or written on a PV. The gates both
+//! sidecars register from the Kubernetes libraries (API server and client features) are taken
+//! and have no effect, as in the sidecars, which serve no API. A gate neither knows is refused,
+//! so that a typo never passes for a setting.
 
 use std::collections::BTreeMap;
 

@@ -2,8 +2,8 @@
 //! (`I1126 02:38:30.756391    6744 elector.rs:231] "Lease released" lease="ns/name"`), and with
 //! `--logging-format=json` component-base's JSON (`ts` in seconds, `caller`, `msg`, `v` for
 //! everything but errors, then the key/values). An error's cause is `err` in both, as klog
-//! writes it. The fields of the
-//! spans an event is in (the claim or PV a pass works on) follow the event's own.
+//! writes it. The fields of the spans an event is in (the claim or PV a pass works on) follow
+//! the event's own.
 
 use std::fmt::{self, Write as _};
 

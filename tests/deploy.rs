@@ -23,13 +23,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 fn documents(file: &str) -> Vec<serde_json::Value> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| {
-            let value = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(d).expect("YAML");
-            serde_json::to_value(value).expect("JSON")
-        })
-        .filter(|v| !v.is_null())
-        .collect()
+    yaml_documents(&text)
 }
 
 /// Creates `object` (a dry run when `dry_run`), whatever its kind.

@@ -339,6 +339,9 @@ pub fn from_args<I>(argv: I) -> Result<Read, FlagError>
 where
     I: IntoIterator<Item = std::ffi::OsString>,
 {
+    use clap::CommandFactory;
+    let command = Config::command();
+    let takes_value = |name: &str| takes_value(&command, name);
     let merged = merged::merge(crate::args::go_style(argv), takes_value).map_err(|r| match r {
         merged::Refusal { message, exit: 2 } => FlagError::Refused(message),
         merged::Refusal { message, exit } => FlagError::Conflict { message, exit },
@@ -356,13 +359,12 @@ where
 }
 
 /// Whether `--name` takes the next argument as its value when none follows `=`: ours as clap
-/// defines them, the upstream ones as `upstream` reads them.
-fn takes_value(name: &str) -> bool {
-    use clap::CommandFactory;
+/// defines them (`command`), the upstream ones as `upstream` reads them.
+fn takes_value(command: &clap::Command, name: &str) -> bool {
     if let Some(kind) = upstream::takes_value(name) {
         return kind;
     }
-    Config::command().get_arguments().any(|a| {
+    command.get_arguments().any(|a| {
         a.get_long() == Some(name)
             && a.get_action().takes_values()
             && a.get_num_args().is_none_or(|n| n.min_values() > 0)

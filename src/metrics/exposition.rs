@@ -43,9 +43,11 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// A sample line with its `le="…"` value written as Go writes a float.
+/// A sample line with its `le="…"` value written as Go writes a float. `le` is found as a whole
+/// label name only (after `{` or `,`), never as the end of another (`handle="…"`).
 fn go_le(line: &str) -> String {
-    let Some(start) = line.find("le=\"").map(|i| i + 4) else {
+    let label = ["{le=\"", ",le=\""].iter().find_map(|l| line.find(l).map(|i| i + l.len()));
+    let Some(start) = label else {
         return line.to_string();
     };
     let Some(len) = line[start..].find('"') else {
@@ -104,6 +106,9 @@ mod tests {
 
     #[test]
     fn openmetrics_becomes_prometheus_text() {
+        // A label ending in "le" is not `le`.
+        let handle = "up{handle=\"1.0\"} 1\n# EOF\n";
+        assert_eq!(to_prometheus_text(handle), "up{handle=\"1.0\"} 1\n");
         let om = "# HELP jobs Jobs done.\n# TYPE jobs counter\njobs_total{queue=\"a\"} 3\n# HELP wait Waiting.\n# TYPE wait histogram\n# UNIT wait seconds\nwait_sum 1.5\nwait_count 2\nwait_bucket{le=\"10.0\"} 2\nwait_bucket{name=\"x\",le=\"+Inf\"} 2\n# TYPE up gauge\nup 1\n# EOF\n";
         let want = "# HELP jobs_total Jobs done.\n# TYPE jobs_total counter\njobs_total{queue=\"a\"} 3\n# HELP wait Waiting.\n# TYPE wait histogram\nwait_sum 1.5\nwait_count 2\nwait_bucket{le=\"10\"} 2\nwait_bucket{name=\"x\",le=\"+Inf\"} 2\n# TYPE up gauge\nup 1\n";
         assert_eq!(to_prometheus_text(om), want);

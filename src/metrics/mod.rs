@@ -192,8 +192,8 @@ impl Metrics {
     /// A provision ended with its PV saved, `elapsed` after CreateVolume was sent.
     pub fn provisioned(&self, class: &str, source: &str, elapsed: Duration) {
         let labels = ProvisionLabels { class: class.to_string(), source: source.to_string() };
-        let series = (&self.provisioned, &self.provision_seconds);
-        count_outcome(series, &self.provision_failed, &labels, true, elapsed);
+        self.provisioned.get_or_create(&labels).inc();
+        self.provision_seconds.get_or_create(&labels).observe(elapsed.as_secs_f64());
     }
 
     /// A provisioning attempt failed, at the driver or before it.

@@ -70,17 +70,12 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
         out.push(program);
     }
     while let Some(arg) = args.next() {
-        let Some(text) = arg.to_str().and_then(flag_text) else {
-            // A subcommand or a value: the rest is theirs.
+        // A subcommand, a value, or `--`: the rest is theirs.
+        let Some(text) = arg.to_str().and_then(flag_text).filter(|t| !t.is_empty()) else {
             out.push(arg);
             out.extend(args.by_ref());
             break;
         };
-        if text.is_empty() {
-            out.push(arg);
-            out.extend(args.by_ref());
-            break;
-        }
         let (name, inline) = crate::args::name_and_value(&text);
         if name == MARKER {
             let value = match inline {
