@@ -248,8 +248,10 @@ impl Elector {
         self.fence.shut_now();
         gauge.set(0);
         let _ = leading.send(false);
-        super::events::record(&self.api, &self.name, &self.identity, "stopped leading");
+        // Said only when we give the Lease up: a replica whose leadership may have lapsed sends
+        // nothing more, an Event neither (client-go records it then too; we log it).
         if stopping {
+            super::events::record(&self.api, &self.name, &self.identity, "stopped leading");
             self.release().await;
         }
     }

@@ -1,7 +1,9 @@
 //! client-go's LeaderElection events: the Go sidecars' elections record "<identity> became
 //! leader" and "<identity> stopped leading" on the Lease (csi-lib-utils gives the lock a
 //! recorder whose component is `<lease>/<identity>`), and dashboards and `kubectl get events`
-//! filters look for them. A failure to record one is logged and changes nothing.
+//! filters look for them. Ours says "stopped leading" only when it gives a Lease up: after a
+//! Lease may have been lost, the fence allows no write, and an Event is none either. A failure
+//! to record one is logged and changes nothing.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
