@@ -1,7 +1,7 @@
 //! `--feature-gates`, as the Go sidecars take it: `Name=value`, comma-separated, the value as Go
-//! reads a boolean (`True` too). Gates that are GA upstream are accepted when on (the behaviour
-//! is always there) and refused when off, but for Topology, which csi-provisioner lets a user
-//! switch off: then no topology is asked of the driver or written on a PV. The gates both
+//! reads a boolean (`True` too). The GA gates the sidecars still let a user switch off are taken
+//! both ways: Topology off asks the driver for no topology and writes none on a PV;
+//! VolumeAttributesClass off leaves classes out of provisioning and modifies nothing. The gates both
 //! sidecars register from the Kubernetes libraries (API server and client features) are taken
 //! and have no effect, as in the sidecars, which serve no API. A gate neither knows is refused,
 //! so that a typo never passes for a setting.
@@ -18,6 +18,9 @@ pub struct FeatureGates {
     /// csi-provisioner's Topology (GA, on by default): off, the driver's accessibility
     /// constraints are not used, as if it had none.
     pub topology_off: bool,
+    /// Both sidecars' VolumeAttributesClass (GA, on by default): off, a claim's class is left
+    /// out of CreateVolume and its PV, and no volume is modified.
+    pub attributes_classes_off: bool,
     /// Gates taken that change nothing here, each with why: said once at start.
     pub no_effect: Vec<String>,
 }
@@ -61,9 +64,14 @@ const LIBRARY_GATES: &[&str] = &[
     "WatchList",
 ];
 
-/// Gates that are GA in the sidecars we replace: always on here.
-const ALWAYS_ON: &[&str] =
-    &["HonorPVReclaimPolicy", "RecoverVolumeExpansionFailure", "VolumeAttributesClass"];
+/// csi-resizer's RecoverVolumeExpansionFailure (GA): off, it resizes without recording
+/// `status.allocatedResources` and `allocatedResourceStatuses`. Kubernetes 1.34 and later lock
+/// the gate on in kube-controller-manager and kubelet, which read those fields, so we keep them.
+const RECOVER_EXPANSION: &str = "RecoverVolumeExpansionFailure";
+
+/// Gates that are GA, or gone, in the sidecars we replace, and always on here: csi-provisioner
+/// v5 knew HonorPVReclaimPolicy (v6 refuses the name; we take =true from older manifests).
+const ALWAYS_ON: &[&str] = &["HonorPVReclaimPolicy"];
 
 /// Gates that are off by default upstream too, and that we do not implement: accepted when off,
 /// refused when on, so that nobody believes the behaviour is there.
@@ -87,6 +95,11 @@ impl std::str::FromStr for FeatureGates {
             match name.as_str() {
                 "AnnotateFsResize" => gates.annotate_fs_resize = on,
                 "Topology" => gates.topology_off = !on,
+                "VolumeAttributesClass" => gates.attributes_classes_off = !on,
+                RECOVER_EXPANSION if on => {}
+                RECOVER_EXPANSION => gates.no_effect.push(format!(
+                    "{RECOVER_EXPANSION}=false: expansion still records status.allocatedResources and allocatedResourceStatuses, which Kubernetes 1.34 and later require"
+                )),
                 RELEASE_ON_EXIT => gates
                     .no_effect
                     .push(format!("{RELEASE_ON_EXIT}={on}: the Lease is always given up on exit")),
@@ -99,7 +112,7 @@ impl std::str::FromStr for FeatureGates {
                 }
                 n => {
                     return Err(format!(
-                        "unknown feature gate {n:?} (known: AnnotateFsResize, Topology, and {} which are always on)",
+                        "unknown feature gate {n:?} (known: AnnotateFsResize, Topology, VolumeAttributesClass, {RECOVER_EXPANSION}, {} and the Kubernetes library gates)",
                         ALWAYS_ON.join(", ")
                     ));
                 }
@@ -128,7 +141,7 @@ mod tests {
 
     #[test]
     fn gates_parse_as_the_go_sidecars_write_them() {
-        let table: [(&str, Result<bool, &str>); 14] = [
+        let table: [(&str, Result<bool, &str>); 16] = [
             ("Topology=True", Ok(false)),
             ("AnnotateFsResize=TRUE,VolumeAttributesClass=t", Ok(true)),
             ("ReleaseLeaderElectionOnExit=true", Ok(false)),
@@ -139,7 +152,9 @@ mod tests {
             ("AnnotateFsResize=true", Ok(true)),
             ("Topology=true, AnnotateFsResize=true", Ok(true)),
             ("AnnotateFsResize=false", Ok(false)),
-            ("VolumeAttributesClass=false", Err("always on")),
+            ("HonorPVReclaimPolicy=false", Err("always on")),
+            ("HonorPVReclaimPolicy=true,VolumeAttributesClass=false", Ok(false)),
+            ("RecoverVolumeExpansionFailure=true", Ok(false)),
             ("Nonsense=true", Err("unknown feature gate")),
             ("AnnotateFsResize", Err("expected Name=true")),
             ("AnnotateFsResize=yes", Err("not a boolean")),
@@ -147,12 +162,21 @@ mod tests {
         let off: FeatureGates = "Topology=false".parse().unwrap_or_default();
         assert!(off.topology_off && off.no_effect.is_empty());
         assert!(!"Topology=true".parse::<FeatureGates>().unwrap_or_default().topology_off);
+        let vac: FeatureGates = "VolumeAttributesClass=false".parse().unwrap_or_default();
+        assert!(vac.attributes_classes_off && vac.no_effect.is_empty());
+        let recover: FeatureGates =
+            "RecoverVolumeExpansionFailure=false".parse().unwrap_or_default();
+        assert!(recover.no_effect[0].contains("allocatedResources"), "{:?}", recover.no_effect);
         for (text, want) in table {
             let got = text.parse::<FeatureGates>();
             match (got, want) {
                 (Ok(g), Ok(on)) => {
                     assert_eq!(g.annotate_fs_resize, on, "{text}");
                     let library = text.contains("WatchList") || text.contains("Release");
+                    assert_eq!(
+                        g.attributes_classes_off,
+                        text.contains("VolumeAttributesClass=false")
+                    );
                     assert_eq!(g.no_effect.is_empty(), !library, "{text}: {:?}", g.no_effect);
                 }
                 (Err(e), Err(part)) => assert!(e.contains(part), "{text}: {e}"),

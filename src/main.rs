@@ -192,13 +192,18 @@ async fn run(config: Config) -> anyhow::Result<()> {
             driver.controller.has(csi_pv_controller::csi::ControllerCapability::ModifyVolume);
         // csi-resizer turns its modify controller off when the cluster lacks the v1 API.
         let attributes_classes = modifies
+            && !config.feature_gates.attributes_classes_off
             && cluster::serves(&clients.state, "storage.k8s.io/v1", "VolumeAttributesClass")
                 .await
                 .unwrap_or_else(|e| {
                     warn!(error = %e, "cannot discover VolumeAttributesClass; taking it as not served");
                     false
                 });
-        if modifies && !attributes_classes {
+        if config.feature_gates.attributes_classes_off {
+            info!(
+                "--feature-gates=VolumeAttributesClass=false: claims' classes are not used and no volume is modified"
+            );
+        } else if modifies && !attributes_classes {
             warn!(
                 "the driver modifies volumes, but this cluster does not serve storage.k8s.io/v1 VolumeAttributesClass: claims naming a class are refused"
             );
@@ -251,6 +256,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             binder: config.binder(),
             handle_volume_inuse_error: config.handle_volume_inuse_error,
             annotate_fs_resize: config.feature_gates.annotate_fs_resize,
+            attributes_classes_off: config.feature_gates.attributes_classes_off,
             // Four periodic passes (a minute by default): the binder hands a claim over at once.
             handover_grace: config.pvclaimbinder_sync_period * 4,
             journal,

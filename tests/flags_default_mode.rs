@@ -3,7 +3,8 @@
 //! requests the driver got and the objects left: csi-provisioner's `--extra-create-metadata`,
 //! `--default-fstype`, `--volume-name-uuid-length`, `--controller-publish-readonly`,
 //! `--strict-topology` and `--immediate-topology` (over two nodes in two zones), csi-resizer's
-//! `--extra-modify-metadata`, `--handle-volume-inuse-error` and `--resync-period`.
+//! `--extra-modify-metadata`, `--handle-volume-inuse-error` and `--resync-period`, and the GA gates
+//! both sidecars let a user switch off.
 
 mod support;
 
@@ -275,4 +276,60 @@ async fn resizer_flags_modify_metadata_in_use_and_resync() {
         .await;
     assert_eq!(world.hostpath().state_volumes()[0].size, 2 * GI);
     pods.delete("user", &DeleteParams::default().grace_period(0)).await.unwrap();
+}
+
+/// `--feature-gates=VolumeAttributesClass=false`, as csi-provisioner and csi-resizer take it: a
+/// claim naming a class is provisioned without it (no mutable parameters, no class on the PV,
+/// which kube-controller-manager's binder then leaves unbound, as beside upstream), and a change
+/// of class is never sent to the driver. `RecoverVolumeExpansionFailure=false` is taken, said at
+/// start, and expansion still records what Kubernetes reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn attributes_classes_gate_off_leaves_classes_out() {
+    let world = Beside::start(
+        "flags-vac-off",
+        &["--enable-controller-modify-volume", "--accepted-mutable-parameter-names=iops"],
+        &["--feature-gates=VolumeAttributesClass=false,RecoverVolumeExpansionFailure=false"],
+    )
+    .await;
+    let ns = world.namespace.clone();
+    for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
+        world.create_attributes_class(name, json!({"iops": iops})).await;
+    }
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});
+    world.create_claim("named", "grow", "1Gi", spec).await;
+    let named = world.claim("named").await.unwrap();
+    assert!(create_for(&world, &named).await.mutable_parameters.is_empty(), "class sent");
+    let name = format!("pvc-{}", named.metadata.uid.clone().unwrap_or_default());
+    let pv = eventually(LIMIT, || async { world.volumes().get_opt(&name).await.ok()? }).await;
+    let pv = pv.unwrap_or_else(|| panic!("no PV {name}:\n{}", world.sidecar.log_text()));
+    assert_eq!(pv.spec.and_then(|s| s.volume_attributes_class_name), None, "class on the PV");
+    let log = world.sidecar.log_text();
+    assert!(log.contains("RecoverVolumeExpansionFailure=false"), "not said at start:\n{log}");
+
+    // A new class and a new size in one patch on a bound claim; the resize's end is the later
+    // event that shows the claim was passed over after the change, with no modify sent.
+    world.create_claim("data", "grow", "1Gi", json!({})).await;
+    world.bound("data", LIMIT).await;
+    let patch = json!({"spec": {
+        "volumeAttributesClassName": format!("{ns}-faster"),
+        "resources": {"requests": {"storage": "2Gi"}},
+    }});
+    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    let grown = world
+        .claim_until("data", "the driver's part of the resize done", LIMIT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| s.allocated_resource_statuses.as_ref())
+                .and_then(|m| m.get("storage"))
+                .is_some_and(|s| s == "NodeResizePending")
+        })
+        .await;
+    let volume = grown.spec.as_ref().and_then(|s| s.volume_name.clone()).unwrap_or_default();
+    let grown_pv = world.volumes().get(&volume).await.unwrap();
+    assert_eq!(grown_pv.spec.and_then(|s| s.capacity).unwrap()["storage"].0, "2Gi");
+    let status = grown.status.unwrap_or_default();
+    assert_eq!(status.current_volume_attributes_class_name, None);
+    assert_eq!(status.modify_volume_status, None, "a modify was started");
+    assert_eq!(world.relay().calls("ControllerModifyVolume"), 0, "ControllerModifyVolume sent");
 }

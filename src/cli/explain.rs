@@ -172,7 +172,13 @@ fn with_facts(
         snapshot: true,
         modify: true,
         topology: true,
+        attributes_classes_off: false,
     });
+    let features = Features {
+        attributes_classes_off: config.feature_gates.attributes_classes_off,
+        topology: features.topology && !config.feature_gates.topology_off,
+        ..features
+    };
     let expander = Expander::of(
         info.is_none_or(|d| d.controller.has(ControllerCapability::ExpandVolume)),
         info.is_some_and(|d| d.node_expansion),

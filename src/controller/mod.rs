@@ -98,8 +98,11 @@ impl Controller {
     ) -> Arc<Self> {
         let features = driver_features(driver);
         // Classes are only known where the cluster serves them (the store exists).
-        let features =
-            Features { modify: features.modify && stores.attributes_classes.is_some(), ..features };
+        let features = Features {
+            modify: features.modify && stores.attributes_classes.is_some(),
+            attributes_classes_off: switches.attributes_classes_off,
+            ..features
+        };
         Arc::new(Controller {
             events: events::Events::new(clients.events, &settings.driver, &settings.identity),
             scope: Scope { driver: settings.driver.clone(), binder: switches.binder },
@@ -240,6 +243,7 @@ pub fn driver_features(driver: &DriverInfo) -> Features {
         snapshot: driver.controller.has(ControllerCapability::CreateDeleteSnapshot),
         modify: driver.controller.has(ControllerCapability::ModifyVolume),
         topology: driver.plugin.accessibility_constraints,
+        attributes_classes_off: false,
     }
 }
 

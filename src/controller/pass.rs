@@ -57,6 +57,8 @@ pub struct Switches {
     pub handle_volume_inuse_error: bool,
     /// `--feature-gates=AnnotateFsResize=true`.
     pub annotate_fs_resize: bool,
+    /// `--feature-gates=VolumeAttributesClass=false`.
+    pub attributes_classes_off: bool,
     /// With `--binder=external`: how long an unbound claim of ours may wait for the cluster's
     /// binder to hand it over before we say the binder seems missing.
     pub handover_grace: Duration,

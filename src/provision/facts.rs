@@ -19,6 +19,9 @@ pub struct Features {
     pub modify: bool,
     /// VOLUME_ACCESSIBILITY_CONSTRAINTS: CreateVolume carries topology requirements.
     pub topology: bool,
+    /// `--feature-gates=VolumeAttributesClass=false`: a claim's class is left out of
+    /// CreateVolume and of its PV, as csi-provisioner does with the gate off.
+    pub attributes_classes_off: bool,
 }
 
 /// What the stores and the API say about the objects a plan reads beside the claim and its

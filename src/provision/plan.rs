@@ -24,7 +24,7 @@ use crate::model::{ClassExt, ReclaimPolicy, VolumeMode};
 use crate::names::*;
 
 /// The claim's VolumeAttributesClass, checked as csi-provisioner checks it: the driver must
-/// modify volumes, the class must exist and be the driver's.
+/// modify volumes, the class must exist and be the driver's. None with the gate off.
 fn attributes_class<'a>(
     spec: &PersistentVolumeClaimSpec,
     settings: &Settings,
@@ -34,6 +34,9 @@ fn attributes_class<'a>(
     let Some(name) = spec.volume_attributes_class_name.as_deref().filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
+    if features.attributes_classes_off {
+        return Ok(None);
+    }
     if !features.modify {
         return Err(PlanError::AttributesClassUnsupported(
             name.to_string(),

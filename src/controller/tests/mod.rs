@@ -119,6 +119,7 @@ impl Bench {
                 binder: Binder::Driver,
                 handle_volume_inuse_error: true,
                 annotate_fs_resize: false,
+                attributes_classes_off: false,
                 handover_grace: Duration::from_secs(60),
                 journal: None,
                 expansion_workers: 1,

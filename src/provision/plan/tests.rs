@@ -191,6 +191,13 @@ fn an_attributes_class_of_ours_gives_mutable_parameters() {
         let e = with(class, features).unwrap_err().to_string();
         assert!(e.contains(text), "{case}: {e}");
     }
+    // The gate off: the class is left out, whether or not the driver modifies or it exists.
+    let off = Features { attributes_classes_off: true, ..modify };
+    for class in [Some(&ours), Some(&theirs), None] {
+        let plan = with(class, off).unwrap();
+        assert!(plan.request.mutable_parameters.is_empty());
+        assert_eq!(plan.volume.spec.unwrap().volume_attributes_class_name, None);
+    }
     // A claim without a class asks for none.
     let plain = build_with(&claim(json!({})), &self::class(json!({})), &s).unwrap();
     assert!(plain.request.mutable_parameters.is_empty());
