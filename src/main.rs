@@ -31,6 +31,7 @@ const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 /// The subcommands beside the controller itself.
 mod cli {
     pub mod explain;
+    pub mod flags_from;
     pub mod reconcile;
     pub mod uninstall;
 
@@ -79,17 +80,21 @@ fn main() -> ExitCode {
         }
     };
     let work = async {
+        let config = match config.command.as_ref().and_then(Command::flags_from) {
+            Some(source) => cli::flags_from::apply(&config, source).await?,
+            None => config.clone(),
+        };
         match &config.command {
-            Some(Command::Explain { claim, all }) => {
+            Some(Command::Explain { claim, all, .. }) => {
                 cli::explain::run(&config, claim.as_deref(), *all).await
             }
-            Some(Command::Reconcile { driver, output }) => {
+            Some(Command::Reconcile { driver, output, .. }) => {
                 cli::reconcile::run(&config, driver, output).await
             }
             Some(Command::Uninstall { driver, force, dry_run }) => {
                 cli::uninstall::run(&config, driver, *force, *dry_run).await
             }
-            None => run(config.clone()).await,
+            None => run(config).await,
         }
     };
     match runtime.block_on(work) {

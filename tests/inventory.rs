@@ -3,7 +3,8 @@
 //! and an orphan deleted only with `--reconcile-delete-orphans`, only after the grace, and never
 //! a volume in flight or adopted. On hostpathplugin, whose volume IDs are UUIDs of its own (so
 //! nothing it lists can be attributed to a claim, and an orphan is "unknown"), and on the fake
-//! driver with IDs that carry the CreateVolume name (`fake/<name>`, as disk-path IDs do).
+//! driver with IDs that carry the CreateVolume name (`fake/<name>`, as disk-path IDs do). And
+//! `reconcile` and `explain` taking the running controller's flags with `--flags-from`.
 
 mod support;
 
@@ -11,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use csi_pv_controller::crash_point::{self as point, ENV};
 use csi_pv_controller::csi::v1 as csi;
-use kube::api::DeleteParams;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use support::cluster::{INTENT_JOURNAL, World, eventually};
@@ -294,4 +297,83 @@ async fn ten_thousand_volumes_cost_paged_paced_calls_and_bounded_memory() {
         peak_kib
     );
     assert!(peak_kib < 128 * 1024, "peak memory {peak_kib} KiB");
+}
+
+/// `explain` and `reconcile` with `--flags-from`: the controller's flags taken from its pod's
+/// container args (its in-pod `--kubeconfig` left out) or from a file, the typed ones winning.
+/// Each read flag is one the command's answer depends on: reconcile reaches the driver only
+/// through the read `--csi-address`, and explain names the volume it would create with the
+/// read `--volume-name-prefix`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_shot_commands_take_the_controllers_flags() {
+    let world = Beside::start("inventory-flags", &[], &[]).await;
+    let ns = world.namespace.clone();
+    world.create_class("std", json!({})).await;
+    world.create_claim("kept", "std", "1Gi", json!({})).await;
+    let kept = world.bound("kept", LIMIT).await.1.metadata.name.unwrap();
+    let endpoint = world.relay().endpoint();
+    let args = json!([
+        format!("--csi-address={endpoint}"),
+        "--kubeconfig=/var/run/not-here/kubeconfig",
+        "--volume-name-prefix=frompod",
+        "-v=2",
+    ]);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "controller"},
+        "spec": {"containers": [
+            {"name": "hostpath", "image": "registry.k8s.io/sig-storage/hostpathplugin:v1.18.0"},
+            {"name": "csi-pv-controller", "image": "csi-pv-controller:test", "args": args},
+        ]},
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(world.client.clone(), &ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    // The kubeconfig from the environment, as in a shell: nothing typed hides the pod's.
+    let one_shot = |args: &[&str]| {
+        let output = std::process::Command::new(support::sidecar::binary())
+            .env("KUBECONFIG", &world.plane.admin_kubeconfig)
+            .args(args)
+            .output()
+            .expect("cannot run the binary");
+        let (out, err) = (output.stdout, output.stderr);
+        let (out, err) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+        assert!(output.status.success(), "{args:?} failed: {out}{err}");
+        (out.to_string(), err.to_string())
+    };
+
+    let from_pod = format!("--flags-from=pod/{ns}/controller");
+    let (out, err) = one_shot(&["reconcile", &world.driver_name, "--output=json", &from_pod]);
+    assert!(err.contains(&format!("--csi-address={endpoint}")), "{err}");
+    assert!(!err.contains("not-here"), "the pod's kubeconfig was taken: {err}");
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let adopted = report["volumes"].as_array().map(|v| v.len());
+    assert_eq!(adopted, Some(1), "{report}");
+    assert_eq!(report["volumes"][0]["state"], "adopted", "{report}");
+    assert_eq!(report["volumes"][0]["persistentVolume"], json!(kept), "{report}");
+
+    // A claim handed to a driver nobody runs, explained by the flags of a file and of the pod.
+    world.create_class("nobody", json!({"provisioner": "nobody.csi.test"})).await;
+    world.create_claim("handed", "nobody", "1Gi", json!({})).await;
+    let handed = world
+        .claim_until("handed", "handed over", LIMIT, |c| {
+            c.annotations().contains_key("volume.kubernetes.io/storage-provisioner")
+        })
+        .await;
+    let uid = handed.metadata.uid.clone().unwrap_or_default();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("args");
+    std::fs::write(&file, "args:\n  - --volume-name-prefix=fromfile\n  - --timeout=10s\n").unwrap();
+    let from_file = format!("--flags-from={}", file.display());
+    let claim = format!("{ns}/handed");
+    let plain = one_shot(&["explain", &claim]).0;
+    assert!(plain.contains(&format!("CreateVolume pvc-{uid}")), "{plain}");
+    let filed = one_shot(&["explain", &claim, &from_file]).0;
+    assert!(filed.contains(&format!("CreateVolume fromfile-{uid}")), "{filed}");
+    let podded = one_shot(&["explain", &claim, &from_pod]).0;
+    assert!(podded.contains(&format!("CreateVolume frompod-{uid}")), "{podded}");
+    // Typed before the subcommand, a flag wins over the pod's.
+    let typed = one_shot(&["--volume-name-prefix=typed", "explain", &claim, &from_pod]).0;
+    assert!(typed.contains(&format!("CreateVolume typed-{uid}")), "{typed}");
 }

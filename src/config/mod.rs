@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+pub mod flags_from;
 pub mod merged;
 mod settings;
 pub mod upstream;
@@ -285,6 +286,11 @@ pub enum Command {
         /// Every claim that is not settled, one line each.
         #[arg(long, default_value_t = false)]
         all: bool,
+        /// Take the running controller's flags: pod/<namespace>/<name>[/<container>] (its
+        /// container's args; not its --kubeconfig) or a file (a JSON list, or one arg per line,
+        /// as a manifest's args list). Flags typed before the subcommand win.
+        #[arg(long, value_name = "SOURCE")]
+        flags_from: Option<flags_from::FlagsSource>,
     },
     /// One pass of the volume reconciler for DRIVER (--csi-address): each of the driver's
     /// volumes as adopted, in flight, orphaned or unknown, and each lost PV. Changes nothing.
@@ -294,6 +300,9 @@ pub enum Command {
         /// table or json.
         #[arg(long, default_value = "table")]
         output: String,
+        /// As explain's --flags-from: the running controller's flags, from its pod or a file.
+        #[arg(long, value_name = "SOURCE")]
+        flags_from: Option<flags_from::FlagsSource>,
     },
     /// Before moving back to csi-provisioner: remove our provisioning finalizer from the claims
     /// of DRIVER wherever that cannot leave a volume behind, and name the others. Stop every
@@ -356,6 +365,31 @@ where
     let mut notes = translated.ignored;
     notes.extend(config.feature_gates.no_effect.iter().cloned());
     Ok(Read { config, notes, warnings: merged.warnings })
+}
+
+/// The command line `typed` with the flags `read` from `source` (`flags_from::rebuild`), ready
+/// for `from_args`.
+pub fn with_flags_from(
+    typed: Vec<std::ffi::OsString>,
+    read: Vec<String>,
+    source: &flags_from::FlagsSource,
+) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let command = Config::command();
+    let takes = |name: &str| name == merged::MARKER || takes_value(&command, name);
+    flags_from::rebuild(typed, read, source.left_out(), takes)
+}
+
+impl Command {
+    /// The subcommand's `--flags-from`, if it has one.
+    pub fn flags_from(&self) -> Option<&flags_from::FlagsSource> {
+        match self {
+            Command::Explain { flags_from, .. } | Command::Reconcile { flags_from, .. } => {
+                flags_from.as_ref()
+            }
+            Command::Uninstall { .. } => None,
+        }
+    }
 }
 
 /// Whether `--name` takes the next argument as its value when none follows `=`: ours as clap
