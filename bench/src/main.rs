@@ -15,11 +15,14 @@ mod support;
 mod driver;
 mod kcm_requests;
 mod measure;
+mod palette;
 mod plan;
+mod progress;
 mod report;
 mod runner;
 mod scale_plot;
 mod scenario;
+mod schedule;
 mod stack;
 mod stats;
 
@@ -30,10 +33,11 @@ use std::time::Duration;
 use clap::Parser;
 
 use driver::DriverKind;
-use plan::{Scenario, Sizes};
+use plan::Sizes;
 use report::Results;
-use runner::{Bench, RunId, throttle_label};
-use stack::{StackKind, Throttle};
+use runner::{Bench, throttle_label};
+use schedule::{Step, schedule};
+use stack::Throttle;
 
 pub const DRIVER: &str = "bench.csi.k8s.io";
 pub const NAMESPACE: &str = "bench";
@@ -236,47 +240,36 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runs = args.runs;
+    let steps = schedule(args.runs, &scenarios, &throttles, &args.stacks);
+    let kinds: Vec<progress::Kind> = steps.iter().map(Step::kind).collect();
+    let mut progress = progress::Progress::default();
     let mut bench = Bench { args, results, kcm_port: None, started: std::time::Instant::now() };
-    for run in 0..runs {
-        for &scenario in &scenarios {
-            if scenario == Scenario::Ceiling {
+    for (i, step) in steps.iter().enumerate() {
+        let began = std::time::Instant::now();
+        match *step {
+            Step::Ceiling(run) => {
                 if let Err(e) = bench.ceiling(&runtime, run) {
                     bench.results.failures.push(format!("ceiling / run {}: {e}", run + 1));
                 }
-                continue;
             }
-            for &throttle in &throttles {
-                // Alternate which stack goes first, so neither always gets the cooler machine.
-                let order = if run % 2 == 0 {
-                    [StackKind::Upstream, StackKind::Ours, StackKind::Beside]
-                } else {
-                    [StackKind::Beside, StackKind::Ours, StackKind::Upstream]
-                };
-                for kind in order {
-                    if !bench.args.stacks.contains(&kind.to_string()) {
-                        continue;
-                    }
-                    // At rest nothing is written, so the throttle cannot matter: measured once.
-                    if matches!(scenario, Scenario::Rest(_)) && throttle != throttles[0] {
-                        continue;
-                    }
-                    let id = RunId { kind, throttle, run };
-                    if let Err(e) = bench.run(&runtime, id, scenario) {
-                        bench.results.failures.push(format!(
-                            "{kind} / {} / run {} / {scenario}: {e}",
-                            throttle_label(throttle),
-                            run + 1
-                        ));
-                    }
-                    // After every run, so that a bench stopped early keeps what it measured.
-                    if let Err(e) = write_report(&bench.results, &bench.args) {
-                        eprintln!("report: {e}");
-                        return ExitCode::FAILURE;
-                    }
+            Step::Run(id, scenario) => {
+                if let Err(e) = bench.run(&runtime, id, scenario) {
+                    bench.results.failures.push(format!(
+                        "{} / {} / run {} / {scenario}: {e}",
+                        id.kind,
+                        throttle_label(id.throttle),
+                        id.run + 1
+                    ));
                 }
             }
         }
+        // After every run, so that a bench stopped early keeps what it measured.
+        if let Err(e) = write_report(&bench.results, &bench.args) {
+            eprintln!("report: {e}");
+            return ExitCode::FAILURE;
+        }
+        progress.finished(kinds[i].clone(), began.elapsed());
+        println!("{}", progress.line(steps.len(), bench.started.elapsed(), &kinds[i + 1..]));
     }
     match write_report(&bench.results, &bench.args) {
         Ok(paths) => {

@@ -335,21 +335,24 @@ pub fn latency_cdf(
     }
     let max = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0_f64, f64::max).max(0.001);
     let path = dir.join(format!("{stem}.png"));
-    draw_cdf(&path, scenario, &series, max)?;
+    let title = format!("{scenario}: claim creation → Bound");
+    draw_cdf(&path, (&title, &crate::palette::setup(results)), &series, max)?;
     Ok(path)
 }
 
+/// `titles`: the picture's title and its setup line.
 fn draw_cdf(
     path: &Path,
-    scenario: &str,
+    titles: (&str, &str),
     series: &[(String, Vec<f64>)],
     max: f64,
 ) -> Result<(), String> {
-    let root = BitMapBackend::new(path, (1000, 640)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1100, 680)).into_drawing_area();
     let draw = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| draw(&e))?;
+    let root = root.titled(titles.0, ("sans-serif", 24)).map_err(|e| draw(&e))?;
+    let root = root.titled(titles.1, ("sans-serif", 13)).map_err(|e| draw(&e))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{scenario}: claim creation → Bound"), ("sans-serif", 24))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
@@ -361,9 +364,8 @@ fn draw_cdf(
         .y_desc("fraction of claims")
         .draw()
         .map_err(|e| draw(&e))?;
-    let colors = [RED, BLUE, MAGENTA, CYAN, GREEN, BLACK];
     for (i, (label, values)) in series.iter().enumerate() {
-        let color = colors[i % colors.len()];
+        let color = crate::palette::series_color(i, series.len());
         let mut points = vec![(0.0, 0.0)];
         for (v, f) in stats::cdf(values) {
             // A step: the fraction jumps at each value.

@@ -16,7 +16,7 @@ use crate::support::control_plane::{OwnedPlane, PlaneOptions, create_namespace, 
 use crate::{Args, DRIVER, NAMESPACE, stats};
 
 /// Where one run is: which stack, which throttle, which repetition.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunId {
     pub kind: StackKind,
     pub throttle: Throttle,

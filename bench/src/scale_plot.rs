@@ -67,8 +67,10 @@ pub fn draw(results: &Results, dir: &Path, stem: &str) -> Result<Option<PathBuf>
     let path = dir.join(format!("{stem}-scale.png"));
     let err = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
     {
-        let root = BitMapBackend::new(&path, (1400, 620)).into_drawing_area();
+        let root = BitMapBackend::new(&path, (1400, 660)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
+        let setup = crate::palette::setup(results);
+        let root = root.titled(&setup, ("sans-serif", 13)).map_err(|e| err(&e))?;
         let (left, right) = root.split_horizontally(700);
         let title = "claims in the burst → time to all Bound";
         panel(&left, title, "seconds", &time).map_err(|e| err(&e))?;
@@ -109,9 +111,8 @@ fn panel<DB: DrawingBackend>(
         .x_desc("claims")
         .y_desc(unit)
         .draw()?;
-    let colors = [RED, BLUE, MAGENTA, CYAN, GREEN, BLACK];
     for (i, (label, points)) in lines.iter().enumerate() {
-        let color = colors[i % colors.len()];
+        let color = crate::palette::series_color(i, lines.len());
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
             .label(label.clone())
