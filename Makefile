@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -124,8 +124,10 @@ demo: peers
 	$(CARGO) build --locked --bin csi-pv-controller --example demo
 	SIDECAR_BIN=$(CURDIR)/target/debug/csi-pv-controller $(CURDIR)/target/debug/examples/demo
 
-# The image for $(ARCHES), built without a daemon or a registry (see Dockerfile): static musl
-# binaries, one image per architecture under one manifest list, saved as an OCI archive.
+# The image for $(ARCHES), built without a daemon or a registry: the Dockerfile's last stage,
+# given the root staged here (static musl binaries compiled on this machine) in place of its
+# compile stage; one image per architecture under one manifest list, saved as an OCI archive.
+# `image-from-source` runs the whole Dockerfile, compile stage included.
 image:
 	./deploy/build-static.sh $(ARCHES)
 	command -v buildah >/dev/null || { apt-get update -qq && apt-get install -y -qq buildah; }
@@ -134,12 +136,27 @@ image:
 	buildah --storage-driver vfs manifest create $(IMAGE)
 	for arch in $(ARCHES); do \
 	  ./deploy/image-root.sh $$arch && \
-	  buildah --storage-driver vfs bud --isolation chroot --platform linux/$$arch --build-arg VERSION=$(VERSION) -t $(IMAGE)-$$arch . && \
+	  buildah --storage-driver vfs bud --isolation chroot --platform linux/$$arch --build-arg VERSION=$(VERSION) \
+	    --build-context root=target/image-root/$$arch -t $(IMAGE)-$$arch . && \
 	  buildah --storage-driver vfs manifest add $(IMAGE) $(IMAGE)-$$arch || exit 1; \
 	done
 	rm -f target/csi-pv-controller-image.tar
 	buildah --storage-driver vfs manifest push --all $(IMAGE) oci-archive:target/csi-pv-controller-image.tar:$(IMAGE)
 	@echo "$(IMAGE) ($(ARCHES)): $$(du -h target/csi-pv-controller-image.tar | cut -f1) as an OCI archive"
+
+# The whole Dockerfile from this checkout, its compile stage included, for amd64, then the same
+# checks as image-check's first part. RUST_IMAGE is the Rust build image: the official one by
+# default; where no registry is reachable, `./deploy/rust-image.sh 1.95` makes a local stand-in
+# (RUST_IMAGE=localhost/rust:1.95-bookworm).
+RUST_IMAGE ?= docker.io/library/rust:1.95-bookworm
+image-from-source:
+	command -v buildah >/dev/null && command -v jq >/dev/null || { apt-get update -qq && apt-get install -y -qq buildah jq; }
+	-buildah --storage-driver vfs rmi -f $(IMAGE)-source >/dev/null 2>&1
+	buildah --storage-driver vfs bud --isolation chroot --platform linux/amd64 --build-arg RUST_IMAGE=$(RUST_IMAGE) \
+	  --build-arg VERSION=$(VERSION) --build-arg SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct) -t $(IMAGE)-source .
+	rm -f target/csi-pv-controller-source.tar
+	buildah --storage-driver vfs push $(IMAGE)-source oci-archive:target/csi-pv-controller-source.tar:$(IMAGE)
+	ARCHES=amd64 ./deploy/image-check.sh $(IMAGE) target/csi-pv-controller-source.tar
 
 # Both images' configs and SBOMs, then the amd64 image run as a container by runc (an OCI
 # runtime) through the demo's whole lifecycle beside kube-controller-manager and hostpathplugin.

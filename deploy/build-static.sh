@@ -10,10 +10,14 @@ cd "$(dirname "$0")/.."
 need=()
 command -v musl-gcc >/dev/null || need+=(musl-tools)
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+command -v python3 >/dev/null || need+=(python3)  # deploy/sbom-musl.py, after the build
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need[@]}"
 fi
 cargo auditable --version >/dev/null 2>&1 || cargo install --locked cargo-auditable --version 0.7.7
+# The SBOM's lister (deploy/sbom.sh), installed here so that `make test` builds it in the
+# background with the binaries rather than in the image step.
+cargo cyclonedx --version >/dev/null 2>&1 || cargo install --locked cargo-cyclonedx --version 0.5.9
 export CARGO_PROFILE_RELEASE_STRIP=symbols
 export CC_x86_64_unknown_linux_musl=musl-gcc
 export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc

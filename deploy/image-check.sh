@@ -58,6 +58,8 @@ for manifest in $manifests; do
     jq -e --arg c "$crate" '.components[] | select(.name == $c) | .purl | startswith("pkg:cargo/")' "$sbom" >/dev/null \
       || fail "$arch: the SBOM does not name the crate $crate"
   done
+  musl=$(jq -r '.components[] | select(.name == "musl") | .version' "$sbom")
+  [[ "$musl" =~ ^1\.[0-9]+\.[0-9]+$ ]] || fail "$arch: the SBOM does not name musl with its version (got '$musl')"
   if [ "$arch" = amd64 ] && [ "$(uname -m)" = x86_64 ] && [ -e /sys/kernel/mm/transparent_hugepage/enabled ]; then
     # mimalloc turns transparent huge pages off for the process at its first allocation.
     "$binary" --csi-address=/nonexistent/csi.sock --csi-connect-timeout=3s >/dev/null 2>&1 &
@@ -66,7 +68,7 @@ for manifest in $manifests; do
     grep -q '^THP_enabled:[[:space:]]*0' "/proc/$pid/status" || fail "$arch: transparent huge pages are on for the process (mimalloc's MI_DEFAULT_ALLOW_THP=0 missing)"
     wait "$pid" || true
   fi
-  echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary with its crate list, SBOM of $(jq '.components | length' "$sbom") crates"
+  echo "image-check: $arch: root, entrypoint $entrypoint, static $machine binary with its crate list, SBOM of $(jq '.components | length' "$sbom") components (musl $musl)"
   seen+=("$arch")
   if [ "$arch" = amd64 ]; then cp "$config" "$out/amd64.config.json"; fi
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stages target/image-root/<arch>/ for the Dockerfile: the static (musl) release binary built for
-# that architecture, its SBOM (deploy/sbom.py, CycloneDX, at /sbom/), and /etc/passwd and
+# that architecture, its SBOM (deploy/sbom.sh, CycloneDX, at /sbom/), and /etc/passwd and
 # /etc/group naming root and the non-root user 65532 for the non-root variant. Nothing comes
 # from the build machine's own libraries: the binary links none.
 #   image-root.sh amd64|arm64
@@ -17,7 +17,7 @@ root=target/image-root/$arch
 rm -rf "$root"
 mkdir -p "$root/etc" "$root/sbom"
 install -m 0755 "$binary" "$root/csi-pv-controller"
-python3 deploy/sbom.py "$triple" "$root/sbom/csi-pv-controller.cdx.json"
+deploy/sbom.sh "$triple" "$root/sbom/csi-pv-controller.cdx.json"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > "$root/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' > "$root/etc/group"
 echo "image root ($arch): $(du -sh "$root" | cut -f1) in $root"
