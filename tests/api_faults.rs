@@ -163,6 +163,7 @@ async fn a_refused_write_is_not_hammered() {
     let first =
         eventually(Duration::from_secs(30), || async { (creates() > 0).then_some(()) }).await;
     assert!(first.is_some(), "{}", world.sidecar.log_text());
+    // The window measured: a hot loop would make hundreds of calls in it, a backoff a few.
     tokio::time::sleep(Duration::from_secs(8)).await;
     let log = world.sidecar.log_text();
     assert!(creates() <= 2, "{} CreateVolume calls in 8 s:\n{log}", creates());

@@ -27,11 +27,14 @@ async fn a_settled_controller_does_no_work_beyond_its_resync() {
         world.bound(name, LIMIT).await;
     }
     world.create_claim("huge", "std", "3Ti", json!({})).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A periodic pass and the huge claim's first retries behind us before the window opens.
+    world.sidecar.periodic_passes(1, LIMIT).await;
+    world.sidecar.passed_again(&format!("claim={}/huge", world.namespace), 1, LIMIT).await;
     let adds = |text: &str, queue: &str| -> f64 {
         sample(text, &format!("workqueue_adds_total{{name=\"{queue}\"}}")).unwrap_or(0.0)
     };
     let before = world.sidecar.metrics().await;
+    // The window measured: three periodic passes at the 2 s sync period.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let after = world.sidecar.metrics().await;
     // In 6 s, three or four periodic passes queue the huge Pending claim (plus its retries, a

@@ -6,10 +6,13 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 use support::cluster::{World, eventually};
 use support::fake_driver::DriverConfig;
@@ -133,11 +136,25 @@ async fn a_claim_with_no_class_is_given_our_default_class_when_it_appears() {
         serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
     };
     let pp = PostParams::default();
-    world.claims().create(&pp, &claim("unnamed", None)).await.unwrap();
+    let unnamed = world.claims().create(&pp, &claim("unnamed", None)).await.unwrap();
+    assert_eq!(unnamed.spec.and_then(|s| s.storage_class_name), None, "the API gave a class");
     world.claims().create(&pp, &claim("none", Some(""))).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let unnamed = world.claim("unnamed").await.unwrap();
-    assert_eq!(unnamed.spec.and_then(|s| s.storage_class_name), None, "no default class yet");
+    // Every version of the claim, from a watch opened before it exists: the first that names a
+    // class must come after the default class does (an early assignment shows however brief).
+    let params = WatchParams::default().fields("metadata.name=unnamed");
+    let stream = world.claims().watch(&params, "0").await.expect("cannot watch the claim");
+    let versions = Arc::new(Mutex::new(Vec::new()));
+    let sink = versions.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = event {
+                let version = c.metadata.resource_version.clone().unwrap_or_default();
+                let class = c.spec.and_then(|s| s.storage_class_name);
+                sink.lock().unwrap().push((version.parse::<u64>().unwrap_or(0), class));
+            }
+        }
+    });
 
     let default = world
         .create_class(
@@ -147,6 +164,11 @@ async fn a_claim_with_no_class_is_given_our_default_class_when_it_appears() {
         .await;
     let name = default.metadata.name.clone().unwrap();
     let (claim, pv) = world.bound("unnamed", LIMIT).await;
+    let class_version = default.metadata.resource_version.unwrap_or_default().parse::<u64>();
+    let class_version = class_version.unwrap_or(u64::MAX);
+    let first_named = versions.lock().unwrap().iter().find(|(_, c)| c.is_some()).cloned();
+    let (given_at, _) = first_named.expect("the watch saw the class given");
+    assert!(given_at > class_version, "a class was given at {given_at}, before the default class");
     assert_eq!(claim.spec.and_then(|s| s.storage_class_name).as_deref(), Some(name.as_str()));
     assert_eq!(pv.spec.and_then(|s| s.csi).map(|c| c.driver), Some(world.driver_name.clone()));
     let none = world.claim("none").await.unwrap();

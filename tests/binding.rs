@@ -240,9 +240,11 @@ async fn released_volumes_retain_stays_delete_goes_through_the_driver() {
     })
     .await;
     assert!(released.is_some(), "{}", world.sidecar.log_text());
-    // Retain: it stays Released, and nothing was asked of the driver for it.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Retain: after a later pass over it, it is still Released, and nothing was asked of the
+    // driver for it.
+    world.nudge_volume(&kept, LIMIT).await;
     assert_eq!(pv_phase(&world, &kept).await.as_deref(), Some("Released"));
+    assert_eq!(world.driver.deleted_ids(), vec![format!("static-{doomed}")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,7 +324,7 @@ async fn a_volume_its_claim_never_used_is_not_deleted() {
     let note = refused.unwrap_or_else(|| panic!("no refusal; {}", world.sidecar.log_text()));
     assert!(note.contains("never used it"), "{note}");
     assert_eq!(pv_phase(&world, &stray).await.as_deref(), Some("Released"));
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    world.nudge_volume(&stray, LIMIT).await;
     let deleted = world.driver.deleted_ids();
     assert!(deleted.is_empty(), "DeleteVolume sent: {deleted:?}");
     assert!(world.volumes().get_opt(&stray).await.unwrap().is_some());
@@ -377,11 +379,15 @@ async fn a_misbound_claim_is_lost_once_without_spinning() {
         let said = events.into_iter().filter(|e| e.reason.as_deref() == Some("ClaimMisbound"));
         said.map(|e| e.series.map_or(1, |s| s.count)).sum::<i32>()
     };
-    let before = (version().await, misbound().await);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = (version().await, misbound().await);
-    assert_eq!(before.1, 1, "ClaimMisbound said once");
-    assert_eq!(before, after, "the Lost claim is left alone:\n{}", world.sidecar.log_text());
+    // A later pass over it, done: our label is still the last write to it.
+    let ours = world.nudge_claim("data", LIMIT).await;
+    assert_eq!(misbound().await, 1, "ClaimMisbound said once");
+    assert_eq!(
+        version().await,
+        ours,
+        "the Lost claim is left alone:\n{}",
+        world.sidecar.log_text()
+    );
 }
 
 /// A settled pair is not walked by the periodic pass, yet a change to one side still reaches the
@@ -397,8 +403,8 @@ async fn a_settled_claim_hears_of_its_volume_moving_to_another_claim() {
     world.create_claim("mine", "std", "1Gi", json!({})).await;
     let (_, pv) = world.bound("mine", LIMIT).await;
     let name = pv.metadata.name.clone().unwrap_or_default();
-    // Two passes: the pair is settled and no longer looked at.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Two periodic passes: the pair is settled and no longer looked at.
+    world.sidecar.periodic_passes(2, LIMIT).await;
     let moved = json!({"spec": {
         "persistentVolumeReclaimPolicy": "Retain",
         "claimRef": {"name": "other", "uid": "00000000-0000-0000-0000-000000000002"}

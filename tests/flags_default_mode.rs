@@ -230,6 +230,7 @@ async fn resizer_flags_modify_metadata_in_use_and_resync() {
     // --resync-period=2s: with nothing changing, the claim is queued again and again.
     let adds = |text: &str| sample(text, "workqueue_adds_total{name=\"claims\"}").unwrap_or(0.0);
     let before = adds(&world.sidecar.metrics().await);
+    // The window measured: three resync periods or more.
     tokio::time::sleep(Duration::from_secs(7)).await;
     let after = adds(&world.sidecar.metrics().await);
     assert!(after >= before + 2.0, "claims queued {before} then {after} times");

@@ -54,6 +54,15 @@ fn state_of<'a>(report: &'a Value, id: &str) -> Option<&'a str> {
     report["volumes"].as_array()?.iter().find(|v| v["volumeId"] == id)?["state"].as_str()
 }
 
+/// Waits until the reconciler has begun `more` passes beyond those it had: each pass writes one
+/// "volume reconciler pass" line, and begins only once the one before has done its deletions.
+async fn reconciler_passes(sidecar: &Sidecar, more: usize) {
+    let count = || sidecar.log_text().matches("volume reconciler pass:").count();
+    let before = count();
+    let done = eventually(LIMIT, || async { (count() >= before + more).then_some(()) }).await;
+    assert!(done.is_some(), "not {more} more reconciler passes:\n{}", sidecar.log_text());
+}
+
 async fn metric(sidecar: &Sidecar, state: &str) -> Option<f64> {
     sample(&sidecar.metrics().await, &format!("csi_pv_controller_volumes{{state=\"{state}\"}}"))
 }
@@ -114,8 +123,9 @@ async fn hostpath_adopted_unknown_and_lost() {
     })
     .await;
     assert!(counted.is_some(), "metrics:\n{}", world.sidecar.metrics().await);
-    // Well past the grace, with the flag: the unknown volume is still there.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Four more passes (1 s apart, past the 2 s grace), with the flag: the unknown volume is
+    // still there.
+    reconciler_passes(&world.sidecar, 4).await;
     let ids: Vec<String> = hostpath.state_volumes().into_iter().map(|v| v.id).collect();
     assert!(ids.contains(&leaked) && ids.contains(&kept_id), "{ids:?}");
     assert!(world.sidecar.log_text().lines().all(|l| !l.contains("deleted an orphaned volume")));
@@ -223,7 +233,8 @@ async fn fake_orphan_deleted_only_with_the_flag_after_the_grace() {
     let after =
         deleted.unwrap_or_else(|| panic!("orphan not deleted:\n{}", world.sidecar.log_text()));
     assert!(after >= GRACE, "deleted {after:?} after the start, within the {GRACE:?} grace");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Two more passes: the one that deleted is done, and the next deletes nothing more.
+    reconciler_passes(&world.sidecar, 2).await;
     let deletes: Vec<String> = world
         .driver
         .calls_of("DeleteVolume")

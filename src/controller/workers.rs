@@ -53,6 +53,7 @@ impl Controller {
                         continue;
                     }
                     me.report_activity();
+                    debug!(full, "periodic pass");
                     if full {
                         me.enqueue_all();
                     } else {
@@ -222,6 +223,8 @@ impl Controller {
     where
         K: Clone + Eq + std::hash::Hash + Send + std::fmt::Display + 'static,
     {
+        // One line per pass, its actions done: what a test waits for to know a pass happened.
+        debug!("pass done");
         match result {
             Ok(Outcome::Done) => queue.forget(&key),
             Ok(Outcome::Waiting) => {}

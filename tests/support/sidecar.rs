@@ -107,6 +107,39 @@ impl Sidecar {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The passes the sidecar finished over one object, `key` being `claim=<namespace>/<name>`
+    /// or `volume=<name>`: its "pass done" lines (debug, in the tests' filter), written once a
+    /// pass's actions are done.
+    pub fn passes(&self, key: &str) -> usize {
+        let text = self.log_text();
+        let done = |l: &&str| l.contains("\"pass done\"") && l.split_whitespace().any(|w| w == key);
+        text.lines().filter(done).count()
+    }
+
+    /// Waits until the sidecar has begun `more` periodic passes (`--pvclaimbinder-sync-period`)
+    /// beyond those it had begun: each writes one "periodic pass" debug line.
+    pub async fn periodic_passes(&self, more: usize, limit: Duration) {
+        let count = || self.log_text().matches("\"periodic pass\"").count();
+        let before = count();
+        let done = super::cluster::eventually(limit, || async {
+            (count() >= before + more).then_some(())
+        });
+        if done.await.is_none() {
+            panic!("not {more} more periodic passes within {limit:?}:\n{}", self.log_text());
+        }
+    }
+
+    /// Waits until the sidecar has made a pass over `key` beyond the `before` it had made: the
+    /// later event after which a wrong action it could have taken would have been taken.
+    pub async fn passed_again(&self, key: &str, before: usize, limit: Duration) {
+        let again = super::cluster::eventually(limit, || async {
+            (self.passes(key) > before).then_some(())
+        });
+        if again.await.is_none() {
+            panic!("no pass over {key} within {limit:?}:\n{}", self.log_text());
+        }
+    }
+
     /// Polls /readyz until it answers 200; false after `limit` or if the process exits.
     pub async fn wait_ready(&mut self, limit: Duration) -> bool {
         self.wait_for("/readyz", limit).await

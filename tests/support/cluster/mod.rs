@@ -329,6 +329,30 @@ impl<D> World<D> {
         pods
     }
 
+    /// Labels claim `name` (a change that queues it), and waits for the sidecar's next pass over
+    /// it is done: after it, a wrong action the sidecar could take on the claim would have been taken.
+    /// The resourceVersion our label write gave the claim.
+    pub async fn nudge_claim(&self, name: &str, limit: Duration) -> Option<String> {
+        let key = format!("claim={}/{name}", self.namespace);
+        let before = self.sidecar.passes(&key);
+        let label = json!({"metadata": {"labels": {"nudged": before.to_string()}}});
+        let patch = kube::api::Patch::Merge(label);
+        let params = kube::api::PatchParams::default();
+        let written = self.claims().patch(name, &params, &patch).await.unwrap();
+        self.sidecar.passed_again(&key, before, limit).await;
+        written.metadata.resource_version
+    }
+
+    /// As `nudge_claim`, for PV `name`.
+    pub async fn nudge_volume(&self, name: &str, limit: Duration) {
+        let key = format!("volume={name}");
+        let before = self.sidecar.passes(&key);
+        let label = json!({"metadata": {"labels": {"nudged": before.to_string()}}});
+        let patch = kube::api::Patch::Merge(label);
+        self.volumes().patch(name, &kube::api::PatchParams::default(), &patch).await.unwrap();
+        self.sidecar.passed_again(&key, before, limit).await;
+    }
+
     pub async fn claim(&self, name: &str) -> Option<PersistentVolumeClaim> {
         self.claims().get_opt(name).await.unwrap()
     }
