@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+use support::cluster::eventually;
 use support::control_plane::OwnedPlane;
 
 const CLAIMS: usize = 500;
@@ -50,9 +51,18 @@ fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
                 })
             })
             .collect();
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Killed mid-burst: once some claims are Bound, with most still to come.
+        let under_way = eventually(Duration::from_secs(60), || async {
+            let list = claims.list(&Default::default()).await.ok()?;
+            let bound = list.items.iter().filter(|c| {
+                c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+            });
+            (bound.count() >= 20).then_some(())
+        });
+        assert!(under_way.await.is_some(), "the burst did not start:\n{}", sidecar.log_text());
         owned.kill_apiserver();
         let killed = Instant::now();
+        // The outage itself: ten seconds with no apiserver, every watch and request failing.
         tokio::time::sleep(Duration::from_secs(10)).await;
         owned.restart_apiserver().unwrap_or_else(|e| panic!("{e}"));
         for creator in creators {

@@ -90,6 +90,25 @@ fn churn(world: &World, class: &str, stop: Arc<AtomicBool>) -> tokio::task::Join
     })
 }
 
+/// Waits until a claim the churn makes from now on is Bound: whoever leads now is at work.
+async fn later_claim_bound(world: &World) {
+    let index = |name: Option<&str>| name?.strip_prefix("churn-")?.parse::<usize>().ok();
+    let claims = || async { world.claims().list(&Default::default()).await.ok().map(|l| l.items) };
+    let listed = claims().await.unwrap_or_default();
+    let newest = listed.iter().filter_map(|c| index(c.metadata.name.as_deref())).max();
+    let bound = eventually(LIMIT, || async {
+        claims()
+            .await?
+            .iter()
+            .any(|c| {
+                index(c.metadata.name.as_deref()) > newest
+                    && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+            })
+            .then_some(())
+    });
+    assert!(bound.await.is_some(), "no claim made from {newest:?} on was bound");
+}
+
 /// Every claim left is bound (by the new leader).
 async fn settled(world: &World) -> bool {
     eventually(LIMIT, || async {
@@ -120,7 +139,7 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     let old_pid = world.sidecar.child.id().expect("the leader runs");
     let stop = Arc::new(AtomicBool::new(false));
     let claims = churn(&world, &class, stop.clone());
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    later_claim_bound(&world).await;
 
     // SAFETY: signals to our own child process.
     support::signal(old_pid, libc::SIGSTOP);
@@ -131,11 +150,12 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     .await;
     let taken =
         taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
-    tokio::time::sleep(Duration::from_secs(12).saturating_sub(paused.elapsed())).await;
+    // Still frozen while the new leader binds: it resumes into a world that moved on.
+    later_claim_bound(&world).await;
     let resumed = SystemTime::now();
     support::signal(old_pid, libc::SIGCONT);
     let exit = tokio::time::timeout(Duration::from_secs(10), world.sidecar.child.wait()).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    later_claim_bound(&world).await;
     stop.store(true, Ordering::SeqCst);
     let made = claims.await.unwrap_or_default();
     let settled = settled(&world).await;
@@ -207,7 +227,7 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
     );
     let stop = Arc::new(AtomicBool::new(false));
     let claims = churn(&world, &class, stop.clone());
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    later_claim_bound(&world).await;
 
     relay.cut();
     let cut = Instant::now();
@@ -220,7 +240,7 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
         (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| cut.elapsed())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    later_claim_bound(&world).await;
     stop.store(true, Ordering::SeqCst);
     let made = claims.await.unwrap_or_default();
     let settled = settled(&world).await;
