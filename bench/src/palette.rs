@@ -26,14 +26,27 @@ pub fn series_color(i: usize, n: usize) -> RGBColor {
         return RGBColor(r, g, b);
     }
     let hue = i as f64 / n as f64;
-    let lightness = if i % 2 == 0 { 0.40 } else { 0.55 };
+    let lightness = if i.is_multiple_of(2) { 0.40 } else { 0.55 };
     let (r, g, b) = plotters::style::Color::rgb(&HSLColor(hue, 0.75, lightness));
     RGBColor(r, g, b)
 }
 
-/// One line that says what the picture was measured on: driver, machine, the peers' versions,
-/// ours, and how many runs.
-pub fn setup(results: &Results) -> String {
+/// The colour of the series `label` (`<stack> — <throttle>`): the same in every picture of a
+/// report, taken from the place of the label among all the report's stack and throttle pairs.
+pub fn color_of(results: &Results, label: &str) -> RGBColor {
+    let mut labels: Vec<(crate::stack::StackKind, String)> =
+        results.figures.iter().map(|f| (f.stack, f.throttle.clone())).collect();
+    labels.extend(results.latencies.iter().map(|l| (l.stack, l.throttle.clone())));
+    labels.sort();
+    labels.dedup();
+    let names: Vec<String> = labels.iter().map(|(s, t)| format!("{s} — {t}")).collect();
+    let i = names.iter().position(|n| n == label).unwrap_or(names.len());
+    series_color(i, names.len().max(i + 1))
+}
+
+/// Two lines that say what the picture was measured on: the driver and the machine, then the
+/// peers' versions, ours, and how many runs.
+pub fn setup(results: &Results) -> [String; 2] {
     let version = |name: &str| {
         results.versions.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()).unwrap_or("?")
     };
@@ -41,14 +54,16 @@ pub fn setup(results: &Results) -> String {
     let driver = results.driver.split(": ").nth(1).unwrap_or(&results.driver);
     let driver = driver.split(" (").next().unwrap_or(driver);
     let runs = results.figures.iter().map(|f| f.run + 1).max().unwrap_or(0);
-    format!(
-        "{driver} · {} · Kubernetes {} · csi-provisioner {} + csi-resizer {} · csi-pv-controller {ours} · {runs} run(s), {}",
-        results.machine,
-        version("kube-apiserver"),
-        version("csi-provisioner"),
-        version("csi-resizer"),
-        results.date.get(..10).unwrap_or(&results.date),
-    )
+    [
+        format!("{driver} · {}", results.machine),
+        format!(
+            "Kubernetes {} · csi-provisioner {} + csi-resizer {} · csi-pv-controller {ours} · {runs} run(s), {}",
+            version("kube-apiserver"),
+            version("csi-provisioner"),
+            version("csi-resizer"),
+            results.date.get(..10).unwrap_or(&results.date),
+        ),
+    ]
 }
 
 #[cfg(test)]
@@ -82,7 +97,10 @@ mod tests {
         };
         assert_eq!(
             setup(&results),
-            "csi-driver-host-path's hostpathplugin v1.18.0 · 2 cores (AMD EPYC), 24 GiB · Kubernetes v1.36.3 · csi-provisioner v6.3.0 + csi-resizer v2.2.0 · csi-pv-controller 0.1.0 at fee0b5b · 0 run(s), 2026-11-26"
+            [
+                "csi-driver-host-path's hostpathplugin v1.18.0 · 2 cores (AMD EPYC), 24 GiB",
+                "Kubernetes v1.36.3 · csi-provisioner v6.3.0 + csi-resizer v2.2.0 · csi-pv-controller 0.1.0 at fee0b5b · 0 run(s), 2026-11-26"
+            ]
         );
     }
 }

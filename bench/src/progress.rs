@@ -80,8 +80,10 @@ mod tests {
         let mut progress = Progress::default();
         let (ours, theirs) = (kind("ours", "burst@1000"), kind("upstream", "burst@1000"));
         let rest = kind("ours", "rest@10000");
-        assert_eq!(progress.left(&[ours.clone()]), None);
-        assert!(progress.line(4, Duration::ZERO, &[ours.clone()]).contains("no estimate"));
+        assert_eq!(progress.left(std::slice::from_ref(&ours)), None);
+        assert!(
+            progress.line(4, Duration::ZERO, std::slice::from_ref(&ours)).contains("no estimate")
+        );
         progress.finished(theirs.clone(), Duration::from_secs(300));
         progress.finished(ours.clone(), Duration::from_secs(60));
         let table: [(&[Kind], u64); 5] = [

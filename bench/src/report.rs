@@ -336,22 +336,25 @@ pub fn latency_cdf(
     let max = series.iter().flat_map(|(_, v)| v.iter().copied()).fold(0.0_f64, f64::max).max(0.001);
     let path = dir.join(format!("{stem}.png"));
     let title = format!("{scenario}: claim creation → Bound");
-    draw_cdf(&path, (&title, &crate::palette::setup(results)), &series, max)?;
+    let colors: Vec<RGBColor> =
+        series.iter().map(|(label, _)| crate::palette::color_of(results, label)).collect();
+    draw_cdf(&path, (&title, &crate::palette::setup(results)), (&series, &colors), max)?;
     Ok(path)
 }
 
-/// `titles`: the picture's title and its setup line.
+/// `titles`: the picture's title and its setup lines; `series` with their colours.
 fn draw_cdf(
     path: &Path,
-    titles: (&str, &str),
-    series: &[(String, Vec<f64>)],
+    titles: (&str, &[String; 2]),
+    (series, colors): (&[(String, Vec<f64>)], &[RGBColor]),
     max: f64,
 ) -> Result<(), String> {
     let root = BitMapBackend::new(path, (1100, 680)).into_drawing_area();
     let draw = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| draw(&e))?;
     let root = root.titled(titles.0, ("sans-serif", 24)).map_err(|e| draw(&e))?;
-    let root = root.titled(titles.1, ("sans-serif", 13)).map_err(|e| draw(&e))?;
+    let root = root.titled(&titles.1[0], ("sans-serif", 13)).map_err(|e| draw(&e))?;
+    let root = root.titled(&titles.1[1], ("sans-serif", 13)).map_err(|e| draw(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .margin(16)
         .x_label_area_size(48)
@@ -365,7 +368,7 @@ fn draw_cdf(
         .draw()
         .map_err(|e| draw(&e))?;
     for (i, (label, values)) in series.iter().enumerate() {
-        let color = crate::palette::series_color(i, series.len());
+        let color = colors[i];
         let mut points = vec![(0.0, 0.0)];
         for (v, f) in stats::cdf(values) {
             // A step: the fraction jumps at each value.

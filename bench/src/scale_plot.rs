@@ -70,12 +70,13 @@ pub fn draw(results: &Results, dir: &Path, stem: &str) -> Result<Option<PathBuf>
         let root = BitMapBackend::new(&path, (1400, 660)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
         let setup = crate::palette::setup(results);
-        let root = root.titled(&setup, ("sans-serif", 13)).map_err(|e| err(&e))?;
+        let root = root.titled(&setup[0], ("sans-serif", 13)).map_err(|e| err(&e))?;
+        let root = root.titled(&setup[1], ("sans-serif", 13)).map_err(|e| err(&e))?;
         let (left, right) = root.split_horizontally(700);
         let title = "claims in the burst → time to all Bound";
-        panel(&left, title, "seconds", &time).map_err(|e| err(&e))?;
+        panel(&left, title, "seconds", (&time, results)).map_err(|e| err(&e))?;
         let title = "claims in the burst → peak memory of the sidecars";
-        panel(&right, title, "MiB", &memory).map_err(|e| err(&e))?;
+        panel(&right, title, "MiB", (&memory, results)).map_err(|e| err(&e))?;
         root.present().map_err(|e| err(&e))?;
     }
     Ok(Some(path))
@@ -85,7 +86,7 @@ fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
     unit: &str,
-    lines: &[Line],
+    (lines, results): (&[Line], &Results),
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let all = || lines.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, 0.0_f64, f64::MAX, 0.0_f64);
@@ -111,8 +112,8 @@ fn panel<DB: DrawingBackend>(
         .x_desc("claims")
         .y_desc(unit)
         .draw()?;
-    for (i, (label, points)) in lines.iter().enumerate() {
-        let color = crate::palette::series_color(i, lines.len());
+    for (label, points) in lines {
+        let color = crate::palette::color_of(results, label);
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
             .label(label.clone())
