@@ -1,0 +1,177 @@
+//! What one claim costs the API, pinned exactly: claims provisioned, then deleted, one at a time
+//! (so that no two claims' work meets and no write races another), on hostpathplugin beside
+//! kube-controller-manager, in the shipped mode (`--binder=external`: its binder binds) and with
+//! `--binder=driver` (its binder off: we bind). Counted from the audit log, every write to a claim
+//! or a PV by writer and answer, and from the events, every event on the claim by reason.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams};
+use serde_json::json;
+
+use support::cluster::{INTENT_JOURNAL, World, eventually};
+use support::control_plane::{AuditedWrite, fresh_plane};
+use support::hostpath::Hostpath;
+use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const CLAIMS: usize = 4;
+/// kube-controller-manager without its binder, as `--binder=driver` needs it.
+const KCM_NO_BINDER: &str = "persistentvolume-expander-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller";
+
+/// Writes to claims and PVs since `from`, by `<writer> <verb> <resource[/sub]> <code>`.
+fn writes_since(world: &World<Hostpath>, from: usize) -> BTreeMap<String, usize> {
+    let mut by = BTreeMap::new();
+    for w in world.plane.audited_writes().into_iter().skip(from) {
+        if w.resource != "persistentvolumeclaims" && w.resource != "persistentvolumes" {
+            continue;
+        }
+        let writer = writer(world, &w);
+        let resource = match w.subresource.is_empty() {
+            true => w.resource.clone(),
+            false => format!("{}/{}", w.resource, w.subresource),
+        };
+        *by.entry(format!("{writer} {} {resource} {}", w.verb, w.code)).or_default() += 1;
+    }
+    by
+}
+
+fn writer(world: &World<Hostpath>, w: &AuditedWrite) -> &'static str {
+    if w.user == world.user {
+        "ours"
+    } else if w.user_agent.starts_with("kube-controller-manager/") {
+        "kcm"
+    } else {
+        "test"
+    }
+}
+
+/// The events on claim `name`, by `<reason>`, each counted with its series.
+async fn events_on(world: &World<Hostpath>, name: &str) -> BTreeMap<String, i32> {
+    let api: Api<Event> = Api::namespaced(world.client.clone(), &world.namespace);
+    let mut by = BTreeMap::new();
+    for e in api.list(&ListParams::default()).await.unwrap().items {
+        if e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(name) {
+            continue;
+        }
+        let count = e.series.as_ref().map(|s| s.count).or(e.deprecated_count).unwrap_or(1);
+        *by.entry(e.reason.unwrap_or_default()).or_default() += count;
+    }
+    by
+}
+
+/// Successful writes by writer and the conflicts of each, from `writes_since`'s lines; the
+/// test's own writes (the claim, its deletion, the nudge's label) left out.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Cost {
+    ours: usize,
+    kcm: usize,
+    ours_conflicts: usize,
+    kcm_conflicts: usize,
+}
+
+fn cost(lines: &BTreeMap<String, usize>) -> Cost {
+    let mut c = Cost::default();
+    for (line, n) in lines {
+        let refused = line.ends_with(" 409");
+        match (line.split(' ').next(), refused) {
+            (Some("ours"), false) => c.ours += n,
+            (Some("ours"), true) => c.ours_conflicts += n,
+            (Some("kcm"), false) => c.kcm += n,
+            (Some("kcm"), true) => c.kcm_conflicts += n,
+            _ => {}
+        }
+    }
+    c
+}
+
+/// Each claim's provisioning cost, its events, and its deletion cost, one claim at a time.
+async fn measure(
+    name: &str,
+    controllers: &str,
+    args: &[&str],
+) -> Vec<(Cost, BTreeMap<String, i32>, Cost)> {
+    let plane = fresh_plane();
+    let _kcm = Kcm::start(plane, controllers);
+    let world = World::start_hostpath(plane, name, &[], args).await;
+    world.register_node().await;
+    world.create_class("fast", json!({})).await;
+    let mut out = Vec::new();
+    for i in 0..CLAIMS {
+        let claim = format!("c{i}");
+        let from = world.plane.audited_writes().len();
+        world.create_claim(&claim, "fast", "1Gi", json!({})).await;
+        world.bound(&claim, LIMIT).await;
+        world.event(&claim, "ProvisioningSucceeded", "Successfully provisioned", LIMIT).await;
+        // A later pass over the claim, done: any write it still had to make is in the log.
+        world.nudge_claim(&claim, LIMIT).await;
+        let writes = writes_since(&world, from);
+        let events = events_on(&world, &claim).await;
+        println!("{name} {claim}: provisioned with {writes:?}; events {events:?}");
+        out.push((cost(&writes), events));
+    }
+    let mut costs = Vec::new();
+    for (i, (provisioned, events)) in out.into_iter().enumerate() {
+        let claim = format!("c{i}");
+        let volume = world.claim(&claim).await.and_then(|c| c.spec?.volume_name).unwrap();
+        let from = world.plane.audited_writes().len();
+        world.claims().delete(&claim, &DeleteParams::default()).await.unwrap();
+        assert!(world.volume_gone(&volume, LIMIT).await, "{}", world.sidecar.log_text());
+        let gone =
+            eventually(LIMIT, || async { world.claim(&claim).await.is_none().then_some(()) });
+        assert!(gone.await.is_some(), "claim {claim} still there");
+        let writes = writes_since(&world, from);
+        println!("{name} {claim}: deleted with {writes:?}");
+        costs.push((provisioned, events, cost(&writes)));
+    }
+    costs
+}
+
+fn reasons(events: &BTreeMap<String, i32>, of: &[&str]) -> BTreeMap<String, i32> {
+    events.iter().filter(|(r, _)| of.contains(&r.as_str())).map(|(r, n)| (r.clone(), *n)).collect()
+}
+
+/// Beside kube-controller-manager's binder: five writes per claim (its hand-over annotation,
+/// the PV we create, the binder's claim binding, claim status and PV status), and ours to the PV
+/// status the binder had already written comes back a conflict (docs/binder.md §5: we write
+/// the binding only where the binder has not); five per deletion (the protection finalizer,
+/// Released, our finalizer and the PV's deletion). Our events: Provisioning and
+/// ProvisioningSucceeded, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
+    for (provisioned, events, deleted) in
+        measure("pin-external", KCM_STORAGE_CONTROLLERS, &[INTENT_JOURNAL]).await
+    {
+        assert_eq!(provisioned.ours + provisioned.kcm, 5, "provisioned: {provisioned:?}");
+        assert_eq!(provisioned.ours + provisioned.ours_conflicts, 2, "ours: {provisioned:?}");
+        assert!(provisioned.kcm >= 3, "the binder binds: {provisioned:?}");
+        assert_eq!(deleted, Cost { ours: 2, kcm: 3, ..Cost::default() }, "deleted");
+        let ours = reasons(&events, &["Provisioning", "ProvisioningSucceeded"]);
+        assert_eq!(
+            ours,
+            BTreeMap::from([("Provisioning".into(), 1), ("ProvisioningSucceeded".into(), 1)])
+        );
+        assert!(events.get("ExternalProvisioning").is_some_and(|n| *n >= 1), "{events:?}");
+        assert_eq!(events.len(), 3, "no other event: {events:?}");
+    }
+}
+
+/// Binding ourselves (`--binder=driver`, kube-controller-manager's binder off): five writes per
+/// claim, all ours and none refused (the PV, the claim's finalizer and binding, the claim's and
+/// the PV's status); five per deletion (Released, our finalizer and the PV's deletion, and
+/// kube-controller-manager's protection controllers, whose PV update may meet a conflict).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn driver_mode_five_writes_per_claim_and_per_deletion() {
+    let args = [INTENT_JOURNAL, "--binder=driver"];
+    for (provisioned, events, deleted) in measure("pin-driver", KCM_NO_BINDER, &args).await {
+        assert_eq!(provisioned, Cost { ours: 5, ..Cost::default() }, "provisioned");
+        assert_eq!((deleted.ours, deleted.kcm, deleted.ours_conflicts), (3, 2, 0), "{deleted:?}");
+        let want =
+            BTreeMap::from([("Provisioning".into(), 1), ("ProvisioningSucceeded".into(), 1)]);
+        assert_eq!(events, want);
+    }
+}
