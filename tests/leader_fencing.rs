@@ -2,7 +2,9 @@
 //! lost its Lease without knowing it: frozen (SIGSTOP) past its lease, or cut off from the
 //! apiserver. Either way it must send no API write and no state-changing driver call once its
 //! renew deadline has passed, and the standby must take over. Witnesses: the audit log (each
-//! replica has its own ServiceAccount) and the driver (each call's peer process).
+//! replica has its own ServiceAccount) and the driver (each call's peer process). On the fake
+//! driver with our binder, and, for the pause, in the shipped mode beside kube-controller-manager
+//! on hostpathplugin behind the relay.
 
 mod support;
 
@@ -14,8 +16,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use support::cluster::{World, eventually};
 use support::control_plane::AuditedWrite;
+use support::csi_relay::Fault;
 use support::fake_driver::DriverConfig;
 use support::proxy::Proxy;
+use support::relayed::Beside;
 use support::sidecar::Sidecar;
 
 const LIMIT: Duration = Duration::from_secs(45);
@@ -31,19 +35,27 @@ struct Replicas {
     class: String,
 }
 
+fn election_args(namespace: &str) -> Vec<String> {
+    vec![
+        "--leader-election".to_string(),
+        format!("--leader-election-namespace={namespace}"),
+        format!("--leader-election-lease-duration={}s", LEASE.as_secs()),
+        format!("--leader-election-renew-deadline={}s", RENEW.as_secs()),
+        format!("--leader-election-retry-period={}s", RETRY.as_secs()),
+    ]
+}
+
 async fn two_replicas(namespace: &str) -> Replicas {
-    let world = World::start(
-        namespace,
-        DriverConfig::default(),
-        &[
-            "--leader-election",
-            &format!("--leader-election-namespace={namespace}"),
-            &format!("--leader-election-lease-duration={}s", LEASE.as_secs()),
-            &format!("--leader-election-renew-deadline={}s", RENEW.as_secs()),
-            &format!("--leader-election-retry-period={}s", RETRY.as_secs()),
-        ],
-    )
-    .await;
+    let args = election_args(namespace);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let world = World::start(namespace, DriverConfig::default(), &args).await;
+    let (standby, leader, class) = standby_for(&world, namespace).await;
+    Replicas { world, standby, leader, class }
+}
+
+/// Once the world's sidecar leads: a standby `replica-b` under another ServiceAccount, the
+/// leader's identity, and the class the churn uses.
+async fn standby_for<D>(world: &World<D>, namespace: &str) -> (Sidecar, String, String) {
     let leader = eventually(LIMIT, || world.lease_holder()).await;
     let leader = leader.unwrap_or_else(|| panic!("nobody leads:\n{}", world.sidecar.log_text()));
     let kubeconfig =
@@ -53,7 +65,7 @@ async fn two_replicas(namespace: &str) -> Replicas {
         Sidecar::start_with_env(world.dir.path(), &args, &[("HOSTNAME", "replica-b")]);
     assert!(standby.wait_ready(LIMIT).await, "standby not ready:\n{}", standby.log_text());
     let class = world.create_class("churn", json!({})).await.metadata.name;
-    Replicas { world, standby, leader, class: class.unwrap_or_default() }
+    (standby, leader, class.unwrap_or_default())
 }
 
 fn with_kubeconfig(args: &[String], kubeconfig: &std::path::Path) -> Vec<String> {
@@ -67,7 +79,11 @@ fn with_kubeconfig(args: &[String], kubeconfig: &std::path::Path) -> Vec<String>
 
 /// Claims come and go until stopped: every 300 ms one more, and the one from 1.5 s ago is
 /// deleted, so the leader always has provisioning and deletion to do. Returns how many were made.
-fn churn(world: &World, class: &str, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
+fn churn<D>(
+    world: &World<D>,
+    class: &str,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<usize> {
     let (claims, class) = (world.claims(), class.to_string());
     tokio::spawn(async move {
         let mut made = 0usize;
@@ -91,7 +107,7 @@ fn churn(world: &World, class: &str, stop: Arc<AtomicBool>) -> tokio::task::Join
 }
 
 /// Waits until a claim the churn makes from now on is Bound: whoever leads now is at work.
-async fn later_claim_bound(world: &World) {
+async fn later_claim_bound<D>(world: &World<D>) {
     let index = |name: Option<&str>| name?.strip_prefix("churn-")?.parse::<usize>().ok();
     let claims = || async { world.claims().list(&Default::default()).await.ok().map(|l| l.items) };
     let listed = claims().await.unwrap_or_default();
@@ -110,7 +126,7 @@ async fn later_claim_bound(world: &World) {
 }
 
 /// Every claim left is bound (by the new leader).
-async fn settled(world: &World) -> bool {
+async fn settled<D>(world: &World<D>) -> bool {
     eventually(LIMIT, || async {
         let list = world.claims().list(&Default::default()).await.ok()?;
         list.items
@@ -123,7 +139,10 @@ async fn settled(world: &World) -> bool {
 }
 
 /// The writes of the world's sidecar, and those the apiserver received at or after `since`.
-fn writes_of_leader(world: &World, since: SystemTime) -> (Vec<AuditedWrite>, Vec<AuditedWrite>) {
+fn writes_of_leader<D>(
+    world: &World<D>,
+    since: SystemTime,
+) -> (Vec<AuditedWrite>, Vec<AuditedWrite>) {
     let since = Timestamp::try_from(since).expect("time");
     let all: Vec<_> =
         world.plane.audited_writes().into_iter().filter(|w| w.user == world.user).collect();
@@ -272,5 +291,76 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
         taken <= LEASE + RETRY.mul_f64(1.2) + Duration::from_secs(1),
         "the standby took {taken:?} to take over"
     );
+    assert!(settled, "the new leader did not settle the claims:\n{}", standby.log_text());
+}
+
+/// The same pause in the shipped mode: beside kube-controller-manager's binder, on hostpathplugin
+/// behind the relay (which records each call's process). The leader is frozen in the middle of a
+/// CreateVolume while claims come and go, replica-b takes over, and the old leader, resumed with
+/// the driver's answer in hand, sends no API write (not the PV it was about to create) and no
+/// driver call, and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn beside_the_binder_a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
+    let namespace = "paused-beside";
+    // A CSI timeout longer than the pause: resumed, the process has the held answer in hand.
+    let mut args = election_args(namespace);
+    args.push("--timeout=60s".to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut world = Beside::start(namespace, &[], &args).await;
+    let (standby, leader, class) = standby_for(&world, namespace).await;
+    let old_pid = world.sidecar.child.id().expect("the leader runs");
+    let stop = Arc::new(AtomicBool::new(false));
+    let claims = churn(&world, &class, stop.clone());
+    later_claim_bound(&world).await;
+
+    // Frozen in the middle of a CreateVolume: the driver's answer, held two seconds by the relay,
+    // waits in the frozen process's socket, and on resuming it has a PV to write at once.
+    let before = world.relay().calls("CreateVolume");
+    world.relay().inject("CreateVolume", Fault::AnswerLate(Duration::from_secs(2)));
+    let in_flight = eventually(LIMIT, || async {
+        (world.relay().calls("CreateVolume") > before).then_some(())
+    });
+    assert!(in_flight.await.is_some(), "no CreateVolume:\n{}", world.sidecar.log_text());
+    // SAFETY: signals to our own child process.
+    support::signal(old_pid, libc::SIGSTOP);
+    let paused = Instant::now();
+    let taken = eventually(LIMIT, || async {
+        (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| paused.elapsed())
+    })
+    .await;
+    let taken =
+        taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
+    later_claim_bound(&world).await;
+    let resumed = SystemTime::now();
+    support::signal(old_pid, libc::SIGCONT);
+    let exit = tokio::time::timeout(Duration::from_secs(10), world.sidecar.child.wait()).await;
+    later_claim_bound(&world).await;
+    stop.store(true, Ordering::SeqCst);
+    let made = claims.await.unwrap_or_default();
+    let settled = settled(&world).await;
+
+    let old_log = world.sidecar.log_text();
+    let (all, late) = writes_of_leader(&world, resumed);
+    let calls = world.relay().callers();
+    let old = |pid: &Option<i32>| *pid == Some(old_pid as i32);
+    let old_calls = calls.iter().filter(|(_, pid, _)| old(pid)).count();
+    let late_calls: Vec<_> =
+        calls.iter().filter(|(at, pid, _)| old(pid) && *at >= resumed).collect();
+    println!(
+        "beside the binder: {made} claims made; {leader} led with {} writes and {old_calls} driver calls; \
+         replica-b took over {:.1} s into the pause; after resuming: {} writes, {} driver calls",
+        all.len(),
+        taken.as_secs_f64(),
+        late.len(),
+        late_calls.len()
+    );
+    assert!(!all.is_empty() && old_calls > 0, "the old leader acted before the pause:\n{old_log}");
+    assert!(late.is_empty(), "the old leader wrote after it resumed: {late:#?}\n{old_log}");
+    assert!(late_calls.is_empty(), "driver calls after it resumed: {late_calls:?}\n{old_log}");
+    let code = exit
+        .unwrap_or_else(|_| panic!("the old leader did not exit after resuming:\n{old_log}"))
+        .expect("wait")
+        .code();
+    assert_eq!(code, Some(1), "the old leader exits with an error:\n{old_log}");
     assert!(settled, "the new leader did not settle the claims:\n{}", standby.log_text());
 }

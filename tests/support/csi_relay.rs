@@ -59,6 +59,9 @@ struct State {
     requests: BTreeMap<String, Vec<Bytes>>,
     /// Calls the driver saw, by method.
     forwarded: BTreeMap<String, usize>,
+    /// Every call that reached the relay: when, the calling process (its socket's peer), and
+    /// the method.
+    callers: Vec<(std::time::SystemTime, Option<i32>, String)>,
     connections: Vec<AbortHandle>,
     down_until: Option<Instant>,
 }
@@ -127,6 +130,11 @@ impl CsiRelay {
         raw.iter().map(|m| M::decode(m.as_ref()).expect("a request the sidecar sent")).collect()
     }
 
+    /// Every call that reached the relay, with when and the calling process's pid.
+    pub fn callers(&self) -> Vec<(std::time::SystemTime, Option<i32>, String)> {
+        self.state().callers.clone()
+    }
+
     /// Whether the relay is down after a `DieAfter`.
     pub fn is_down(&self) -> bool {
         self.state().down_until.is_some_and(|t| Instant::now() < t)
@@ -161,6 +169,7 @@ async fn accept_loop(listener: UnixListener, driver: PathBuf, state: Arc<Mutex<S
 
 /// One caller connection, relayed over one connection of its own to the driver.
 async fn serve(stream: UnixStream, driver: PathBuf, state: Arc<Mutex<State>>) {
+    let pid = stream.peer_cred().ok().and_then(|c| c.pid());
     let Ok(upstream) = UnixStream::connect(&driver).await else {
         return;
     };
@@ -172,7 +181,7 @@ async fn serve(stream: UnixStream, driver: PathBuf, state: Arc<Mutex<State>>) {
     let _upstream = AbortOnDrop(tokio::spawn(connection).abort_handle());
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let (sender, state) = (sender.clone(), state.clone());
-        async move { Ok::<_, Infallible>(relay(request, sender, &state).await) }
+        async move { Ok::<_, Infallible>(relay(request, sender, &state, pid).await) }
     });
     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .serve_connection(TokioIo::new(stream), service)
@@ -192,8 +201,10 @@ async fn relay(
     request: Request<Incoming>,
     mut sender: hyper::client::conn::http2::SendRequest<Full<Bytes>>,
     state: &Mutex<State>,
+    pid: Option<i32>,
 ) -> Response<Body> {
     let method = request.uri().path().rsplit('/').next().unwrap_or_default().to_string();
+    lock(state).callers.push((std::time::SystemTime::now(), pid, method.clone()));
     let (parts, body) = request.into_parts();
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
         return status(Code::Internal, "the relay could not read the request");
