@@ -19,7 +19,7 @@ use support::control_plane::AuditedWrite;
 use support::csi_relay::Fault;
 use support::fake_driver::DriverConfig;
 use support::proxy::Proxy;
-use support::relayed::Beside;
+use support::relayed::{Beside, Relayed};
 use support::sidecar::Sidecar;
 
 const LIMIT: Duration = Duration::from_secs(45);
@@ -150,15 +150,23 @@ fn writes_of_leader<D>(
     (all, late)
 }
 
-/// The leader is frozen past its renew deadline and the lease duration; the standby takes over
-/// about a lease duration later. When the old leader runs again it sends nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
-    let Replicas { mut world, standby, leader, class } = two_replicas("paused-leader").await;
+/// Every driver call: when, and the calling process.
+type Calls = Vec<(SystemTime, Option<i32>)>;
+
+/// The world's leader, churning, is frozen (SIGSTOP) once `hold` has run, until replica-b has
+/// taken the Lease and bound a claim; resumed, it must send no API write and no driver call
+/// (`calls`), and exit 1, while replica-b settles the claims.
+async fn frozen_and_resumed<D>(
+    world: &mut World<D>,
+    (standby, leader, class): (&Sidecar, &str, &str),
+    hold: impl AsyncFnOnce(&World<D>),
+    calls: impl Fn(&World<D>) -> Calls,
+) {
     let old_pid = world.sidecar.child.id().expect("the leader runs");
     let stop = Arc::new(AtomicBool::new(false));
-    let claims = churn(&world, &class, stop.clone());
-    later_claim_bound(&world).await;
+    let claims = churn(world, class, stop.clone());
+    later_claim_bound(world).await;
+    hold(world).await;
 
     // SAFETY: signals to our own child process.
     support::signal(old_pid, libc::SIGSTOP);
@@ -170,26 +178,25 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     let taken =
         taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
     // Still frozen while the new leader binds: it resumes into a world that moved on.
-    later_claim_bound(&world).await;
+    later_claim_bound(world).await;
     let resumed = SystemTime::now();
     support::signal(old_pid, libc::SIGCONT);
     let exit = tokio::time::timeout(Duration::from_secs(10), world.sidecar.child.wait()).await;
-    later_claim_bound(&world).await;
+    later_claim_bound(world).await;
     stop.store(true, Ordering::SeqCst);
     let made = claims.await.unwrap_or_default();
-    let settled = settled(&world).await;
+    let settled = settled(world).await;
 
     let old_log = world.sidecar.log_text();
-    let (all, late) = writes_of_leader(&world, resumed);
-    let calls = world.driver.callers();
-    let old_calls = calls.iter().filter(|(_, pid, _)| *pid == Some(old_pid as i32)).count();
-    let late_calls: Vec<_> = calls
-        .iter()
-        .filter(|(at, pid, _)| *pid == Some(old_pid as i32) && *at >= resumed)
-        .collect();
+    let (all, late) = writes_of_leader(world, resumed);
+    let old = |pid: &Option<i32>| *pid == Some(old_pid as i32);
+    let calls = calls(world);
+    let old_calls = calls.iter().filter(|(_, pid)| old(pid)).count();
+    let late_calls: Vec<_> = calls.iter().filter(|(at, pid)| old(pid) && *at >= resumed).collect();
     println!(
-        "{made} claims made; {leader} led with {} writes and {old_calls} driver calls before the pause; \
+        "{}: {made} claims made; {leader} led with {} writes and {old_calls} driver calls before the pause; \
          replica-b took over {:.1} s into the pause; after resuming: {} writes, {} driver calls",
+        world.namespace,
         all.len(),
         taken.as_secs_f64(),
         late.len(),
@@ -211,6 +218,15 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
         .code();
     assert_eq!(code, Some(1), "the old leader exits with an error:\n{old_log}");
     assert!(settled, "the new leader did not settle the claims:\n{}", standby.log_text());
+}
+
+/// The leader is frozen past its renew deadline and the lease duration; the standby takes over
+/// about a lease duration later. When the old leader runs again it sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
+    let Replicas { mut world, standby, leader, class } = two_replicas("paused-leader").await;
+    let calls = |w: &World| w.driver.callers().into_iter().map(|(at, pid, _)| (at, pid)).collect();
+    frozen_and_resumed(&mut world, (&standby, &leader, &class), async |_| {}, calls).await;
 }
 
 /// The leader loses the apiserver (its connections go through a relay that is cut) while claims
@@ -296,9 +312,7 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
 
 /// The same pause in the shipped mode: beside kube-controller-manager's binder, on hostpathplugin
 /// behind the relay (which records each call's process). The leader is frozen in the middle of a
-/// CreateVolume while claims come and go, replica-b takes over, and the old leader, resumed with
-/// the driver's answer in hand, sends no API write (not the PV it was about to create) and no
-/// driver call, and exits.
+/// CreateVolume, its answer held by the relay, so that it resumes with work in hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn beside_the_binder_a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
     let namespace = "paused-beside";
@@ -308,59 +322,16 @@ async fn beside_the_binder_a_paused_leader_makes_no_write_and_no_driver_call_aft
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut world = Beside::start(namespace, &[], &args).await;
     let (standby, leader, class) = standby_for(&world, namespace).await;
-    let old_pid = world.sidecar.child.id().expect("the leader runs");
-    let stop = Arc::new(AtomicBool::new(false));
-    let claims = churn(&world, &class, stop.clone());
-    later_claim_bound(&world).await;
-
-    // Frozen in the middle of a CreateVolume: the driver's answer, held two seconds by the relay,
-    // waits in the frozen process's socket, and on resuming it has a PV to write at once.
-    let before = world.relay().calls("CreateVolume");
-    world.relay().inject("CreateVolume", Fault::AnswerLate(Duration::from_secs(2)));
-    let in_flight = eventually(LIMIT, || async {
-        (world.relay().calls("CreateVolume") > before).then_some(())
-    });
-    assert!(in_flight.await.is_some(), "no CreateVolume:\n{}", world.sidecar.log_text());
-    // SAFETY: signals to our own child process.
-    support::signal(old_pid, libc::SIGSTOP);
-    let paused = Instant::now();
-    let taken = eventually(LIMIT, || async {
-        (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| paused.elapsed())
-    })
-    .await;
-    let taken =
-        taken.unwrap_or_else(|| panic!("the standby never took over:\n{}", standby.log_text()));
-    later_claim_bound(&world).await;
-    let resumed = SystemTime::now();
-    support::signal(old_pid, libc::SIGCONT);
-    let exit = tokio::time::timeout(Duration::from_secs(10), world.sidecar.child.wait()).await;
-    later_claim_bound(&world).await;
-    stop.store(true, Ordering::SeqCst);
-    let made = claims.await.unwrap_or_default();
-    let settled = settled(&world).await;
-
-    let old_log = world.sidecar.log_text();
-    let (all, late) = writes_of_leader(&world, resumed);
-    let calls = world.relay().callers();
-    let old = |pid: &Option<i32>| *pid == Some(old_pid as i32);
-    let old_calls = calls.iter().filter(|(_, pid, _)| old(pid)).count();
-    let late_calls: Vec<_> =
-        calls.iter().filter(|(at, pid, _)| old(pid) && *at >= resumed).collect();
-    println!(
-        "beside the binder: {made} claims made; {leader} led with {} writes and {old_calls} driver calls; \
-         replica-b took over {:.1} s into the pause; after resuming: {} writes, {} driver calls",
-        all.len(),
-        taken.as_secs_f64(),
-        late.len(),
-        late_calls.len()
-    );
-    assert!(!all.is_empty() && old_calls > 0, "the old leader acted before the pause:\n{old_log}");
-    assert!(late.is_empty(), "the old leader wrote after it resumed: {late:#?}\n{old_log}");
-    assert!(late_calls.is_empty(), "driver calls after it resumed: {late_calls:?}\n{old_log}");
-    let code = exit
-        .unwrap_or_else(|_| panic!("the old leader did not exit after resuming:\n{old_log}"))
-        .expect("wait")
-        .code();
-    assert_eq!(code, Some(1), "the old leader exits with an error:\n{old_log}");
-    assert!(settled, "the new leader did not settle the claims:\n{}", standby.log_text());
+    let hold = async |w: &World<Relayed>| {
+        let before = w.relay().calls("CreateVolume");
+        w.relay().inject("CreateVolume", Fault::AnswerLate(Duration::from_secs(2)));
+        let sent = eventually(LIMIT, || async {
+            (w.relay().calls("CreateVolume") > before).then_some(())
+        });
+        assert!(sent.await.is_some(), "no CreateVolume:\n{}", w.sidecar.log_text());
+    };
+    let calls = |w: &World<Relayed>| {
+        w.relay().callers().into_iter().map(|(at, pid, _)| (at, pid)).collect()
+    };
+    frozen_and_resumed(&mut world.world, (&standby, &leader, &class), hold, calls).await;
 }
