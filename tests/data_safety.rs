@@ -33,15 +33,7 @@ async fn an_attached_volume_is_deleted_only_once_detached() {
     let pv_name = pv.metadata.name.clone().unwrap();
 
     // A node has the volume attached (as the attach/detach controller would record it).
-    let attachments: Api<VolumeAttachment> = Api::all(world.client.clone());
-    let attachment: VolumeAttachment = serde_json::from_value(json!({
-        "metadata": {"name": format!("attached-{}", &pv_name[..12])},
-        "spec": {"attacher": world.driver_name, "nodeName": "node-7",
-                 "source": {"persistentVolumeName": pv_name}},
-    }))
-    .unwrap();
-    let attachment_name = attachment.metadata.name.clone().unwrap();
-    attachments.create(&PostParams::default(), &attachment).await.expect("VolumeAttachment");
+    let (attachments, attachment_name) = attach(&world, &pv_name).await;
 
     world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     // Said twice: the volume was looked at again after the first refusal, and kept again.
@@ -59,6 +51,20 @@ async fn an_attached_volume_is_deleted_only_once_detached() {
     let gone = world.volume_gone(&pv_name, LIMIT).await;
     assert!(gone, "not deleted once detached:\n{}", world.sidecar.log_text());
     assert_eq!(world.driver.calls_of("DeleteVolume").len(), 1);
+}
+
+/// A VolumeAttachment of the PV `pv_name` to node-7, and its name.
+async fn attach<D>(world: &World<D>, pv_name: &str) -> (Api<VolumeAttachment>, String) {
+    let attachments: Api<VolumeAttachment> = Api::all(world.client.clone());
+    let attachment: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": format!("attached-{}", &pv_name[..12])},
+        "spec": {"attacher": world.driver_name, "nodeName": "node-7",
+                 "source": {"persistentVolumeName": pv_name}},
+    }))
+    .unwrap();
+    let name = attachment.metadata.name.clone().unwrap();
+    attachments.create(&PostParams::default(), &attachment).await.expect("VolumeAttachment");
+    (attachments, name)
 }
 
 /// How many times the PV's `reason` event was said (its series count, folded), with its note.
@@ -101,21 +107,12 @@ async fn beside_the_binder_an_attached_volume_is_kept_and_a_failed_delete_is_sai
     let deletes_before = world.relay().calls("DeleteVolume");
 
     // Attached, as the attach/detach controller records it once ControllerPublishVolume is done.
-    let attachments: Api<VolumeAttachment> = Api::all(world.client.clone());
-    let attachment: VolumeAttachment = serde_json::from_value(json!({
-        "metadata": {"name": format!("attached-{}", &pv_name[..12])},
-        "spec": {"attacher": world.driver_name, "nodeName": "node-7",
-                 "source": {"persistentVolumeName": pv_name}},
-    }))
-    .unwrap();
-    let attachment_name = attachment.metadata.name.clone().unwrap();
-    let created = attachments.create(&PostParams::default(), &attachment).await.unwrap();
+    let (attachments, attachment_name) = attach(&world, &pv_name).await;
     let status = json!({"status": {"attached": true}});
     attachments
         .patch_status(&attachment_name, &PatchParams::default(), &Patch::Merge(status))
         .await
         .unwrap();
-    assert!(created.metadata.uid.is_some());
 
     world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     let kept = eventually(LIMIT, || async {

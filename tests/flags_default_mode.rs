@@ -203,6 +203,17 @@ async fn topology_over_two_zones_follows_the_flags() {
     assert_eq!(pv.spec.and_then(|s| s.node_affinity), None, "no node affinity with Topology=false");
 }
 
+/// VolumeAttributesClasses `fast` (iops 3000) and `faster` (6000), an expandable class `grow`,
+/// and claim `name` of it naming `fast`.
+async fn classes_and_claim(world: &World<Relayed>, name: &str) {
+    for (class, iops) in [("fast", "3000"), ("faster", "6000")] {
+        world.create_attributes_class(class, json!({"iops": iops})).await;
+    }
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    let spec = json!({"spec": {"volumeAttributesClassName": format!("{}-fast", world.namespace)}});
+    world.create_claim(name, "grow", "1Gi", spec).await;
+}
+
 /// `--extra-modify-metadata` adds the claim's and PV's names to ControllerModifyVolume;
 /// `--handle-volume-inuse-error=false` asks the driver again even while a pod uses the claim;
 /// `--resync-period` queues every claim again on its own.
@@ -218,12 +229,7 @@ async fn resizer_flags_modify_metadata_in_use_and_resync() {
     )
     .await;
     let ns = world.namespace.clone();
-    for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
-        world.create_attributes_class(name, json!({"iops": iops})).await;
-    }
-    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
-    let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});
-    world.create_claim("data", "grow", "1Gi", spec).await;
+    classes_and_claim(&world, "data").await;
     let (_, pv) = world.bound("data", LIMIT).await;
     let volume = pv.metadata.name.clone().unwrap();
 
@@ -293,12 +299,7 @@ async fn attributes_classes_gate_off_leaves_classes_out() {
     )
     .await;
     let ns = world.namespace.clone();
-    for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
-        world.create_attributes_class(name, json!({"iops": iops})).await;
-    }
-    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
-    let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});
-    world.create_claim("named", "grow", "1Gi", spec).await;
+    classes_and_claim(&world, "named").await;
     let named = world.claim("named").await.unwrap();
     assert!(create_for(&world, &named).await.mutable_parameters.is_empty(), "class sent");
     let name = format!("pvc-{}", named.metadata.uid.clone().unwrap_or_default());
