@@ -64,25 +64,27 @@ async fn events_on(world: &World<Hostpath>, name: &str) -> BTreeMap<String, i32>
     by
 }
 
-/// Successful writes by writer and the conflicts of each, from `writes_since`'s lines; the
-/// test's own writes (the claim, its deletion, the nudge's label) left out.
+/// Successful (2xx) writes by writer and the refused ones of each (409 and any other answer),
+/// from `writes_since`'s lines; the test's own writes (the claim, its deletion, the nudge's
+/// label) left out.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Cost {
     ours: usize,
     kcm: usize,
-    ours_conflicts: usize,
-    kcm_conflicts: usize,
+    ours_refused: usize,
+    kcm_refused: usize,
 }
 
 fn cost(lines: &BTreeMap<String, usize>) -> Cost {
     let mut c = Cost::default();
     for (line, n) in lines {
-        let refused = line.ends_with(" 409");
-        match (line.split(' ').next(), refused) {
-            (Some("ours"), false) => c.ours += n,
-            (Some("ours"), true) => c.ours_conflicts += n,
-            (Some("kcm"), false) => c.kcm += n,
-            (Some("kcm"), true) => c.kcm_conflicts += n,
+        let code: u16 = line.rsplit(' ').next().and_then(|c| c.parse().ok()).unwrap_or(0);
+        let done = (200..300).contains(&code);
+        match (line.split(' ').next(), done) {
+            (Some("ours"), true) => c.ours += n,
+            (Some("ours"), false) => c.ours_refused += n,
+            (Some("kcm"), true) => c.kcm += n,
+            (Some("kcm"), false) => c.kcm_refused += n,
             _ => {}
         }
     }
@@ -135,21 +137,21 @@ fn reasons(events: &BTreeMap<String, i32>, of: &[&str]) -> BTreeMap<String, i32>
     events.iter().filter(|(r, _)| of.contains(&r.as_str())).map(|(r, n)| (r.clone(), *n)).collect()
 }
 
-/// Beside kube-controller-manager's binder: five writes per claim (its hand-over annotation,
-/// the PV we create, the binder's claim binding, claim status and PV status), and ours to the PV
-/// status the binder had already written comes back a conflict (docs/binder.md §5: we write
-/// the binding only where the binder has not); five per deletion (the protection finalizer,
-/// Released, our finalizer and the PV's deletion). Our events: Provisioning and
-/// ProvisioningSucceeded, once each.
+/// Beside kube-controller-manager's binder: five successful writes per claim (its hand-over
+/// annotation, the PV we create, and the binding's claim, claim status and PV status, which the
+/// binder and we race to write: the loser's one or two are refused, docs/binder.md §5); five per
+/// deletion (the protection finalizer, Released, our finalizer and the PV's deletion). Our
+/// events: Provisioning and ProvisioningSucceeded, once each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
     for (provisioned, events, deleted) in
         measure("pin-external", KCM_STORAGE_CONTROLLERS, &[INTENT_JOURNAL]).await
     {
         assert_eq!(provisioned.ours + provisioned.kcm, 5, "provisioned: {provisioned:?}");
-        assert_eq!(provisioned.ours + provisioned.ours_conflicts, 2, "ours: {provisioned:?}");
-        assert!(provisioned.kcm >= 3, "the binder binds: {provisioned:?}");
-        assert_eq!(deleted, Cost { ours: 2, kcm: 3, ..Cost::default() }, "deleted");
+        assert!(provisioned.ours >= 1 && provisioned.kcm >= 3, "{provisioned:?}");
+        assert!(provisioned.ours_refused <= 2, "ours refused: {provisioned:?}");
+        let deleted = (deleted.ours, deleted.kcm, deleted.ours_refused);
+        assert_eq!(deleted, (2, 3, 0), "deleted: ours, kube-controller-manager's, ours refused");
         let ours = reasons(&events, &["Provisioning", "ProvisioningSucceeded"]);
         assert_eq!(
             ours,
@@ -163,13 +165,14 @@ async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
 /// Binding ourselves (`--binder=driver`, kube-controller-manager's binder off): five writes per
 /// claim, all ours and none refused (the PV, the claim's finalizer and binding, the claim's and
 /// the PV's status); five per deletion (Released, our finalizer and the PV's deletion, and
-/// kube-controller-manager's protection controllers, whose PV update may meet a conflict).
+/// kube-controller-manager's protection controllers, whose PV update may also be refused, 409
+/// or 404, when it comes late: theirs, not counted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn driver_mode_five_writes_per_claim_and_per_deletion() {
     let args = [INTENT_JOURNAL, "--binder=driver"];
     for (provisioned, events, deleted) in measure("pin-driver", KCM_NO_BINDER, &args).await {
         assert_eq!(provisioned, Cost { ours: 5, ..Cost::default() }, "provisioned");
-        assert_eq!((deleted.ours, deleted.kcm, deleted.ours_conflicts), (3, 2, 0), "{deleted:?}");
+        assert_eq!((deleted.ours, deleted.kcm, deleted.ours_refused), (3, 2, 0), "{deleted:?}");
         let want =
             BTreeMap::from([("Provisioning".into(), 1), ("ProvisioningSucceeded".into(), 1)]);
         assert_eq!(events, want);
