@@ -7,12 +7,14 @@
 
 mod support;
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use csi_pv_controller::csi::v1 as csi;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use prost::Message;
 use serde_json::{Value, json};
 use tonic::Code;
@@ -406,4 +408,50 @@ async fn a_modify_the_driver_cannot_answer_is_in_progress_and_retried() {
         warnings(&events).iter().all(|(_, reason, _)| reason == "VolumeModifyFailed"),
         "{events:?}"
     );
+}
+
+/// A clone's source is held while the copy is in flight: its CreateVolume reaches the driver,
+/// whose answer the relay holds 4 s, and the source is deleted meanwhile. A watch opened before
+/// sees the source go only after that answer was let through (the cloning-protection finalizer
+/// held it), and the clone is Bound with the source's volume copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_clone_source_is_held_while_the_copy_is_in_flight() {
+    const HOLD: Duration = Duration::from_secs(4);
+    let world = Beside::start("fault-clone", &[], &[]).await;
+    world.create_class("std", json!({})).await;
+    world.create_claim("origin", "std", "1Gi", json!({})).await;
+    world.bound("origin", LIMIT).await;
+
+    let params = WatchParams::default().fields("metadata.name=origin");
+    let stream = world.claims().watch(&params, "0").await.expect("cannot watch the source");
+    let deleted = Arc::new(Mutex::new(None));
+    let sink = deleted.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Ok(WatchEvent::Deleted(_)) = event {
+                *sink.lock().unwrap() = Some(SystemTime::now());
+            }
+        }
+    });
+
+    let creates = || {
+        let calls = world.relay().callers().into_iter();
+        calls.filter(|(_, _, m)| m == "CreateVolume").map(|(at, _, _)| at).collect::<Vec<_>>()
+    };
+    let before = creates().len();
+    world.relay().inject("CreateVolume", Fault::AnswerLate(HOLD));
+    world.create_clone("copy", "std", "1Gi", "origin").await;
+    let sent = eventually(LIMIT, || async { creates().get(before).copied() });
+    let sent = sent.await.expect("the clone's CreateVolume");
+    world.claims().delete("origin", &DeleteParams::default()).await.unwrap();
+    world.bound("copy", LIMIT).await;
+    let gone = eventually(LIMIT, || async { *deleted.lock().unwrap() }).await;
+    let gone =
+        gone.unwrap_or_else(|| panic!("the source never went:\n{}", world.sidecar.log_text()));
+    let held = gone.duration_since(sent).unwrap_or_default();
+    assert!(held >= HOLD, "the source went {held:?} after the copy started, before its answer");
+    let copies = world.relay().requests::<csi::CreateVolumeRequest>("CreateVolume");
+    let copy = copies.last().expect("the clone's request");
+    assert!(copy.volume_content_source.is_some(), "the clone's request copies the source");
 }
