@@ -11,15 +11,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use support::cluster::INTENT_JOURNAL;
 use support::cluster::eventually;
 use support::control_plane::OwnedPlane;
-use support::hostpath::{Hostpath, HostpathConfig};
-use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
-use support::sidecar::Sidecar;
+use support::owned_beside::OwnedBeside;
 
 const CLAIMS: usize = 500;
 
@@ -154,29 +150,8 @@ fn beside_the_binder_a_burst_survives_an_apiserver_restart() {
     let mut owned = OwnedPlane::for_test(true);
     let runtime = support::control_plane::runtime();
     runtime.block_on(async {
-        let kubeconfig = owned.plane.admin_kubeconfig.clone();
-        let _kcm = Kcm::start(&owned.plane, KCM_STORAGE_CONTROLLERS);
-        let dir = tempfile::tempdir().unwrap();
-        let driver = "restart-beside.csi.test";
-        let config = HostpathConfig { node_id: "node-restart".into(), ..HostpathConfig::named(driver) };
-        let hostpath = Hostpath::start(dir.path(), config).await;
-        let client = support::control_plane::client_from_kubeconfig(&kubeconfig).await;
-        support::control_plane::create_namespace(&client, "burst").await;
-        hostpath.register_node(&client).await.unwrap_or_else(|e| panic!("{e}"));
-        let args = [
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--csi-address={}", hostpath.endpoint()),
-            INTENT_JOURNAL.to_string(),
-        ];
-        let mut sidecar = Sidecar::start(dir.path(), &args);
-        assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "{}", sidecar.log_text());
-        let class: StorageClass = serde_json::from_value(json!({
-            "metadata": {"name": "burst"}, "provisioner": driver,
-            "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
-        }))
-        .unwrap();
-        Api::<StorageClass>::all(client.clone()).create(&PostParams::default(), &class).await.unwrap();
-
+        let mut beside = OwnedBeside::start(&owned.plane, "burst", "burst").await;
+        let (client, hostpath) = (beside.client.clone(), &beside.hostpath);
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "burst");
         let creators = creators(&claims, BURST, 10);
         let under_way = eventually(Duration::from_secs(60), || async {
@@ -186,7 +161,8 @@ fn beside_the_binder_a_burst_survives_an_apiserver_restart() {
             });
             (bound.count() >= 20).then_some(())
         });
-        assert!(under_way.await.is_some(), "the burst did not start:\n{}", sidecar.log_text());
+        let log = || beside.sidecar.log_text();
+        assert!(under_way.await.is_some(), "the burst did not start:\n{}", log());
         owned.kill_apiserver();
         // The outage itself: ten seconds with no apiserver, every watch and request failing.
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -195,7 +171,7 @@ fn beside_the_binder_a_burst_survives_an_apiserver_restart() {
             creator.await.unwrap();
         }
         let bound = support::cluster::all_bound(&claims, BURST, Duration::from_secs(240)).await;
-        assert!(bound.is_some(), "not every claim bound after the restart:\n{}", sidecar.log_text());
+        assert!(bound.is_some(), "not every claim bound after the restart:\n{}", log());
 
         // One volume per claim, and the driver holds exactly the PVs' volumes.
         let pvs = Api::<PersistentVolume>::all(client.clone()).list(&Default::default()).await;
@@ -220,6 +196,7 @@ fn beside_the_binder_a_burst_survives_an_apiserver_restart() {
         println!("beside the binder: {BURST} claims bound; {total} of our writes refused with 409, at most {worst:?} on one object");
         assert!(total <= BURST, "{total} refused writes: a conflict storm");
         assert!(worst.is_none_or(|(_, n)| *n <= 5), "one object refused {worst:?} times");
-        assert!(sidecar.child.try_wait().ok().flatten().is_none(), "the sidecar recovered without a restart");
+        let running = beside.sidecar.child.try_wait().ok().flatten().is_none();
+        assert!(running, "the sidecar recovered without a restart");
     });
 }

@@ -9,6 +9,7 @@ pub mod fake_driver;
 pub mod hostpath;
 pub mod kcm;
 pub mod node;
+pub mod owned_beside;
 pub mod peers;
 pub mod prometheus;
 pub mod proxy;
