@@ -11,6 +11,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::cluster::{World, all_bound, eventually};
 use support::fake_driver::DriverConfig;
+use support::relayed::Beside;
 use support::sidecar::sample;
 
 /// How a burst of claims fared beside a client that keeps patching their labels.
@@ -33,6 +34,12 @@ async fn beside_a_label_writer(
     limit: Duration,
 ) -> Busy {
     let world = World::start(namespace, DriverConfig::default(), args).await;
+    busy_in(&world, claims, limit).await
+}
+
+/// As `beside_a_label_writer`, in a world already started.
+async fn busy_in<D>(world: &World<D>, claims: usize, limit: Duration) -> Busy {
+    let namespace = world.namespace.as_str();
     world.create_class(namespace, json!({})).await;
     let names = world.create_claims("busy", namespace, claims).await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -126,6 +133,26 @@ async fn claims_are_bound_under_a_client_side_limit_beside_a_busy_writer() {
         );
         assert!(busy.refused <= claims, "{} refused writes for {claims} claims", busy.refused);
     }
+}
+
+/// The same livelock in the shipped mode: 20 claims beside kube-controller-manager's binder on
+/// hostpathplugin, the sidecar at 25 QPS, the label writer touching each claim every 0.4 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_the_binder_claims_are_bound_under_a_client_side_limit_beside_a_busy_writer() {
+    const CLAIMS: usize = 20;
+    let args = ["--kube-api-qps=25", "--kube-api-burst=50"];
+    let world = Beside::start("limited-beside", &[], &args).await;
+    let busy = busy_in(&world, CLAIMS, Duration::from_secs(180)).await;
+    println!(
+        "beside the binder: {CLAIMS} claims under 25 QPS bound in {:.1} s beside {} label patches: {} of our writes refused with 409",
+        busy.took.as_secs_f64(),
+        busy.patches,
+        busy.refused
+    );
+    assert!(busy.bound, "not all bound in 180 s under a client-side limit:\n{}", busy.log);
+    // The binding race with the binder costs one or two refused writes per claim
+    // (tests/writes_pinned.rs); the label writer at most one more.
+    assert!(busy.refused <= 3 * CLAIMS, "{} refused writes for {CLAIMS} claims", busy.refused);
 }
 
 /// A write the API refuses as such (403: the RBAC lacks it) gets the same answer every time:
