@@ -3,8 +3,8 @@
 //! apiserver. Either way it must send no API write and no state-changing driver call once its
 //! renew deadline has passed, and the standby must take over. Witnesses: the audit log (each
 //! replica has its own ServiceAccount) and the driver (each call's peer process). On the fake
-//! driver with our binder, and, for the pause, in the shipped mode beside kube-controller-manager
-//! on hostpathplugin behind the relay.
+//! driver with our binder, and in the shipped mode beside kube-controller-manager on
+//! hostpathplugin behind the relay.
 
 mod support;
 
@@ -237,6 +237,13 @@ async fn a_paused_leader_makes_no_write_and_no_driver_call_after_it_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() {
     let Replicas { mut world, standby, leader, class } = two_replicas("cut-leader").await;
+    cut_off(&mut world, (&standby, &leader, &class)).await;
+}
+
+/// The world's leader, restarted to reach the apiserver through a relay, churning, is cut off:
+/// it must step down at its renew deadline and exit 1, with no write after that deadline, even
+/// when the relay comes back before its lease would expire; replica-b takes over and settles.
+async fn cut_off<D>(world: &mut World<D>, (standby, leader, class): (&Sidecar, &str, &str)) {
     // The leader again, with the same identity, through the relay.
     let address =
         world.plane.server.trim_start_matches("https://").parse().expect("apiserver address");
@@ -261,8 +268,8 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
         world.sidecar.log_text()
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let claims = churn(&world, &class, stop.clone());
-    later_claim_bound(&world).await;
+    let claims = churn(world, class, stop.clone());
+    later_claim_bound(world).await;
 
     relay.cut();
     let cut = Instant::now();
@@ -275,16 +282,17 @@ async fn a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() 
         (world.lease_holder().await.as_deref() == Some("replica-b")).then(|| cut.elapsed())
     })
     .await;
-    later_claim_bound(&world).await;
+    later_claim_bound(world).await;
     stop.store(true, Ordering::SeqCst);
     let made = claims.await.unwrap_or_default();
-    let settled = settled(&world).await;
+    let settled = settled(world).await;
 
     let old_log = world.sidecar.log_text();
-    let (all, late) = writes_of_leader(&world, deadline);
+    let (all, late) = writes_of_leader(world, deadline);
     println!(
-        "{made} claims made; {leader} led with {} writes; cut off, it stepped down after {:.1} s; \
+        "{}: {made} claims made; {leader} led with {} writes; cut off, it stepped down after {:.1} s; \
          replica-b took over {:.1} s after the cut; writes of the old leader after its deadline: {}",
+        world.namespace,
         all.len(),
         stepped_down.as_secs_f64(),
         taken.unwrap_or_default().as_secs_f64(),
@@ -334,4 +342,16 @@ async fn beside_the_binder_a_paused_leader_makes_no_write_and_no_driver_call_aft
         w.relay().callers().into_iter().map(|(at, pid, _)| (at, pid)).collect()
     };
     frozen_and_resumed(&mut world.world, (&standby, &leader, &class), hold, calls).await;
+}
+
+/// The cut in the shipped mode: beside kube-controller-manager's binder on hostpathplugin, the
+/// leader's apiserver connections cut while claims come and go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn beside_the_binder_a_leader_cut_off_from_the_apiserver_steps_down_at_its_renew_deadline() {
+    let namespace = "cut-beside";
+    let args = election_args(namespace);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut world = Beside::start(namespace, &[], &args).await;
+    let (standby, leader, class) = standby_for(&world, namespace).await;
+    cut_off(&mut world.world, (&standby, &leader, &class)).await;
 }
