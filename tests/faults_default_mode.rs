@@ -297,7 +297,8 @@ async fn an_infeasible_expansion_waits_for_the_user_and_lowering_recovers() {
 }
 
 /// An answer that says nothing final (Unavailable) records no error on the claim; the same
-/// size is asked again until the driver answers.
+/// size is asked again until the driver answers, even once the user lowers the request (the
+/// driver may already have grown the volume: an uncertain size is never lowered).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn uncertain_expansion_errors_are_retried_until_they_pass() {
     let world = Beside::start("fault-grow-retry", &["--disable-node-expansion"], &[]).await;
@@ -311,6 +312,21 @@ async fn uncertain_expansion_errors_are_retried_until_they_pass() {
     assert!(!condition_types(&claim).contains(&"ControllerResizeError".to_string()));
     world.event("data", "VolumeResizeFailed", "Unavailable", LIMIT).await;
     assert_eq!(world.hostpath().state_volumes()[0].size, GI, "the driver never saw a call");
+
+    // Lowered while the outcome is uncertain (the driver may have grown it to 2Gi): the calls
+    // after the change still ask for 2Gi, never less.
+    let asked = expand_sizes(&world).len();
+    request_size(&world, "data", "1536Mi").await;
+    let later =
+        eventually(LIMIT, || async { (expand_sizes(&world).len() > asked + 1).then_some(()) });
+    assert!(later.await.is_some(), "not asked again:\n{}", world.sidecar.log_text());
+    assert!(
+        expand_sizes(&world).iter().all(|s| *s == 2 * GI),
+        "lowered: {:?}",
+        expand_sizes(&world)
+    );
+    let claim = world.claim("data").await.unwrap();
+    assert_eq!(storage(&claim).1.as_deref(), Some("2Gi"), "allocatedResources kept");
 
     world.relay().clear("ControllerExpandVolume");
     world
