@@ -33,14 +33,7 @@ fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "burst");
         let creators = creators(&claims, CLAIMS, 20);
         // Killed mid-burst: once some claims are Bound, with most still to come.
-        let under_way = eventually(Duration::from_secs(60), || async {
-            let list = claims.list(&Default::default()).await.ok()?;
-            let bound = list.items.iter().filter(|c| {
-                c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-            });
-            (bound.count() >= 20).then_some(())
-        });
-        assert!(under_way.await.is_some(), "the burst did not start:\n{}", sidecar.log_text());
+        assert!(under_way(&claims).await, "the burst did not start:\n{}", sidecar.log_text());
         owned.kill_apiserver();
         let killed = Instant::now();
         // The outage itself: ten seconds with no apiserver, every watch and request failing.
@@ -109,6 +102,19 @@ fn a_burst_survives_an_apiserver_restart_without_a_conflict_storm() {
     });
 }
 
+/// Whether 20 claims are Bound within a minute: the burst is under way.
+async fn under_way(claims: &Api<PersistentVolumeClaim>) -> bool {
+    let bound = eventually(Duration::from_secs(60), || async {
+        let list = claims.list(&Default::default()).await.ok()?;
+        let bound = list
+            .items
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"));
+        (bound.count() >= 20).then_some(())
+    });
+    bound.await.is_some()
+}
+
 /// `claims` of class `burst` named `claim-<n>`, made by `workers` concurrent creators, each
 /// retrying through an outage.
 fn creators(
@@ -154,15 +160,8 @@ fn beside_the_binder_a_burst_survives_an_apiserver_restart() {
         let (client, hostpath) = (beside.client.clone(), &beside.hostpath);
         let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "burst");
         let creators = creators(&claims, BURST, 10);
-        let under_way = eventually(Duration::from_secs(60), || async {
-            let list = claims.list(&Default::default()).await.ok()?;
-            let bound = list.items.iter().filter(|c| {
-                c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-            });
-            (bound.count() >= 20).then_some(())
-        });
         let log = || beside.sidecar.log_text();
-        assert!(under_way.await.is_some(), "the burst did not start:\n{}", log());
+        assert!(under_way(&claims).await, "the burst did not start:\n{}", log());
         owned.kill_apiserver();
         // The outage itself: ten seconds with no apiserver, every watch and request failing.
         tokio::time::sleep(Duration::from_secs(10)).await;
