@@ -164,12 +164,11 @@ pub fn rebuild(
 }
 
 /// The name of a flag argument (`--name[=value]`, or a letter's `-v=5`), None for anything
-/// else (a value, a negative number, a subcommand).
+/// else (a value, a negative number, a subcommand, `--`), as the merged-args pass reads them.
 fn flag_name(arg: &OsString) -> Option<String> {
-    let text = arg.to_str()?;
-    let text = text.strip_prefix("--").or_else(|| text.strip_prefix('-'))?;
-    let name = text.split_once('=').map_or(text, |(n, _)| n);
-    name.starts_with(|c: char| c.is_ascii_alphabetic()).then(|| name.to_string())
+    let text = super::merged::flag_text(arg.to_str()?)?;
+    let (name, _) = crate::args::name_and_value(&text);
+    (!name.is_empty()).then_some(name)
 }
 
 #[cfg(test)]

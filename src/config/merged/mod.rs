@@ -115,7 +115,7 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
 
 /// `name[=value]` of a flag: `--name`, or a short one (`-v=5`, whose long name is `v` too);
 /// None for a value, a negative number or a subcommand.
-fn flag_text(arg: &str) -> Option<String> {
+pub(super) fn flag_text(arg: &str) -> Option<String> {
     if let Some(long) = arg.strip_prefix("--") {
         return Some(long.to_string());
     }
