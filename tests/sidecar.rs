@@ -85,6 +85,7 @@ async fn a_token_without_the_rules_never_gets_ready() {
 #[tokio::test]
 async fn an_unreachable_socket_is_one_error_line_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-pv-controller"))
         .arg(format!("--csi-address={}", dir.path().join("nothing.sock").display()))
         .arg("--csi-connect-timeout=1s")
@@ -92,6 +93,9 @@ async fn an_unreachable_socket_is_one_error_line_and_exit_1() {
         .output()
         .await
         .unwrap();
+    // --csi-connect-timeout=1s: given up after a second of waiting, not the default minute.
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(1) && waited < Duration::from_secs(20), "{waited:?}");
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     let lines: Vec<&str> = stderr.lines().collect();

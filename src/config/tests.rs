@@ -201,3 +201,41 @@ fn a_process_flag_after_a_subcommand_is_told_where_it_goes() {
     assert!(unknown.contains("unknown flag --nonsense"), "{unknown}");
     assert!(parse(&["--timeout=5s", "explain", "ns/data"]).is_ok());
 }
+
+/// Every long flag has a row in docs/testing.md's "Each flag's effect" naming a test that shows
+/// what the flag changes: the function exists in the file named, and that file mentions each
+/// flag of the row.
+#[test]
+fn every_flag_has_a_test_showing_its_effect() {
+    use clap::CommandFactory;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/testing.md")).unwrap_or_default();
+    let section = doc.split("## Each flag's effect").nth(1).unwrap_or_default();
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let mut covered = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `-")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let flags: Vec<&str> =
+            cells[0].split('`').filter(|f| f.starts_with("--")).map(|f| &f[2..]).collect();
+        let test = cells.get(1).map_or("", |c| c.trim_matches('`'));
+        let (file, function) = test.split_once("::").unwrap_or((test, ""));
+        let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        assert!(
+            !function.is_empty() && text.contains(&format!("fn {function}(")),
+            "{row}: no function {function} in {file}"
+        );
+        for flag in &flags {
+            assert!(text.contains(flag), "{row}: {file} never mentions --{flag}");
+        }
+        covered.extend(flags.into_iter().map(str::to_string));
+    }
+    assert!(covered.len() > 40, "the section was not read: {covered:?}");
+    let command = Config::command();
+    let missing: Vec<&str> = command
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|long| !["help", "version"].contains(long))
+        .filter(|long| !covered.iter().any(|c| c == long))
+        .collect();
+    assert!(missing.is_empty(), "flags with no test of their effect: {missing:?}");
+}

@@ -195,9 +195,9 @@ impl CsiClient {
                 Err(_) if !self.path.exists() => "socket does not exist".to_string(),
                 Err(e) => e.to_string(),
             };
-            if let Some(limit) = limit
-                && start.elapsed() + delay > limit
-            {
+            // The last attempt is made at the limit itself, not one backoff step short of it.
+            let left = limit.map(|limit| limit.saturating_sub(start.elapsed()));
+            if left.is_some_and(|left| left.is_zero()) {
                 return Err(CsiError::NotReady {
                     address: self.path.display().to_string(),
                     waited: start.elapsed(),
@@ -208,7 +208,7 @@ impl CsiClient {
                 warn!(socket = %self.path.display(), reason = %last_error, "waiting for the CSI driver");
                 last_report = Some(Instant::now());
             }
-            tokio::time::sleep(delay).await;
+            tokio::time::sleep(left.map_or(delay, |left| delay.min(left))).await;
             delay = (delay * 2).min(Duration::from_secs(5));
         }
     }

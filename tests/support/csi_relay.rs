@@ -64,6 +64,9 @@ struct State {
     callers: Vec<(std::time::SystemTime, Option<i32>, String)>,
     connections: Vec<AbortHandle>,
     down_until: Option<Instant>,
+    /// Calls of each method not yet answered, and the most there have been at once.
+    in_flight: HashMap<String, usize>,
+    peak: HashMap<String, usize>,
 }
 
 /// A running relay; stops when dropped.
@@ -133,6 +136,18 @@ impl CsiRelay {
     /// Every call that reached the relay, with when and the calling process's pid.
     pub fn callers(&self) -> Vec<(std::time::SystemTime, Option<i32>, String)> {
         self.state().callers.clone()
+    }
+
+    /// The most calls of `method` the relay has held unanswered at once (since `reset_peak`).
+    pub fn peak_in_flight(&self, method: &str) -> usize {
+        self.state().peak.get(method).copied().unwrap_or(0)
+    }
+
+    /// Starts counting `peak_in_flight` of `method` again from the calls now in flight.
+    pub fn reset_peak(&self, method: &str) {
+        let mut state = self.state();
+        let now = state.in_flight.get(method).copied().unwrap_or(0);
+        state.peak.insert(method.to_string(), now);
     }
 
     /// Whether the relay is down after a `DieAfter`.
@@ -205,6 +220,7 @@ async fn relay(
 ) -> Response<Body> {
     let method = request.uri().path().rsplit('/').next().unwrap_or_default().to_string();
     lock(state).callers.push((std::time::SystemTime::now(), pid, method.clone()));
+    let _in_flight = InFlight::enter(state, &method);
     let (parts, body) = request.into_parts();
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
         return status(Code::Internal, "the relay could not read the request");
@@ -252,6 +268,32 @@ async fn relay(
     let mut frames = vec![Ok(Frame::data(message))];
     frames.extend(trailers.map(|t| Ok(Frame::trailers(t))));
     Response::from_parts(head, StreamBody::new(futures::stream::iter(frames)).boxed())
+}
+
+/// One call counted in flight from its arrival until its answer is sent or the call is dropped.
+struct InFlight<'a> {
+    state: &'a Mutex<State>,
+    method: String,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(state: &'a Mutex<State>, method: &str) -> InFlight<'a> {
+        let mut guard = lock(state);
+        let now = guard.in_flight.entry(method.to_string()).or_default();
+        *now += 1;
+        let now = *now;
+        let peak = guard.peak.entry(method.to_string()).or_default();
+        *peak = (*peak).max(now);
+        InFlight { state, method: method.to_string() }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = lock(self.state).in_flight.get_mut(&self.method) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// Drops every caller connection (with `until`, also refusing new ones until then), so the
