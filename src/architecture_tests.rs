@@ -1,11 +1,16 @@
 //! The architecture, checked: decision modules take k8s-openapi objects and return outcomes;
-//! they never reach the API, the driver, the runtime or the process's configuration. A test
-//! rather than a convention, so that a shortcut fails `make test` instead of review.
+//! they never reach the API, the driver, the runtime, the executor or the process's
+//! configuration, and never read a clock. Nothing outside `controller/` uses the executor's
+//! insides. A test rather than a convention, so that a shortcut fails `make test` instead of
+//! review.
+//!
+//! Paths are matched by segments, after `use` trees are expanded: `use kube::{Api, Client}` is
+//! `kube::Api` and `kube::Client`, while `my_tokio` or a comment naming `tokio` is nothing.
 
 use std::path::{Path, PathBuf};
 
 /// The decision modules: folders and files under src/.
-const DECISIONS: [&str; 13] = [
+const DECISIONS: [&str; 9] = [
     "binder",
     "explain",
     "inventory/mod.rs",
@@ -14,16 +19,12 @@ const DECISIONS: [&str; 13] = [
     "modify",
     "model",
     "resync",
-    "resync.rs",
     "capacity/mod.rs",
-    "freshness.rs",
-    "names.rs",
-    "reason.rs",
 ];
 
-/// What a decision module must not name: the API client, watches, the runtime, gRPC, and the
-/// executor's and the process's own modules.
-const FORBIDDEN: [&str; 12] = [
+/// What a decision module must not name, as path prefixes: the API client, watches, the
+/// runtime, gRPC, the driver's client, and the executor's and the process's own modules.
+const FORBIDDEN: &[&str] = &[
     "kube::Api",
     "kube::api::Api",
     "kube::Client",
@@ -33,10 +34,14 @@ const FORBIDDEN: [&str; 12] = [
     "crate::controller",
     "crate::config",
     "crate::cluster",
+    "crate::runtime",
     "crate::csi::client",
+    "crate::csi::driver",
     "crate::metrics",
-    "std::time::Instant::now",
 ];
+
+/// Clocks a decision must be handed, never read (test files may read them to build inputs).
+const CLOCKS: &[&str] = &["Instant::now", "SystemTime::now", "Timestamp::now"];
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
     if path.is_file() {
@@ -53,56 +58,267 @@ fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every `file:line: what` where `matches` finds something in a line's code (comments may
-/// name what a module does not do).
-fn code_lines(files: &[PathBuf], matches: impl Fn(&str) -> Option<&'static str>) -> Vec<String> {
+/// The code of a file: comments and string literals blanked, lines kept.
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let (mut in_string, mut in_line_comment, mut block_depth) = (false, false, 0usize);
+    while let Some(c) = chars.next() {
+        let next = chars.peek().copied();
+        if c == '\n' {
+            in_line_comment = false;
+            out.push('\n');
+        } else if in_line_comment {
+        } else if block_depth > 0 {
+            if c == '*' && next == Some('/') {
+                chars.next();
+                block_depth -= 1;
+            } else if c == '/' && next == Some('*') {
+                chars.next();
+                block_depth += 1;
+            }
+        } else if in_string {
+            if c == '\\' {
+                chars.next();
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '/' && next == Some('/') {
+            in_line_comment = true;
+        } else if c == '/' && next == Some('*') {
+            chars.next();
+            block_depth = 1;
+        } else if c == '"' {
+            in_string = true;
+            out.push(' ');
+        } else if c == '\'' && (next == Some('\\') || chars.clone().nth(1) == Some('\'')) {
+            // A char literal ('x', '\n', '"'), not a lifetime: skipped whole.
+            let escaped = next == Some('\\');
+            chars.next();
+            if escaped {
+                chars.next();
+            }
+            while chars.next().is_some_and(|c| c != '\'') {}
+            out.push(' ');
+        } else if c == 'r'
+            && next == Some('#')
+            && !out.ends_with(|p: char| p.is_alphanumeric() || p == '_')
+        {
+            // A raw string r#"…"#: skipped up to its closing quote and hashes.
+            let mut hashes = 0;
+            while chars.peek() == Some(&'#') {
+                chars.next();
+                hashes += 1;
+            }
+            let close = format!("\"{}", "#".repeat(hashes));
+            let mut seen = String::new();
+            for c in chars.by_ref() {
+                seen.push(c);
+                if seen.len() > 1 && seen.ends_with(&close) {
+                    break;
+                }
+            }
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `use` trees expanded into whole paths: `a::{b, c::{d, e}}` gives `a::b`, `a::c::d`, `a::c::e`;
+/// an alias (`x as y`) is the path `x`.
+fn expand_use(tree: &str) -> Vec<String> {
+    let words: Vec<&str> = tree.split_whitespace().collect();
+    let tree = words.join(" ").replace(" as ", "@").replace(' ', "");
+    expand(&tree)
+}
+
+fn expand(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else {
+        let path = tree.split('@').next().unwrap_or_default();
+        return vec![path.strip_suffix("::self").unwrap_or(path).to_string()];
+    };
+    let prefix = &tree[..open];
+    let inner = tree[open + 1..].strip_suffix('}').unwrap_or(&tree[open + 1..]);
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| expand(&format!("{prefix}{p}")))
+        .collect()
+}
+
+/// Every path a file names, with its line: each `use` tree expanded, and each `a::b` in code.
+fn paths_of(text: &str) -> Vec<(usize, String)> {
+    let code = code_of(text);
+    let mut found = Vec::new();
+    let mut rest = code.as_str();
+    let mut offset = 0;
+    // `use` statements, possibly over several lines.
+    while let Some(at) = find_word(rest, "use") {
+        let after = &rest[at + 3..];
+        let Some(end) = after.find(';') else { break };
+        let line = code[..offset + at].matches('\n').count() + 1;
+        for path in expand_use(&after[..end]) {
+            found.push((line, path));
+        }
+        offset += at + 3 + end;
+        rest = &code[offset..];
+    }
+    // Paths in code: runs of identifiers joined by `::`.
+    for (n, line) in code.lines().enumerate() {
+        let mut current = String::new();
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c.is_alphanumeric() || c == '_' {
+                current.push(c);
+            } else if c == ':' && chars.peek() == Some(&':') {
+                chars.next();
+                current.push_str("::");
+            } else {
+                if current.contains("::") {
+                    found.push((n + 1, current.trim_matches(':').to_string()));
+                }
+                current.clear();
+            }
+        }
+        if current.contains("::") {
+            found.push((n + 1, current.trim_matches(':').to_string()));
+        }
+    }
+    found
+}
+
+/// The position of `word` standing alone (not part of a longer identifier).
+fn find_word(text: &str, word: &str) -> Option<usize> {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word).map(|(i, _)| i).find(|&i| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        !before.is_some_and(is_ident) && after.is_some_and(char::is_whitespace)
+    })
+}
+
+/// Whether `path` is `prefix` or goes on below it, segment by segment.
+fn under(path: &str, prefix: &str) -> bool {
+    path == prefix || path.starts_with(&format!("{prefix}::"))
+}
+
+/// Whether `path` ends with the segments of `tail` (`std::time::Instant::now` ends with
+/// `Instant::now`).
+fn ends_with(path: &str, tail: &str) -> bool {
+    path == tail || path.ends_with(&format!("::{tail}"))
+}
+
+/// Every `file:line: path` in `files` that names one of `forbidden` (and, outside test files,
+/// reads one of `CLOCKS`).
+fn violations(files: &[PathBuf], forbidden: &[&str], clocks: bool) -> Vec<String> {
     let mut found = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        for (n, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or_default();
-            if let Some(what) = matches(code) {
-                found.push(format!("{}:{}: {what}", file.display(), n + 1));
+        let name = file.display().to_string();
+        let test_file = name.contains("/tests/") || name.ends_with("tests.rs");
+        for (line, path) in paths_of(&text) {
+            let named = forbidden.iter().any(|f| under(&path, f));
+            let clock = clocks && !test_file && CLOCKS.iter().any(|c| ends_with(&path, c));
+            if named || clock {
+                found.push(format!("{name}:{line}: {path}"));
             }
         }
     }
     found
 }
 
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 #[test]
-fn decision_modules_name_no_client_runtime_or_configuration() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn decision_modules_name_no_client_runtime_executor_configuration_or_clock() {
     let mut files = Vec::new();
     for module in DECISIONS {
-        let path = src.join(module);
+        let path = src().join(module);
         assert!(path.exists(), "decision module {module} moved: update this list");
         rust_files(&path, &mut files);
     }
     assert!(files.len() > 30, "too few decision files read: {}", files.len());
-    let found =
-        code_lines(&files, |code| FORBIDDEN.iter().find(|name| code.contains(*name)).copied());
+    let found = violations(&files, FORBIDDEN, true);
     assert!(found.is_empty(), "decision modules reaching out:\n{}", found.join("\n"));
+}
+
+/// The executor is used through `Controller`, built by `main.rs` alone: no other module names
+/// `crate::controller` (the subcommands' `csi_pv_controller::controller`).
+#[test]
+fn nothing_outside_the_executor_reaches_into_it() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let inside = src().join("controller");
+    files.retain(|f| !f.starts_with(&inside) && !f.ends_with("main.rs"));
+    assert!(files.len() > 100, "too few files read: {}", files.len());
+    let found = violations(&files, &["crate::controller", "csi_pv_controller::controller"], false);
+    assert!(found.is_empty(), "modules reaching into the executor:\n{}", found.join("\n"));
 }
 
 /// The executor's clock is tokio's, so that tests with paused time can move it: a backoff, a
 /// resize's wait, a slow retry all expire when the test says so.
 #[test]
 fn the_executor_reads_the_time_from_tokio() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src.join("controller"), &mut files);
-    rust_files(&src.join("queue.rs"), &mut files);
+    rust_files(&src().join("controller"), &mut files);
+    rust_files(&src().join("runtime/queue.rs"), &mut files);
     assert!(files.len() > 15, "too few executor files read: {}", files.len());
-    let found = code_lines(&files, |code| {
-        let std_time = code.contains("std::time::Instant")
-            || (code.contains("std::time::{") && code.contains("Instant"));
-        std_time.then_some("std::time::Instant")
-    });
+    let found = violations(&files, &["std::time::Instant"], false);
     assert!(found.is_empty(), "std::time::Instant in the executor:\n{}", found.join("\n"));
 }
 
+/// The guard on planted files: what it must catch, and what it must let pass.
 #[test]
-fn the_guard_sees_what_it_forbids() {
-    let line = "use kube::Client; // a client";
-    assert!(FORBIDDEN.iter().any(|f| line.split("//").next().unwrap().contains(f)));
+fn the_guard_catches_a_planted_violation_and_nothing_else() {
+    let dir = std::env::temp_dir().join(format!("architecture-guard-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let bad = dir.join("bad.rs");
+    let good = dir.join("good.rs");
+    let planted = "use kube::{Api, Client};\nuse crate::{\n    model::ClaimExt,\n    controller::Controller,\n};\nfn f() { tokio::spawn(async {}); let t = std::time::Instant::now(); }\n";
+    let clean = "// kube::Client is named in a comment only\nuse crate::model::ClaimExt;\nfn f(my_tokio: u8) -> &'static str { let _ = my_tokio; \"tonic::Status\" }\n/* crate::controller */\n";
+    std::fs::write(&bad, planted).unwrap_or_default();
+    std::fs::write(&good, clean).unwrap_or_default();
+    let caught = violations(std::slice::from_ref(&bad), FORBIDDEN, true);
+    let passed = violations(std::slice::from_ref(&good), FORBIDDEN, true);
+    let _ = std::fs::remove_dir_all(&dir);
+    let paths: Vec<&str> = caught.iter().filter_map(|v| v.rsplit(": ").next()).collect();
+    for want in [
+        "kube::Api",
+        "kube::Client",
+        "crate::controller::Controller",
+        "tokio::spawn",
+        "std::time::Instant::now",
+    ] {
+        assert!(paths.contains(&want), "{want} not caught: {caught:?}");
+    }
+    let nested = caught.iter().find(|v| v.ends_with("crate::controller::Controller"));
+    assert!(nested.is_some_and(|v| v.contains("bad.rs:2:")), "a use over lines: {caught:?}");
+    assert!(passed.is_empty(), "a clean file flagged: {passed:?}");
+}
+
+#[test]
+fn use_trees_expand_into_whole_paths() {
+    assert_eq!(expand_use("a::{b, c::{d, e}, f as g}"), ["a::b", "a::c::d", "a::c::e", "a::f"]);
+    assert_eq!(expand_use("crate::csi::v1 as csi"), ["crate::csi::v1"]);
+    assert_eq!(expand_use("super::{self, x}"), ["super", "super::x"]);
+    let code =
+        code_of("let q = '\"'; let s = \"tokio::spawn\"; let r = r#\"a \" kube::Client\"#; x::y");
+    assert_eq!(paths_of(&code).into_iter().map(|(_, p)| p).collect::<Vec<_>>(), ["x::y"]);
 }

@@ -26,34 +26,24 @@
 
 #![forbid(unsafe_code)]
 
-pub mod args;
 pub mod binder;
 pub mod capacity;
 pub mod cluster;
 pub mod config;
 pub mod controller;
-pub mod crash_point;
 pub mod csi;
 pub mod expand;
 pub mod explain;
-pub mod feature_gates;
-pub mod fence;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod freshness;
-pub mod http;
 pub mod inventory;
 pub mod leader;
-pub mod logs;
 pub mod metrics;
 pub mod model;
 pub mod modify;
-pub mod names;
 pub mod provision;
-pub mod queue;
-pub mod reason;
 pub mod resync;
-pub mod rollback;
+pub mod runtime;
 
 #[cfg(test)]
 mod architecture_tests;

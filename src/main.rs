@@ -12,9 +12,10 @@ use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::{self, Command, Config};
 use csi_pv_controller::controller::{self, Controller, Intake, Options};
 use csi_pv_controller::csi::CsiClient;
-use csi_pv_controller::logs;
-use csi_pv_controller::queue::Backoff;
-use csi_pv_controller::{http, leader};
+use csi_pv_controller::leader;
+use csi_pv_controller::runtime::http;
+use csi_pv_controller::runtime::logs;
+use csi_pv_controller::runtime::queue::Backoff;
 use tracing_subscriber::fmt::format::JsonFields;
 
 /// The image's static musl binary allocates through mimalloc rather than musl's allocator.
@@ -139,8 +140,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
     // Under leader election every side effect waits for (and stops with) leadership.
     let fence = match config.leader_election {
-        true => csi_pv_controller::fence::Fence::shut(),
-        false => csi_pv_controller::fence::Fence::open(),
+        true => csi_pv_controller::runtime::fence::Fence::shut(),
+        false => csi_pv_controller::runtime::fence::Fence::open(),
     };
     let csi = CsiClient::new(&config.csi_address, config.timeout)?
         .with_role_timeouts(config.role_timeouts)
@@ -162,7 +163,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let on_change = intake.on_change(config.volume_naming());
     let journal = match (&config.intent_journal, config.binder().binds()) {
         (Some(dir), false) => {
-            let journal = controller::Journal::open(dir)
+            let journal = csi_pv_controller::runtime::journal::Journal::open(dir)
                 .context("cannot use the directory of --intent-journal")?;
             info!(dir = %dir.display(), open = journal.len(), "provisioning intents kept in the intent journal");
             Some(std::sync::Arc::new(journal))
@@ -177,12 +178,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     let startup = async {
         csi.wait_ready(config.connect_limit()).await?;
-        let mut driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
+        let driver = csi.discover().await.context("cannot read the CSI driver's identity")?;
         if config.feature_gates.topology_off && driver.plugin.accessibility_constraints {
-            // As csi-provisioner with the gate off: no requirements asked, no node affinity.
             info!("--feature-gates=Topology=false: the driver's topology is not used");
-            driver.plugin.accessibility_constraints = false;
         }
+        let driver = driver.gated(&config.feature_gates);
         // One claim queue does csi-provisioner's and csi-resizer's work: its workqueue series
         // carry csi-resizer's queue name too, from the first key on.
         intake.claims.also_export_as(&format!("{}-pvc", driver.name));
@@ -233,7 +233,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         r = startup => r?,
         _ = stopped() => return Ok(()),
     };
-    let settings = config.settings(&driver.name, controller::provisioner_identity(&driver.name));
+    let settings = config.settings(&driver.name, config::provisioner_identity(&driver.name));
     health.watch(stores.watches.clone());
     let publisher = match config.enable_capacity {
         true => Some(
@@ -367,7 +367,7 @@ fn reconciler(
     stores: &cluster::Stores,
     clients: &cluster::client::ApiClients,
     driver: &csi_pv_controller::csi::DriverInfo,
-    journal: Option<std::sync::Arc<controller::Journal>>,
+    journal: Option<std::sync::Arc<csi_pv_controller::runtime::journal::Journal>>,
 ) -> Option<csi_pv_controller::inventory::reconciler::Reconciler> {
     use csi_pv_controller::inventory::reconciler::{Options, Reconciler};
     if config.reconcile_period.is_zero() {
@@ -384,10 +384,10 @@ fn reconciler(
         csi: csi.clone(),
         stores: stores.clone(),
         objects: cluster::objects::Cluster::kube(clients.state.clone(), clients.state.clone()),
-        events: controller::Events::new(
+        events: csi_pv_controller::runtime::events::Events::new(
             clients.events.clone(),
             &driver.name,
-            &controller::provisioner_identity(&driver.name),
+            &config::provisioner_identity(&driver.name),
         ),
         driver: driver.name.clone(),
         naming: config.volume_naming(),

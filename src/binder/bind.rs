@@ -8,9 +8,9 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{Value, json};
 
+use crate::model::names::*;
 use crate::model::quantity::parse_bytes;
 use crate::model::{ClaimExt, ClaimPhase, VolumeExt, VolumePhase};
-use crate::names::*;
 
 /// Step 1: the PV's claimRef names the claim with its UID (bound-by-controller when the PV was
 /// not pre-bound to it).

@@ -9,9 +9,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::index::VolumeIndex;
 use super::matching::{ClaimFacts, MatchError, check_volume_satisfies_claim, delay_binding};
+use crate::model::names::*;
+use crate::model::reason::Reason;
 use crate::model::{ClaimExt, PodExt, VolumeExt};
-use crate::names::*;
-use crate::reason::Reason;
 
 /// An event the binder emits, with upstream's reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]

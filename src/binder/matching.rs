@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::{Selector, SelectorExt};
 
+use crate::model::names::*;
 use crate::model::quantity::parse_bytes;
 use crate::model::{AccessMode, BindingMode, ClaimExt, ClassExt, VolumeExt, VolumePhase};
-use crate::names::*;
 
 /// Why a claim cannot be matched at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,10 +1,9 @@
 //! The PV binder: kube-controller-manager's PV controller semantics (docs/binder.md),
 //! decided purely. `claim` and `volume` map an object and the stores to one step; `bind` builds
-//! the writes; `matching` finds the PV for a claim; `explain` says why.
+//! the writes; `matching` finds the PV for a claim (`explain::binder` says why).
 
 pub mod bind;
 pub mod claim;
-pub mod explain;
 pub mod foreign;
 pub mod index;
 pub mod matching;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
 use super::claim::Notice;
-use crate::reason::Reason;
+use crate::model::reason::Reason;
 
 /// PV name → UID of the last claim seen naming it in `spec.volumeName`, from every claim the
 /// watch shows (the initial listing included), kept after the claim is gone and dropped with

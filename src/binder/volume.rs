@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 
 use super::claim::Notice;
+use crate::model::names::*;
+use crate::model::reason::Reason;
 use crate::model::{ClaimExt, ReclaimPolicy, VolumeExt, VolumePhase};
-use crate::names::*;
-use crate::reason::Reason;
 
 /// Where the claim named by the PV's claimRef was looked up.
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +80,7 @@ pub fn is_drivers(pv: &PersistentVolume, driver: &str) -> bool {
 }
 
 fn has_finalizer(pv: &PersistentVolume) -> bool {
-    crate::names::has_finalizer(&pv.metadata, FINALIZER_VOLUME)
+    crate::model::names::has_finalizer(&pv.metadata, FINALIZER_VOLUME)
 }
 
 fn set_phase(pv: &PersistentVolume, wanted: VolumePhase) -> VolumeStep {

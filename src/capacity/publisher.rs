@@ -63,7 +63,7 @@ impl Publisher {
     /// is looked up now, so that a wrong level stops the process at start.
     pub async fn from_config(
         config: &crate::config::Config,
-        fence: &crate::fence::Fence,
+        fence: &crate::runtime::fence::Fence,
         csi: &CsiClient,
         stores: &Stores,
         driver: &crate::csi::DriverInfo,

@@ -13,13 +13,12 @@ use kube::api::{Api, ListParams};
 
 use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
 use csi_pv_controller::config::Config;
-use csi_pv_controller::controller;
-use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
+use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo, features};
 use csi_pv_controller::expand::{Expander, Resizer};
 use csi_pv_controller::explain::{self, Facts};
 use csi_pv_controller::model::ClaimExt;
 use csi_pv_controller::provision::claim::{ClaimContext, ClaimCopy};
-use csi_pv_controller::provision::plan::{Features, PlanFacts};
+use csi_pv_controller::provision::plan::PlanFacts;
 use csi_pv_controller::provision::snapshot::SnapshotLookup;
 use csi_pv_controller::provision::source::{self, Source};
 
@@ -166,19 +165,9 @@ fn with_facts(
         .unwrap_or_default();
     let info = cluster.driver.as_ref().filter(|d| d.name == driver_name);
     // No driver to ask: every capability is assumed.
-    let features = info.map(controller::driver_features).unwrap_or(Features {
-        single_node_multi_writer: true,
-        clone: true,
-        snapshot: true,
-        modify: true,
-        topology: true,
-        attributes_classes_off: false,
-    });
-    let features = Features {
-        attributes_classes_off: config.feature_gates.attributes_classes_off,
-        topology: features.topology && !config.feature_gates.topology_off,
-        ..features
-    };
+    // No driver to ask: every capability is assumed.
+    let gates = &config.feature_gates;
+    let features = info.map_or_else(|| features::assumed(gates), |d| d.features(gates));
     let expander = Expander::of(
         info.is_none_or(|d| d.controller.has(ControllerCapability::ExpandVolume)),
         info.is_some_and(|d| d.node_expansion),
@@ -229,6 +218,7 @@ fn with_facts(
         },
         attributes_class: &lookup,
         now,
+        clock: std::time::Instant::now(),
     };
     use_facts(&facts);
 }

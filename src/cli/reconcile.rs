@@ -44,7 +44,7 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
         .context("cannot list PersistentVolumeClaims")?
         .items;
     let journaled = match &config.intent_journal {
-        Some(dir) => csi_pv_controller::controller::Journal::open(dir)
+        Some(dir) => csi_pv_controller::runtime::journal::Journal::open(dir)
             .context("cannot read the directory of --intent-journal")?
             .all(),
         None => Vec::new(),

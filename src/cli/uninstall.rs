@@ -3,13 +3,13 @@
 use anyhow::Context;
 
 use csi_pv_controller::config::Config;
-use csi_pv_controller::{controller, leader};
+use csi_pv_controller::leader;
 
 /// `uninstall <driver>`: our provisioning finalizer off every claim of the driver where that
 /// is safe (rollback.rs), a report line per claim, and an error when any had to stay.
 pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> anyhow::Result<()> {
-    use csi_pv_controller::names;
-    use csi_pv_controller::rollback::{self, Verdict};
+    use csi_pv_controller::model::names;
+    use csi_pv_controller::provision::rollback::{self, Verdict};
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
     use kube::ResourceExt;
@@ -71,9 +71,13 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
                     continue;
                 }
                 // A claim gone meanwhile has lost the finalizer with it.
-                controller::drop_finalizer(&*objects.claims, claim, names::FINALIZER_PROVISIONING)
-                    .await
-                    .with_context(|| format!("cannot remove the finalizer from {at}"))?;
+                csi_pv_controller::cluster::finalizers::drop_finalizer(
+                    &*objects.claims,
+                    claim,
+                    names::FINALIZER_PROVISIONING,
+                )
+                .await
+                .with_context(|| format!("cannot remove the finalizer from {at}"))?;
             }
         }
     }

@@ -7,7 +7,7 @@ use kube::{Client, Config};
 
 use super::gate::GateLayer;
 use super::ratelimit::RateLimitLayer;
-use crate::fence::Fence;
+use crate::runtime::fence::Fence;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

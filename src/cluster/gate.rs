@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use tower::{BoxError, Layer, Service};
 
-use crate::fence::Fence;
+use crate::runtime::fence::Fence;
 
 #[derive(Clone, Debug)]
 pub struct GateLayer {

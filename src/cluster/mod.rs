@@ -3,6 +3,7 @@
 //! events themselves are the executor's (`controller::writes`, `controller::events`).
 
 pub mod client;
+pub mod finalizers;
 pub mod gate;
 pub mod held;
 pub mod objects;

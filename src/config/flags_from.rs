@@ -127,7 +127,7 @@ pub fn rebuild(
     left_out: &[&str],
     takes_value: impl Fn(&str) -> bool,
 ) -> Vec<OsString> {
-    let mut typed = crate::args::go_style(typed).into_iter();
+    let mut typed = crate::config::args::go_style(typed).into_iter();
     let mut out: Vec<OsString> = typed.next().into_iter().collect();
     let mut given = Vec::new();
     let mut subcommand = Vec::new();
@@ -146,7 +146,7 @@ pub fn rebuild(
     }
     // go_style leaves its first argument alone, as a program name.
     let read = std::iter::once(OsString::new()).chain(read.into_iter().map(OsString::from));
-    let mut read = crate::args::go_style(read).into_iter().skip(1);
+    let mut read = crate::config::args::go_style(read).into_iter().skip(1);
     while let Some(arg) = read.next() {
         let Some(name) = flag_name(&arg) else {
             continue; // a stray value, or the controller's own subcommand: not ours to run
@@ -167,7 +167,7 @@ pub fn rebuild(
 /// else (a value, a negative number, a subcommand, `--`), as the merged-args pass reads them.
 fn flag_name(arg: &OsString) -> Option<String> {
     let text = super::merged::flag_text(arg.to_str()?)?;
-    let (name, _) = crate::args::name_and_value(&text);
+    let (name, _) = crate::config::args::name_and_value(&text);
     (!name.is_empty()).then_some(name)
 }
 

@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use clap::Parser;
 
+pub mod args;
+pub mod feature_gates;
 pub mod flags_from;
 pub mod merged;
 mod settings;
+pub use settings::provisioner_identity;
 pub mod upstream;
 pub use crate::provision::settings::{Settings, TopologyOptions};
 
@@ -58,7 +61,7 @@ pub struct Config {
     pub http_endpoint: Vec<String>,
 
     /// Take part in leader election on a Lease, so that only one replica acts.
-    #[arg(help_heading = "Process", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Process", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub leader_election: bool,
 
     /// Namespace of the Lease (empty: $POD_NAMESPACE, else the service account's, else default).
@@ -122,32 +125,32 @@ pub struct Config {
     pub default_fstype: String,
 
     /// Add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to CreateVolume parameters.
-    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub extra_create_metadata: bool,
 
     /// Refuse to restore a snapshot into a claim of another volumeMode than the snapshot's
     /// source, unless its VolumeSnapshotContent is annotated
     /// snapshot.storage.kubernetes.io/allow-volume-mode-change="true".
-    #[arg(help_heading = "Provisioner", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub prevent_volume_mode_conversion: bool,
 
     /// csi-provisioner's: with delayed binding, ask the driver for the selected node's topology
     /// segment only, instead of every node's with the selected one preferred.
-    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub strict_topology: bool,
 
     /// csi-provisioner's: with immediate binding and no allowedTopologies, ask the driver for
     /// the topology segments of every node it is on; false sends no requirement.
-    #[arg(help_heading = "Provisioner", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub immediate_topology: bool,
 
     /// csi-resizer's: add csi.storage.k8s.io/pvc/name, pvc/namespace and pv/name to
     /// ControllerModifyVolume's mutable parameters.
-    #[arg(help_heading = "Resizer", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Resizer", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub extra_modify_metadata: bool,
 
     /// Mark the PV read-only for the driver when the claim's only access mode is ReadOnlyMany.
-    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub controller_publish_readonly: bool,
 
     /// kube-controller-manager's --pvclaimbinder-sync-period: how often the periodic pass runs.
@@ -158,7 +161,7 @@ pub struct Config {
 
     /// csi-provisioner's: publish CSIStorageCapacity objects from GetCapacity, in the namespace
     /// of env NAMESPACE (owned per --capacity-ownerref-level, from env POD_NAME).
-    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub enable_capacity: bool,
 
     /// Owner of the capacity objects, counted up from the pod: -1 none, 0 the pod, 1 its
@@ -178,7 +181,7 @@ pub struct Config {
     pub capacity_poll_interval: Duration,
 
     /// Publish capacity for Immediate classes too, not only WaitForFirstConsumer ones.
-    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Provisioner", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub capacity_for_immediate_binding: bool,
 
     /// GetCapacity calls at once.
@@ -223,18 +226,18 @@ pub struct Config {
 
     /// Bind every claim and PV in the cluster, not only this driver's: for clusters that run
     /// kube-controller-manager with its PV binder switched off. The same as --binder=all.
-    #[arg(help_heading = "Binder", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Binder", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub bind_all: bool,
 
     /// After a driver answers "volume in use" (FailedPrecondition) to an expansion, wait until
     /// no pod uses the claim before asking again. Needs pods list; false for online drivers.
-    #[arg(help_heading = "Resizer", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Resizer", long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub handle_volume_inuse_error: bool,
 
     /// Feature gates as the Go sidecars take them (Name=true,...): AnnotateFsResize (off by
     /// default, as in csi-resizer); gates that are GA upstream are accepted when on.
     #[arg(help_heading = "Process", long, default_value = "")]
-    pub feature_gates: crate::feature_gates::FeatureGates,
+    pub feature_gates: crate::config::feature_gates::FeatureGates,
 
     /// Log format: text, or json (one object per line).
     #[arg(help_heading = "Process", long, alias = "logging-format", default_value = "text", value_parser = ["text", "json"])]
@@ -254,7 +257,7 @@ pub struct Config {
     /// Delete orphaned volumes (named by us for a claim that no longer exists, with no PV and
     /// no intent) once they were orphaned on two passes --reconcile-grace apart. Without it the
     /// reconciler names what it would delete (a dry run).
-    #[arg(help_heading = "Volume reconciler", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::args::go_bool)]
+    #[arg(help_heading = "Volume reconciler", long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_parser = crate::config::args::go_bool)]
     pub reconcile_delete_orphans: bool,
 
     /// How long a volume must stay orphaned before it is deleted (or named by the dry run).
@@ -351,10 +354,11 @@ where
     use clap::CommandFactory;
     let command = Config::command();
     let takes_value = |name: &str| takes_value(&command, name);
-    let merged = merged::merge(crate::args::go_style(argv), takes_value).map_err(|r| match r {
-        merged::Refusal { message, exit: 2 } => FlagError::Refused(message),
-        merged::Refusal { message, exit } => FlagError::Conflict { message, exit },
-    })?;
+    let merged =
+        merged::merge(crate::config::args::go_style(argv), takes_value).map_err(|r| match r {
+            merged::Refusal { message, exit: 2 } => FlagError::Refused(message),
+            merged::Refusal { message, exit } => FlagError::Conflict { message, exit },
+        })?;
     let translated = upstream::translate(merged.argv).map_err(FlagError::Refused)?;
     let mut config =
         Config::try_parse_from(translated.argv).map_err(|e| match upstream::unknown_flag(&e) {

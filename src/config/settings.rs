@@ -28,3 +28,11 @@ impl Config {
         }
     }
 }
+
+/// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.
+pub fn provisioner_identity(driver: &str) -> String {
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let salt = (now.subsec_nanos() ^ std::process::id()) % 10_000;
+    format!("{}-{salt}-{driver}", now.as_millis())
+}

@@ -134,7 +134,7 @@ pub fn translate(argv: Vec<OsString>) -> Result<Translated, String> {
             out.extend(args.by_ref());
             break;
         }
-        let (name, inline) = crate::args::name_and_value(text);
+        let (name, inline) = crate::config::args::name_and_value(text);
         let Some((_, kind, meaning)) = FLAGS.iter().find(|(n, _, _)| *n == name) else {
             out.push(arg);
             continue;
@@ -151,7 +151,7 @@ pub fn translate(argv: Vec<OsString>) -> Result<Translated, String> {
             Upstream::Ignored(why) => {
                 ignored.push(format!("--{name}={value} has no effect: {why}"));
             }
-            Upstream::OnlyOff(why) => match crate::args::go_bool(&value) {
+            Upstream::OnlyOff(why) => match crate::config::args::go_bool(&value) {
                 Ok(false) => ignored.push(format!("--{name}=false is how csi-pv-controller runs")),
                 Ok(true) => return Err(format!("--{name}=true is not supported: {why}")),
                 Err(e) => return Err(format!("--{name}: {e}")),

@@ -15,12 +15,12 @@ use crate::binder::VolumeIndex;
 use crate::binder::bind;
 use crate::binder::claim::{ClaimStep, ClaimView, Notice};
 use crate::binder::index::is_available;
+use crate::model::reason::Reason;
 use crate::model::{ClaimExt, ClaimPhase};
 use crate::provision::claim::{
     Handover, awaits_consumer, awaits_handover, handover, handover_missing_note,
 };
 use crate::provision::waiting::{Cause, Wait};
-use crate::reason::Reason;
 
 impl Controller {
     /// The binder's step for a claim of ours: carried out here, or handed on to provisioning

@@ -78,7 +78,7 @@ pub enum SyncError {
     Stale { action: String },
     /// The intent journal's disk failed; nothing was sent to the driver.
     #[error(transparent)]
-    Journal(#[from] super::journal::JournalError),
+    Journal(#[from] crate::runtime::journal::JournalError),
 }
 
 impl SyncError {
@@ -116,9 +116,7 @@ pub fn refused(error: &kube::Error) -> bool {
 }
 
 /// The API answered with this HTTP status.
-pub fn is_status(error: &kube::Error, code: u16) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == code)
-}
+pub use crate::cluster::finalizers::is_status;
 
 #[cfg(test)]
 mod tests {

@@ -18,8 +18,8 @@ use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeMemory, ResizeStep, Resizer};
+use crate::model::reason::Reason;
 use crate::model::{ClaimExt, VolumeExt};
-use crate::reason::Reason;
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
     expand::Sizes::of(claim, pv).requested
@@ -178,7 +178,7 @@ impl Controller {
         capacity: u64,
         node_required: bool,
     ) -> Result<Outcome, SyncError> {
-        crate::crash_point::here(crate::crash_point::AFTER_EXPAND);
+        crate::runtime::crash_point::here(crate::runtime::crash_point::AFTER_EXPAND);
         let expanded = self.resizer().after_expand(claim, pv, capacity, node_required, &now());
         self.patch_volume(
             pv,
@@ -186,7 +186,7 @@ impl Controller {
             &format!("patch PersistentVolume {} to record its new capacity", pv.name_any()),
         )
         .await?;
-        crate::crash_point::here(crate::crash_point::AFTER_EXPAND_PV);
+        crate::runtime::crash_point::here(crate::runtime::crash_point::AFTER_EXPAND_PV);
         let claim =
             self.patch_claim(Part::Status, claim, expanded.claim, "record the resize").await?;
         if let Some(seconds) = expanded.started.as_ref().and_then(crate::metrics::seconds_since) {

@@ -5,11 +5,9 @@ mod activity;
 mod binding;
 mod dispatch;
 mod error;
-mod events;
 mod expansion;
 mod finalizers;
 mod intake;
-mod journal;
 mod memory;
 mod modify;
 mod pass;
@@ -37,11 +35,9 @@ use kube::{Client, ResourceExt};
 use tracing::{Instrument, debug, error, field, info_span, warn};
 
 pub use error::{Retry, SyncError, SyncErrorClass};
-pub use events::Events;
-pub use finalizers::drop_finalizer;
+use finalizers::drop_finalizer;
 use finalizers::{set_finalizers, with, without};
 pub use intake::Intake;
-pub use journal::{Journal, JournalError};
 use pass::Stage;
 pub use pass::{ClaimKey, Options, Outcome, Switches};
 use unsettled::{Candidates, Unsettled};
@@ -58,7 +54,8 @@ use crate::model::compact::Compact;
 use crate::model::{ClaimExt, VolumeExt};
 use crate::provision::plan::{Features, Settings};
 use crate::provision::settings::VolumeNaming;
-use crate::queue::{Backoff, WorkQueue};
+use crate::runtime::events::Events;
+use crate::runtime::queue::{Backoff, WorkQueue};
 
 pub struct Controller {
     client: Client,
@@ -74,7 +71,7 @@ pub struct Controller {
     scope: Scope,
     settings: Settings,
     features: Features,
-    events: events::Events,
+    events: Events,
     /// Everything remembered of a claim, or of a PV, between passes (memory.rs).
     memory: memory::Memory,
     /// How the driver grows volumes; None: it cannot, and claims keep their size.
@@ -96,15 +93,17 @@ impl Controller {
         intake: Intake,
         switches: Switches,
     ) -> Arc<Self> {
-        let features = driver_features(driver);
-        // Classes are only known where the cluster serves them (the store exists).
-        let features = Features {
-            modify: features.modify && stores.attributes_classes.is_some(),
+        // `driver` is gated already (`DriverInfo::gated`); the attributes gate is a switch.
+        let gates = crate::config::feature_gates::FeatureGates {
             attributes_classes_off: switches.attributes_classes_off,
-            ..features
+            ..Default::default()
         };
+        let features = driver.features(&gates);
+        // Classes are only known where the cluster serves them (the store exists).
+        let features =
+            Features { modify: features.modify && stores.attributes_classes.is_some(), ..features };
         Arc::new(Controller {
-            events: events::Events::new(clients.events, &settings.driver, &settings.identity),
+            events: Events::new(clients.events, &settings.driver, &settings.identity),
             scope: Scope { driver: settings.driver.clone(), binder: switches.binder },
             intake,
             cluster: Cluster::kube(clients.state.clone(), clients.writes.client.clone()),
@@ -231,28 +230,6 @@ fn due_at(delay: Duration) -> Instant {
 /// etcd's resourceVersions are increasing integers; the PV index compares them the same way.
 fn numeric_version<K: kube::Resource>(object: &K) -> Option<u64> {
     object.meta().resource_version.as_deref()?.parse().ok()
-}
-
-/// What a plan may contain by the driver's capabilities (`explain` reads the same).
-pub fn driver_features(driver: &DriverInfo) -> Features {
-    Features {
-        single_node_multi_writer: driver
-            .controller
-            .has(ControllerCapability::SingleNodeMultiWriter),
-        clone: driver.controller.has(ControllerCapability::CloneVolume),
-        snapshot: driver.controller.has(ControllerCapability::CreateDeleteSnapshot),
-        modify: driver.controller.has(ControllerCapability::ModifyVolume),
-        topology: driver.plugin.accessibility_constraints,
-        attributes_classes_off: false,
-    }
-}
-
-/// `<unix-ms>-<0..9999>-<driver>`, as upstream's csiProvisionerIdentity.
-pub fn provisioner_identity(driver: &str) -> String {
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let salt = (now.subsec_nanos() ^ std::process::id()) % 10_000;
-    format!("{}-{salt}-{driver}", now.as_millis())
 }
 
 /// The reference an Event about `object` names.

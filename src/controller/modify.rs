@@ -13,8 +13,8 @@ use super::Part;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
+use crate::model::reason::Reason;
 use crate::modify::{self, ModifyStep};
-use crate::reason::Reason;
 
 impl Controller {
     /// The VolumeAttributesClass half of a pass over a Bound claim.

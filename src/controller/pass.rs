@@ -7,8 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::reflector::ObjectRef;
 
-use super::Journal;
-use crate::queue::Backoff;
+use crate::runtime::journal::Journal;
+use crate::runtime::queue::Backoff;
 
 /// A claim's queue key: namespace and name.
 pub type ClaimKey = ObjectRef<PersistentVolumeClaim>;

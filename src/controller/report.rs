@@ -9,7 +9,7 @@ use tracing::{info, warn};
 use super::{ClaimKey, Controller, Outcome, reference};
 use crate::binder::claim::Notice;
 use crate::csi::CsiError;
-use crate::reason::Reason;
+use crate::model::reason::Reason;
 
 impl Controller {
     /// A step that cannot go on now: back off, log, and tell the user in a Warning event.

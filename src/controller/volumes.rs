@@ -16,9 +16,9 @@ use crate::binder::{
     volume::{ClaimLookup, Reclaim, VolumeStep},
 };
 use crate::csi::Operation;
+use crate::model::names::*;
+use crate::model::reason::Reason;
 use crate::model::{VolumeExt, VolumePhase};
-use crate::names::*;
-use crate::reason::Reason;
 
 impl Controller {
     pub(super) async fn sync_volume(&self, name: &str) -> Result<Outcome, SyncError> {
@@ -242,7 +242,7 @@ impl Controller {
         let secrets = self.deletion_secrets(pv).await;
         let class = pv.class();
         let started = tokio::time::Instant::now();
-        crate::crash_point::here(crate::crash_point::BEFORE_DELETE);
+        crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_DELETE);
         let deleted = self.csi.delete_volume_if_present(&handle, secrets).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
         if let Err(e) = deleted {
@@ -252,7 +252,7 @@ impl Controller {
             return Err(SyncError::csi(Operation::Delete, e));
         }
         info!(%handle, "deleted the volume in the driver");
-        crate::crash_point::here(crate::crash_point::AFTER_DELETE);
+        crate::runtime::crash_point::here(crate::runtime::crash_point::AFTER_DELETE);
         self.intake.nudge.answers_changed();
         let params = DeleteParams {
             preconditions: Some(Preconditions {

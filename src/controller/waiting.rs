@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{ClaimKey, Controller, Outcome, Part, SyncError};
+use crate::model::reason::Reason;
 use crate::provision::waiting::{self, Cause, Wait};
-use crate::reason::Reason;
 
 impl Controller {
     /// A provisioning step that cannot go on now: back off, log, a Warning event, and the

@@ -17,8 +17,8 @@ use super::{Controller, SyncError, error};
 use crate::binder;
 use crate::cluster::objects::Objects;
 pub(super) use crate::cluster::objects::Part;
-use crate::freshness::{self, Rebase};
 use crate::model::VolumePhase;
+use crate::model::freshness::{self, Rebase};
 
 impl Controller {
     /// updateVolumePhase: the phase and the message (cleared when None); no write when the

@@ -61,7 +61,7 @@ pub struct CsiClient {
     /// The driver's name once discovered: the `driver_name` label of the call metrics.
     driver: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Calls that change the driver's state go only while it is open.
-    fence: crate::fence::Fence,
+    fence: crate::runtime::fence::Fence,
 }
 
 /// The calls that change what the driver holds: none goes while leadership may have lapsed.
@@ -90,7 +90,7 @@ impl CsiClient {
             timeout,
             role_timeouts: Default::default(),
             driver: Default::default(),
-            fence: crate::fence::Fence::open(),
+            fence: crate::runtime::fence::Fence::open(),
         })
     }
 
@@ -101,7 +101,7 @@ impl CsiClient {
     }
 
     /// The same client, its state-changing calls behind `fence`.
-    pub fn fenced(mut self, fence: crate::fence::Fence) -> Self {
+    pub fn fenced(mut self, fence: crate::runtime::fence::Fence) -> Self {
         self.fence = fence;
         self
     }

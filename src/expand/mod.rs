@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
 use crate::model::claim::conditions_with;
+use crate::model::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
 use crate::model::quantity::{format_bytes, parse_bytes};
 use crate::model::{ClaimExt, PodExt, VolumeExt, VolumeMode};
-use crate::names::{ANN_NODE_EXPANSION_NOT_REQUIRED, ANN_PRE_RESIZE_CAPACITY, annotation};
 use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
 

@@ -13,8 +13,8 @@ use super::{
     volume_capacity,
 };
 use crate::model::ClaimExt;
-use crate::names::annotation;
-use crate::reason::Reason;
+use crate::model::names::annotation;
+use crate::model::reason::Reason;
 
 /// What is remembered of a claim's resize between passes (upstream keeps the same in memory;
 /// after a restart an attempt counts as uncertain until it fails again).

@@ -6,6 +6,8 @@
 //!
 //! Pure: the `explain` subcommand gathers the objects and prints what this module says.
 
+pub mod binder;
+
 use std::fmt::Write;
 use std::time::Instant;
 
@@ -34,6 +36,8 @@ pub struct Facts<'a> {
     pub attributes_class: &'a dyn Fn(&str) -> Option<VolumeAttributesClass>,
     /// The time now, as conditions record it.
     pub now: &'a str,
+    /// The monotonic clock now, as the resize decision reads it.
+    pub clock: Instant,
 }
 
 /// One claim in one line: `state`, why (a condition reason or a short word), what is next.
@@ -211,8 +215,7 @@ fn bound_line(facts: &Facts<'_>) -> Line {
             next: "its PersistentVolume is not found; the binder looks again".into(),
         };
     };
-    let resize =
-        facts.resizer.decide(claim, pv, &ResizeMemory::default(), Instant::now(), facts.now);
+    let resize = facts.resizer.decide(claim, pv, &ResizeMemory::default(), facts.clock, facts.now);
     let resize_error = claim.condition(expand::CONTROLLER_RESIZE_ERROR);
     let node_error = claim.condition(expand::NODE_RESIZE_ERROR);
     let resize_line = match (&resize.step, resize_error.or(node_error)) {
@@ -304,7 +307,7 @@ fn modify_next(step: &ModifyStep) -> String {
 /// step, and the waiting condition as recorded.
 pub fn report(facts: &Facts<'_>) -> String {
     let line = line(facts);
-    let mut out = crate::binder::explain::explain(facts.claim, &facts.binder);
+    let mut out = crate::explain::binder::explain(facts.claim, &facts.binder);
     let _ = writeln!(out, "state: {} ({})", line.state, line.reason);
     let _ = writeln!(out, "next: {}", line.next);
     let (_, provisioning) = provisioning_next(facts);

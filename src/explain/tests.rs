@@ -54,6 +54,7 @@ fn line_with(
         },
         attributes_class: &none,
         now: NOW,
+        clock: std::time::Instant::now(),
     };
     let report = report(&facts);
     assert!(report.contains(&format!("state: {}", line(&facts).state)), "{report}");

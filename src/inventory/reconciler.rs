@@ -15,11 +15,11 @@ use tracing::{info, warn};
 use super::{Census, Known, Listed, Memory, State, classify, known, orphan_secret};
 use crate::cluster::Stores;
 use crate::cluster::objects::{Cluster, read_secret};
-use crate::controller::Events;
-use crate::controller::Journal;
 use crate::csi::{CsiClient, CsiError, v1 as csi};
+use crate::model::reason::Reason;
 use crate::provision::settings::VolumeNaming;
-use crate::reason::Reason;
+use crate::runtime::events::Events;
+use crate::runtime::journal::Journal;
 
 /// How the flags set the reconciler up.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use super::record::{self, Observed, Step};
 use super::{JITTER, LeaderError, Timing};
-use crate::fence::{Fence, FenceSlot};
+use crate::runtime::fence::{Fence, FenceSlot};
 
 /// Our part in the election: our own Lease first, then the Go sidecars' Leases (see
 /// `leader::leases`), so that we act only while nobody else provisions or resizes for

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 use super::VolumeMode;
-use crate::names::{
+use crate::model::names::{
     ANN_BETA_STORAGE_CLASS, ANN_BETA_STORAGE_PROVISIONER, ANN_STORAGE_PROVISIONER,
     FINALIZER_PROVISIONING, annotation, has_finalizer,
 };

@@ -8,8 +8,11 @@
 pub mod claim;
 pub mod class;
 pub mod compact;
+pub mod freshness;
+pub mod names;
 pub mod pod;
 pub mod quantity;
+pub mod reason;
 pub mod topology;
 pub mod volume;
 
@@ -18,7 +21,7 @@ pub use class::{BindingMode, ClassExt};
 pub use pod::PodExt;
 pub use volume::{ReclaimPolicy, VolumeExt, VolumePhase};
 
-pub use crate::names::{annotation, has_finalizer};
+pub use crate::model::names::{annotation, has_finalizer};
 
 /// `at` as status conditions record it (RFC 3339, whole seconds, UTC).
 pub fn condition_time(at: k8s_openapi::jiff::Timestamp) -> String {
@@ -31,7 +34,7 @@ fn class_named<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     field: Option<&'a str>,
 ) -> &'a str {
-    annotation(meta, crate::names::ANN_BETA_STORAGE_CLASS).or(field).unwrap_or("")
+    annotation(meta, crate::model::names::ANN_BETA_STORAGE_CLASS).or(field).unwrap_or("")
 }
 
 /// A volume mode, as claims and PVs spell it; absent means Filesystem. The API accepts only the

@@ -308,7 +308,7 @@ pub fn infeasible(code: &str) -> bool {
 /// The secret ControllerModifyVolume carries, as (namespace, name): the one the PV's
 /// modify-secret annotations name, else its expansion secret (external-resizer's order).
 pub fn secret_ref(pv: &PersistentVolume) -> Option<(String, String)> {
-    use crate::names::{ANN_MODIFY_SECRET_NAME, ANN_MODIFY_SECRET_NAMESPACE, annotation};
+    use crate::model::names::{ANN_MODIFY_SECRET_NAME, ANN_MODIFY_SECRET_NAMESPACE, annotation};
     annotation(&pv.metadata, ANN_MODIFY_SECRET_NAME)
         .zip(annotation(&pv.metadata, ANN_MODIFY_SECRET_NAMESPACE))
         .map(|(name, namespace)| (namespace.to_string(), name.to_string()))

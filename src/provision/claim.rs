@@ -25,8 +25,8 @@ use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
+use crate::model::names::*;
 use crate::model::{ClaimExt, ClassExt, VolumeExt};
-use crate::names::*;
 
 /// What the stores say about a claim's surroundings.
 #[derive(Debug, Clone, Copy)]

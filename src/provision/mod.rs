@@ -9,6 +9,7 @@ pub mod parameters;
 pub mod patches;
 pub mod plan;
 pub mod request;
+pub mod rollback;
 pub mod secrets;
 pub mod settings;
 pub mod snapshot;

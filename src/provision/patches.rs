@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde_json::{Value, json};
 
 use super::snapshot::Snapshot;
-use crate::names::*;
+use crate::model::names::*;
 
 /// The provisioning intent on the claim: our finalizer (unless the intent is in the journal,
 /// `journaled`) and the provisioner annotations (unless a binder wrote them for `driver`).

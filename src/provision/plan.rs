@@ -20,8 +20,8 @@ pub use super::settings::Settings;
 use super::source::{self, SourceSupport};
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
+use crate::model::names::*;
 use crate::model::{ClassExt, ReclaimPolicy, VolumeMode};
-use crate::names::*;
 
 /// The claim's VolumeAttributesClass, checked as csi-provisioner checks it: the driver must
 /// modify volumes, the class must exist and be the driver's. None with the gate off.

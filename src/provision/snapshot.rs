@@ -9,8 +9,8 @@ pub use super::facts::{Content, Snapshot, SnapshotLookup};
 use super::facts::{PlanError, PlanFacts};
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
+use crate::model::names::*;
 use crate::model::quantity;
-use crate::names::*;
 
 fn text(v: &Value, path: &[&str]) -> Option<String> {
     path.iter().try_fold(v, |v, key| v.get(key))?.as_str().map(str::to_string)

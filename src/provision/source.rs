@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use super::facts::{PlanError, PlanFacts};
 pub use super::facts::{SNAPSHOT_GROUP, Source, of};
 use crate::csi::v1 as csi;
+use crate::model::names::*;
 use crate::model::quantity;
 use crate::model::{ClaimExt, VolumeExt};
-use crate::names::*;
 
 /// The driver capabilities a data source needs.
 #[derive(Debug, Clone, Copy, Default)]

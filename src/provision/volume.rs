@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::plan::Plan;
 use crate::csi::v1 as csi;
+use crate::model::names::ATTR_PROVISIONER_IDENTITY;
 use crate::model::{VolumeExt, quantity};
-use crate::names::ATTR_PROVISIONER_IDENTITY;
 
 /// An answer from CreateVolume that cannot be recorded; the volume must be deleted again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,7 +71,7 @@ pub fn deletion_secret(
     pv: &PersistentVolume,
     class: Option<&k8s_openapi::api::storage::v1::StorageClass>,
 ) -> Result<Option<super::secrets::SecretRef>, String> {
-    use crate::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
+    use crate::model::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
     let annotations = pv.metadata.annotations.clone().unwrap_or_default();
     if let (Some(name), Some(namespace)) =
         (annotations.get(ANN_DELETION_SECRET_NAME), annotations.get(ANN_DELETION_SECRET_NAMESPACE))
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn deletion_secret_from_the_pv_record_else_from_the_class() {
-        use crate::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
+        use crate::model::names::{ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE};
         let pv = |annotations: serde_json::Value| -> PersistentVolume {
             serde_json::from_value(json!({
                 "metadata": {"name": "pvc-1", "annotations": annotations},

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use super::*;
 use crate::expand::CONTROLLER_IN_PROGRESS as RESIZING;
 use crate::fixtures::{self, claim, merge};
-use crate::names::FINALIZER_PROVISIONING as INTENT;
+use crate::model::names::FINALIZER_PROVISIONING as INTENT;
 
 fn deleting() -> Value {
     json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})

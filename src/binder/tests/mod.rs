@@ -19,7 +19,7 @@ use crate::binder::matching::*;
 use crate::binder::volume::{ClaimLookup, Reclaim, VolumeStep, decide as decide_volume};
 use crate::fixtures::{self, claim, merge};
 use crate::model::VolumePhase;
-use crate::names::*;
+use crate::model::names::*;
 
 const UID: &str = crate::fixtures::CLAIM_UID;
 const DRIVER: &str = "d.csi";

@@ -150,7 +150,7 @@ fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
     static_released.metadata.annotations = None;
     let fail = VolumeStep::Reclaim(Reclaim::Fail(crate::binder::claim::Notice {
         warning: true,
-        reason: crate::reason::Reason::VolumeFailedRecycle,
+        reason: crate::model::reason::Reason::VolumeFailedRecycle,
         message: String::new(),
     }));
     let table = [
@@ -299,7 +299,7 @@ fn explain_names_the_choice_and_every_rejection() {
         pv("taken", "2Gi", claimed_by("other", "u")),
     ]);
     let c = immediate();
-    let text = crate::binder::explain::explain(
+    let text = crate::explain::binder::explain(
         &claim(json!({})),
         &ClaimView { class: Some(&c), default_class: None, volumes: &volumes },
     );
@@ -376,7 +376,7 @@ fn explain_of_a_claim_that_names_its_volume_lists_no_search() {
     let c = immediate();
     let view = ClaimView { class: Some(&c), default_class: None, volumes: &volumes };
     let bound = claim(json!({"spec": {"volumeName": "mine"}, "status": {"phase": "Bound"}}));
-    let text = crate::binder::explain::explain(&bound, &view);
+    let text = crate::explain::binder::explain(&bound, &view);
     assert!(text.contains("decision: nothing to do: bound to PersistentVolume mine"), "{text}");
     assert!(text.contains("names PersistentVolume mine: no other PV is considered"), "{text}");
     assert!(!text.contains("persistent volumes ("), "{text}");
@@ -384,7 +384,7 @@ fn explain_of_a_claim_that_names_its_volume_lists_no_search() {
 
     // Pre-bound by the user and not Bound yet: the binder binds it, still to that PV only.
     let pre_bound = claim(json!({"spec": {"volumeName": "spare"}}));
-    let text = crate::binder::explain::explain(&pre_bound, &view);
+    let text = crate::explain::binder::explain(&pre_bound, &view);
     assert!(text.contains("decision: bind to PersistentVolume spare"), "{text}");
     assert!(text.contains("names PersistentVolume spare: no other PV"), "{text}");
     assert!(!text.contains("mine"), "{text}");

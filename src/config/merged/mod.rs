@@ -76,7 +76,7 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
             out.extend(args.by_ref());
             break;
         };
-        let (name, inline) = crate::args::name_and_value(&text);
+        let (name, inline) = crate::config::args::name_and_value(&text);
         if name == MARKER {
             let value = match inline {
                 Some(v) => v,

@@ -9,9 +9,9 @@ use crate::controller::Part;
 use crate::controller::reference;
 use crate::controller::{Controller, SyncError, set_finalizers, without};
 use crate::model::ClaimExt;
-use crate::names::*;
+use crate::model::names::*;
+use crate::model::reason::Reason;
 use crate::provision::patches;
-use crate::reason::Reason;
 
 impl Controller {
     /// Makes the intent durable. In the journal: a synced file, and a claim write only for the

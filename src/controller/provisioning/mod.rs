@@ -20,8 +20,9 @@ use super::Part;
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, reference};
 use crate::csi::{Operation, v1 as csi};
+use crate::model::names::*;
+use crate::model::reason::Reason;
 use crate::model::{ClaimExt, VolumeExt};
-use crate::names::*;
 use crate::provision::answer::{self, AfterCreate, Undo};
 use crate::provision::claim::{self, ClaimAction, ClaimContext, ClaimCopy};
 use crate::provision::plan::{self, Plan, PlanFacts};
@@ -30,7 +31,6 @@ use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source;
 use crate::provision::topology::TopologyError;
 use crate::provision::waiting::{Cause, Wait};
-use crate::reason::Reason;
 
 /// Steps one pass may take on a claim (intent, then provision, then done).
 const STEPS_PER_PASS: usize = 4;
@@ -93,7 +93,7 @@ impl Controller {
                                 .await);
                         }
                     }
-                    crate::crash_point::here(crate::crash_point::BEFORE_INTENT);
+                    crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_INTENT);
                     claim = self.record_intent(&claim).await?;
                     // The finalizer's write answered with the live claim. A journaled intent
                     // wrote nothing, and the cache's copy is as good: it shows the binder's
@@ -238,10 +238,10 @@ impl Controller {
         let source = source::of(claim);
         let source = source.kind();
         let started = tokio::time::Instant::now();
-        crate::crash_point::here(crate::crash_point::BEFORE_CREATE);
+        crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_CREATE);
         let created = self.csi.create_volume(request).await;
         if created.is_ok() {
-            crate::crash_point::here(crate::crash_point::AFTER_CREATE);
+            crate::runtime::crash_point::here(crate::runtime::crash_point::AFTER_CREATE);
         }
         if let Err(e) = &created {
             self.strand_claim(key, e);
@@ -277,7 +277,7 @@ impl Controller {
             }
         };
         let pv = self.save_volume(&pv, claim).await?;
-        crate::crash_point::here(crate::crash_point::AFTER_PV);
+        crate::runtime::crash_point::here(crate::runtime::crash_point::AFTER_PV);
         self.index_volume(&pv);
         crate::metrics::metrics().provisioned(class, source, started.elapsed());
         self.intake.nudge.answers_changed();

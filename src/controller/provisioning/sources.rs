@@ -14,10 +14,10 @@ use crate::controller::Part;
 use crate::controller::reference;
 use crate::controller::{ClaimKey, Controller, Outcome, SyncError};
 use crate::model::ClaimExt;
-use crate::names::*;
+use crate::model::names::*;
+use crate::model::reason::Reason;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source::{self, Source};
-use crate::reason::Reason;
 
 /// The clone source's claim and PV, as the stores have them.
 pub(in crate::controller) type CloneFacts =

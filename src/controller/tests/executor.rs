@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::fake_driver::status;
 use super::*;
-use crate::names::FINALIZER_PROVISIONING;
+use crate::model::names::FINALIZER_PROVISIONING;
 
 #[tokio::test(start_paused = true)]
 async fn the_intent_is_on_the_claim_before_create_volume() {

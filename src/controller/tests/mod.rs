@@ -24,7 +24,7 @@ use crate::cluster::stores::Held;
 use crate::csi::{ControllerCapabilities, DriverInfo, PluginCapabilities};
 use crate::fixtures::{DRIVER, settings};
 use crate::model::compact::Compact;
-use crate::queue::Backoff;
+use crate::runtime::queue::Backoff;
 use fake_api::FakeApi;
 use fake_driver::FakeDriver;
 
@@ -187,7 +187,7 @@ fn claim(extra: Value) -> Value {
 /// by `extra`.
 fn volume(extra: Value) -> Value {
     let mut v = json!({"apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": "pvc-u1", "finalizers": [crate::names::FINALIZER_VOLUME],
+        "metadata": {"name": "pvc-u1", "finalizers": [crate::model::names::FINALIZER_VOLUME],
                      "annotations": {"pv.kubernetes.io/provisioned-by": DRIVER}},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
                  "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "gold",

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::reason::Reason;
+use crate::model::reason::Reason;
 
 fn resizer(expander: Expander) -> Resizer<'static> {
     Resizer {

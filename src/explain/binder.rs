@@ -1,13 +1,13 @@
-//! `csi-pv-controller explain <namespace>/<claim>`: what the binder would do with a claim, and
-//! why each PV was or was not chosen, from the same decision code the controller runs.
+//! The binder's part of `explain`: what the binder would do with a claim, and why each PV was
+//! or was not chosen, from the same decision code the controller runs.
 
 use crate::model::{ClaimExt, ClaimPhase, VolumeExt};
 use std::fmt::Write;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::claim::{self, ClaimStep, ClaimView};
-use super::matching::{ClaimFacts, Verdict, delay_binding, modes_key};
+use crate::binder::claim::{self, ClaimStep, ClaimView};
+use crate::binder::matching::{ClaimFacts, Verdict, delay_binding, modes_key};
 
 /// The report, as text for a terminal.
 pub fn explain(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> String {

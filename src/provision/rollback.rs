@@ -11,8 +11,8 @@
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
+use crate::model::names::FINALIZER_PROVISIONING;
 use crate::model::{ClaimExt, VolumeExt};
-use crate::names::FINALIZER_PROVISIONING;
 
 /// What to do with one claim's finalizer.
 #[derive(Debug, Clone, PartialEq, Eq)]

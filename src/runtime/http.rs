@@ -25,7 +25,7 @@ pub struct Health {
     ready: AtomicBool,
     watches: OnceLock<Arc<WatchHealth>>,
     /// Set once this replica leads: the fence that says whether it still may.
-    leading: OnceLock<crate::fence::Fence>,
+    leading: OnceLock<crate::runtime::fence::Fence>,
 }
 
 impl Health {
@@ -39,7 +39,7 @@ impl Health {
     }
 
     /// This replica leads from now on, for as long as `fence` is open.
-    pub fn lead(&self, fence: crate::fence::Fence) {
+    pub fn lead(&self, fence: crate::runtime::fence::Fence) {
         let _ = self.leading.set(fence);
     }
 

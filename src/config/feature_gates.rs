@@ -128,7 +128,7 @@ fn parse(text: &str) -> Result<BTreeMap<String, bool>, String> {
         let (name, value) = pair
             .split_once('=')
             .ok_or_else(|| format!("{pair:?}: expected Name=true or Name=false"))?;
-        let on = crate::args::go_bool(value.trim())
+        let on = crate::config::args::go_bool(value.trim())
             .map_err(|e| format!("{name}={}: {e}", value.trim()))?;
         gates.insert(name.trim().to_string(), on);
     }

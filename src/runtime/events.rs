@@ -27,7 +27,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::mpsc;
 use tracing::{Instrument, Span, warn};
 
-pub use crate::reason::{Reason, Role};
+pub use crate::model::reason::{Reason, Role};
 
 /// Events waiting to be sent. client-go's broadcaster holds 1000; a burst of 1,000 claims makes
 /// 2,000 under a QPS limit, so ours holds more (an Event here is about 1 KiB).

@@ -1,0 +1,11 @@
+//! The process's machinery that every part shares and no decision names: the keyed work queue,
+//! the fence every side effect passes, the HTTP endpoints, the log format, the crash points,
+//! the Event recorder and the intent journal's files.
+
+pub mod crash_point;
+pub mod events;
+pub mod fence;
+pub mod http;
+pub mod journal;
+pub mod logs;
+pub mod queue;
