@@ -12,7 +12,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use csi_pv_controller::crash_point::{self as point, ENV};
+use csi_pv_controller::runtime::crash_point::{self as point, ENV};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -342,7 +342,7 @@ fn every_crash_point_is_in_a_tested_operation() {
             files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
         } else if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(&path).unwrap();
-            for call in text.split("crash_point::here(crate::crash_point::").skip(1) {
+            for call in text.split("crash_point::here(crate::runtime::crash_point::").skip(1) {
                 used.push(call.split(')').next().unwrap_or_default().to_string());
             }
         }

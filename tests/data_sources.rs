@@ -7,7 +7,7 @@
 mod support;
 
 use csi_pv_controller::model::VolumeExt;
-use csi_pv_controller::names::FINALIZER_RESTORE_PROTECTION;
+use csi_pv_controller::model::names::FINALIZER_RESTORE_PROTECTION;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

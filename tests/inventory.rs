@@ -10,8 +10,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use csi_pv_controller::crash_point::{self as point, ENV};
 use csi_pv_controller::csi::v1 as csi;
+use csi_pv_controller::runtime::crash_point::{self as point, ENV};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
