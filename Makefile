@@ -10,7 +10,7 @@ PEERS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/csi-pv-controller/peers
 export PEERS_CACHE
 export PEERS_BIN := $(PEERS_CACHE)/bin
 CARGO ?= cargo
-# The tests' binary carries the crash points (src/crash_point.rs); releases never do.
+# The tests' binary carries the crash points (src/runtime/crash_point.rs); releases never do.
 TEST_FEATURES := --features failpoints
 
 VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)

@@ -1,4 +1,4 @@
-//! Crashes at each named place where one leaves distinguishable state (src/crash_point.rs),
+//! Crashes at each named place where one leaves distinguishable state (src/runtime/crash_point.rs),
 //! hit on purpose, in the shipped mode: beside kube-controller-manager, hostpathplugin behind the
 //! test relay. The sidecar is built with the `failpoints` feature and aborts (as kill -9 leaves
 //! it) where `CSI_PV_CONTROLLER_CRASH_AT` says; "a call sent, its answer not read" is made by the
@@ -347,9 +347,9 @@ fn every_crash_point_is_in_a_tested_operation() {
             }
         }
     }
-    // The points' names and values as src/crash_point.rs declares them.
+    // The points' names and values as src/runtime/crash_point.rs declares them.
     let declared =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/crash_point.rs"));
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/runtime/crash_point.rs"));
     let declared: BTreeMap<String, String> = declared
         .unwrap()
         .lines()

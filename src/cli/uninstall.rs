@@ -6,7 +6,7 @@ use csi_pv_controller::config::Config;
 use csi_pv_controller::leader;
 
 /// `uninstall <driver>`: our provisioning finalizer off every claim of the driver where that
-/// is safe (rollback.rs), a report line per claim, and an error when any had to stay.
+/// is safe (provision/rollback.rs), a report line per claim, and an error when any had to stay.
 pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> anyhow::Result<()> {
     use csi_pv_controller::model::names;
     use csi_pv_controller::provision::rollback::{self, Verdict};
