@@ -151,26 +151,37 @@ pub struct Cluster {
     pub csi_nodes: Arc<dyn Objects<CSINode>>,
 }
 
-/// The Secret `namespace/name` as its keys and values, for a CSI call's `secrets`. Err is a
-/// message for an event or a log line that names the Secret (`named_by` says who named it) and
+/// A Secret a CSI call needs that cannot be had. The text names the Secret (and who named it),
 /// never its contents.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The API says there is no such Secret: only the user can change that.
+    #[error("secret {namespace}/{name} named by {named_by} does not exist; create it")]
+    Missing { namespace: String, name: String, named_by: String },
+    /// The API did not answer, or refused the read: retried, as the cause may pass.
+    #[error("cannot read secret {namespace}/{name} named by {named_by}: {source}")]
+    Unreadable { namespace: String, name: String, named_by: String, source: kube::Error },
+}
+
+/// The Secret `namespace/name` as its keys and values, for a CSI call's `secrets`; `named_by`
+/// says who named it.
 pub async fn read_secret(
     secrets: &dyn Objects<Secret>,
     namespace: &str,
     name: &str,
     named_by: &str,
-) -> Result<std::collections::HashMap<String, String>, String> {
-    match secrets.get(Some(namespace), name).await {
+) -> Result<std::collections::HashMap<String, String>, SecretError> {
+    let (namespace, name, named_by) =
+        (namespace.to_string(), name.to_string(), named_by.to_string());
+    match secrets.get(Some(&namespace), &name).await {
         Ok(Some(secret)) => Ok(secret
             .data
             .unwrap_or_default()
             .into_iter()
             .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
             .collect()),
-        Ok(None) => {
-            Err(format!("secret {namespace}/{name} named by {named_by} does not exist; create it"))
-        }
-        Err(e) => Err(format!("cannot read secret {namespace}/{name}: {e}")),
+        Ok(None) => Err(SecretError::Missing { namespace, name, named_by }),
+        Err(source) => Err(SecretError::Unreadable { namespace, name, named_by, source }),
     }
 }
 

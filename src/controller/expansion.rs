@@ -156,7 +156,7 @@ impl Controller {
             request.secrets = self
                 .read_secret(namespace, name, "the PersistentVolume's controllerExpandSecretRef")
                 .await
-                .map_err(ResizeFailure::Uncertain)?;
+                .map_err(|e| ResizeFailure::Uncertain(e.to_string()))?;
         }
         // The semaphore is never closed; were it, the call goes unthrottled.
         let _slot = self.expansion_slots.acquire().await.ok();

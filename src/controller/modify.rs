@@ -187,9 +187,10 @@ impl Controller {
         pv: &PersistentVolume,
     ) -> Result<HashMap<String, String>, String> {
         match modify::secret_ref(pv) {
-            Some((namespace, name)) => {
-                self.read_secret(&namespace, &name, "the PersistentVolume").await
-            }
+            Some((namespace, name)) => self
+                .read_secret(&namespace, &name, "the PersistentVolume")
+                .await
+                .map_err(|e| e.to_string()),
             None => Ok(HashMap::new()),
         }
     }

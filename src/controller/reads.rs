@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::{Controller, SyncError};
 use crate::binder::matching::default_class;
+use crate::cluster::objects::SecretError;
 use crate::csi::v1 as csi;
 use crate::model::ClaimExt;
 use crate::provision::claim;
@@ -99,7 +100,7 @@ impl Controller {
     pub(super) async fn provisioner_secrets(
         &self,
         plan: &Plan,
-    ) -> Result<HashMap<String, String>, String> {
+    ) -> Result<HashMap<String, String>, SecretError> {
         let Some(secret) = &plan.provisioner_secret else {
             return Ok(HashMap::new());
         };
@@ -111,7 +112,7 @@ impl Controller {
         namespace: &str,
         name: &str,
         named_by: &str,
-    ) -> Result<HashMap<String, String>, String> {
+    ) -> Result<HashMap<String, String>, SecretError> {
         crate::cluster::objects::read_secret(&*self.cluster.secrets, namespace, name, named_by)
             .await
     }

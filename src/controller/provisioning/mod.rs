@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 use super::Part;
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, reference};
+use crate::cluster::objects::SecretError;
 use crate::csi::{Operation, v1 as csi};
 use crate::model::names::*;
 use crate::model::reason::Reason;
@@ -87,9 +88,10 @@ impl Controller {
                     match self.provisioner_secrets(&plan).await {
                         Ok(secrets) => read = Some((plan.provisioner_secret.clone(), secrets)),
                         Err(_) if self.backing_off(key, &claim) => return Ok(Outcome::Waiting),
-                        Err(note) => {
+                        Err(e) => {
+                            let cause = secret_cause(&e);
                             return Ok(self
-                                .refused(key, &claim, Cause::SecretMissing, note, false)
+                                .refused(key, &claim, cause, e.to_string(), false)
                                 .await);
                         }
                     }
@@ -218,8 +220,9 @@ impl Controller {
         }
         let (mut request, secrets) = match self.with_secrets(plan, known).await {
             Ok(with_secrets) => with_secrets,
-            Err(note) => {
-                return not_done(self.refused(key, claim, Cause::SecretMissing, note, false).await);
+            Err(e) => {
+                let cause = secret_cause(&e);
+                return not_done(self.refused(key, claim, cause, e.to_string(), false).await);
             }
         };
         request.accessibility_requirements = match self.topology(claim, plan).await? {
@@ -345,7 +348,7 @@ impl Controller {
         &self,
         plan: &Plan,
         known: Option<HashMap<String, String>>,
-    ) -> Result<(csi::CreateVolumeRequest, HashMap<String, String>), String> {
+    ) -> Result<(csi::CreateVolumeRequest, HashMap<String, String>), SecretError> {
         let secrets = match known {
             Some(secrets) => secrets,
             None => self.provisioner_secrets(plan).await?,
@@ -418,9 +421,9 @@ impl Controller {
         }
         let (mut request, secrets) = match self.with_secrets(plan, None).await {
             Ok(with_secrets) => with_secrets,
-            Err(note) => {
+            Err(e) => {
                 let reason = Reason::ProvisioningCleanupFailed;
-                return Ok(self.failed(key, claim, reason, note, false).await);
+                return Ok(self.failed(key, claim, reason, e.to_string(), false).await);
             }
         };
         // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
@@ -461,5 +464,14 @@ impl Controller {
         }
         self.drop_intent(claim).await?;
         Ok(Outcome::Done)
+    }
+}
+
+/// The waiting cause of a secret that cannot be had: missing (the user must act) or unreadable
+/// (the API's trouble, which may pass).
+fn secret_cause(error: &SecretError) -> Cause {
+    match error {
+        SecretError::Missing { .. } => Cause::SecretMissing,
+        SecretError::Unreadable { .. } => Cause::SecretUnreadable,
     }
 }

@@ -230,3 +230,64 @@ async fn a_failed_resize_waits_out_its_backoff() {
     let pv = bench.get(VOLUMES, "pvc-u1").expect("the PV");
     assert_eq!(pv["spec"]["capacity"]["storage"], json!("2Gi"));
 }
+
+/// A class's provisioner secret the API cannot give (503) is `SecretUnreadable`, retried; one
+/// the API says does not exist is `SecretMissing`; created, the claim is provisioned. Neither
+/// reaches the driver.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_secret_is_not_a_missing_one() {
+    let mut bench = Bench::with(|s| s.waiting_condition_after = Duration::ZERO);
+    bench.create(
+        CLASSES,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": "locked"}, "provisioner": DRIVER,
+               "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+               "parameters": {"csi.storage.k8s.io/provisioner-secret-name": "s",
+                              "csi.storage.k8s.io/provisioner-secret-namespace": "ns"}}),
+    );
+    bench.create(CLAIMS, claim(json!({"spec": {"storageClassName": "locked"}})));
+    bench.api.state.lock().unwrap().unavailable.push("/secrets/s".into());
+    bench.sync();
+    let reason = |bench: &Bench| {
+        let claim = bench.get(CLAIMS, "c").expect("the claim");
+        let conditions = claim["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().find_map(|c| c["reason"].as_str().map(str::to_string))
+    };
+    let mut causes = Vec::new();
+    for (step, fix) in ["unreadable", "missing", "created"].iter().enumerate() {
+        if step > 0 {
+            tokio::time::advance(Duration::from_secs(300)).await;
+        }
+        let outcome = bench.claim_pass().await;
+        bench.sync();
+        causes.push((*fix, outcome, reason(&bench)));
+        match *fix {
+            "unreadable" => bench.api.state.lock().unwrap().unavailable.clear(),
+            "missing" => {
+                bench.create(
+                    "/api/v1/namespaces/ns/secrets",
+                    json!({"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": "s", "namespace": "ns"}, "data": {}}),
+                );
+            }
+            _ => {}
+        }
+    }
+    use super::super::Outcome::{Done, Waiting};
+    assert_eq!(
+        causes,
+        [
+            ("unreadable", Waiting, Some("SecretUnreadable".to_string())),
+            ("missing", Waiting, Some("SecretMissing".to_string())),
+            ("created", Done, Some("SecretMissing".to_string())),
+        ]
+    );
+    // Bound: the next pass takes the condition off.
+    bench.claim_pass().await;
+    assert_eq!(reason(&bench), None);
+    assert_eq!(bench.get(CLAIMS, "c").expect("the claim")["status"]["phase"], json!("Bound"));
+    let notes: Vec<String> = bench.events().into_iter().map(|(_, note)| note).collect();
+    assert!(notes.iter().any(|n| n.contains("cannot read secret ns/s")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("does not exist")), "{notes:?}");
+    assert_eq!(bench.driver.creates().len(), 1, "the driver asked once, with the secret there");
+}

@@ -22,6 +22,8 @@ pub struct State {
     pub writes: Vec<String>,
     /// Events posted: (reason, note).
     pub events: Vec<(String, String)>,
+    /// Paths whose reads are answered 503, as an apiserver that cannot serve them.
+    pub unavailable: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -138,6 +140,9 @@ impl State {
         // status, as the real subresource would let them.
         let path = path.strip_suffix("/status").unwrap_or(path);
         let input: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        if *method == Method::GET && self.unavailable.iter().any(|p| path.ends_with(p.as_str())) {
+            return status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "try later");
+        }
         if path.ends_with("/events") && *method == Method::POST {
             let reason = input["reason"].as_str().unwrap_or_default().to_string();
             let note = input["note"]

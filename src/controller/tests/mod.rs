@@ -66,6 +66,11 @@ where
 impl Bench {
     /// A controller that binds (`--binder=driver`), for `DRIVER`, with class `gold` of it.
     fn new() -> Bench {
+        Bench::with(|_| {})
+    }
+
+    /// As `new`, with the switches changed by `change`.
+    fn with(change: impl FnOnce(&mut Switches)) -> Bench {
         let api = FakeApi::default();
         api.state
             .lock()
@@ -108,6 +113,17 @@ impl Bench {
             node_expansion: false,
         };
         let backoff = Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) };
+        let mut switches = Switches {
+            binder: Binder::Driver,
+            handle_volume_inuse_error: true,
+            annotate_fs_resize: false,
+            attributes_classes_off: false,
+            handover_grace: Duration::from_secs(60),
+            journal: None,
+            expansion_workers: 1,
+            waiting_condition_after: Duration::from_secs(3600),
+        };
+        change(&mut switches);
         let controller = Controller::new(
             ApiClients::unlimited(api.client()),
             driver.clone(),
@@ -115,16 +131,7 @@ impl Bench {
             &info,
             settings(),
             Intake::new(backoff),
-            Switches {
-                binder: Binder::Driver,
-                handle_volume_inuse_error: true,
-                annotate_fs_resize: false,
-                attributes_classes_off: false,
-                handover_grace: Duration::from_secs(60),
-                journal: None,
-                expansion_workers: 1,
-                waiting_condition_after: Duration::from_secs(3600),
-            },
+            switches,
         );
         let mut bench = Bench { api, driver, controller, claims, volumes, classes, attachments };
         relist(&mut bench.attachments, Vec::new());

@@ -48,8 +48,11 @@ pub enum Cause {
     NoCapacity,
     /// The data source cannot be read: unsupported, not ready, too large, in another namespace.
     DataSourceRefused,
-    /// A secret the class names cannot be read.
+    /// A secret the class names does not exist.
     SecretMissing,
+    /// A secret the class names exists or may, but the API did not give it (down, or the read
+    /// refused): retried with backoff.
+    SecretUnreadable,
     /// The StorageClass is missing or its parameters, or the claim's request, are invalid.
     InvalidRequest,
     /// The driver's socket does not answer, or the driver says Unavailable.
@@ -76,6 +79,7 @@ impl Cause {
             Cause::NoCapacity => "NoCapacity",
             Cause::DataSourceRefused => "DataSourceRefused",
             Cause::SecretMissing => "SecretMissing",
+            Cause::SecretUnreadable => "SecretUnreadable",
             Cause::InvalidRequest => "InvalidRequest",
             Cause::DriverUnreachable => "DriverUnreachable",
             Cause::DriverTimeout => "DriverTimeout",
@@ -86,7 +90,7 @@ impl Cause {
     }
 
     /// Every cause, for docs and tests.
-    pub const ALL: [Cause; 14] = [
+    pub const ALL: [Cause; 15] = [
         Cause::WaitingForBinder,
         Cause::WaitForFirstConsumer,
         Cause::WaitingForPopulator,
@@ -95,6 +99,7 @@ impl Cause {
         Cause::NoCapacity,
         Cause::DataSourceRefused,
         Cause::SecretMissing,
+        Cause::SecretUnreadable,
         Cause::InvalidRequest,
         Cause::DriverUnreachable,
         Cause::DriverTimeout,
