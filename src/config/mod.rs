@@ -532,6 +532,14 @@ impl Config {
         }
     }
 
+    /// The per-key retry backoff (`--retry-interval-start`, `--retry-interval-max`).
+    pub fn backoff(&self) -> crate::runtime::queue::Backoff {
+        crate::runtime::queue::Backoff {
+            start: self.retry_interval_start,
+            max: self.retry_interval_max,
+        }
+    }
+
     pub fn lease_timing(&self) -> crate::leader::Timing {
         crate::leader::Timing {
             lease_duration: self.leader_election_lease_duration,
