@@ -189,7 +189,7 @@ fn provisioning_next(facts: &Facts<'_>) -> (Option<Cause>, String) {
         ClaimAction::ConfirmLive | ClaimAction::Provision(_) => {
             (None, format!("CreateVolume {}", ctx.settings.naming.for_claim(claim)))
         }
-        ClaimAction::Bind { volume } => {
+        ClaimAction::Bind { volume, .. } => {
             (None, format!("complete the binding to PersistentVolume {volume}"))
         }
         ClaimAction::DropIntent => {

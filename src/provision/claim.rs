@@ -96,9 +96,11 @@ pub enum ClaimAction {
     ConfirmLive,
     /// Create the volume (again, idempotently), record it in a PV and bind.
     Provision(Box<Plan>),
-    /// The PV exists and points at the claim: finish the binding (beside kube-controller-manager's
-    /// binder only when `completes_binding`; else only drop the intent once it bound the claim).
-    Bind { volume: String },
+    /// The PV exists and points at the claim: write the binding (beside kube-controller-manager's
+    /// binder only when `completes_binding`). `drop_intent`: beside that binder, the intent goes
+    /// right after (a finalizer rides on the binding's claim write, a journal entry is removed);
+    /// when we bind, the next pass finds the claim Bound and drops what is left.
+    Bind { volume: String, drop_intent: bool },
     /// The intent is settled (the volume is recorded in a PV).
     DropIntent,
     /// The claim no longer wants the volume its intent may have created: find out (CreateVolume
@@ -158,16 +160,18 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         }
         return match (bound_to, our_pv) {
             // The volume is recorded (a journal entry went with it), the binding is not written.
-            (None, Some(_)) if completes => ClaimAction::Bind { volume: volume_name },
+            (None, Some(_)) if completes => {
+                ClaimAction::Bind { volume: volume_name, drop_intent: true }
+            }
             // Bound by kube-controller-manager's binder, or not yet: either way not ours to do.
             (_, Some(_)) if !ctx.binds => ClaimAction::None,
             (None, None) if !ctx.binds && !claim.handed_to(&ctx.settings.driver) => {
                 ClaimAction::None
             }
             // A PV of ours points at the claim (recorded by a run that stopped before binding).
-            (None, Some(_)) => ClaimAction::Bind { volume: volume_name },
+            (None, Some(_)) => ClaimAction::Bind { volume: volume_name, drop_intent: false },
             (Some(b), Some(_)) if b == volume_name && !claim_bound(claim) => {
-                ClaimAction::Bind { volume: volume_name }
+                ClaimAction::Bind { volume: volume_name, drop_intent: false }
             }
             (Some(_), _) => ClaimAction::None,
             (None, None) => decide_new(claim, ctx),
@@ -180,7 +184,7 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             ClaimAction::DropIntent
         } else if completes {
             // The binding's claim write takes the finalizer with it; the journal entry goes after.
-            ClaimAction::Bind { volume: volume_name }
+            ClaimAction::Bind { volume: volume_name, drop_intent: true }
         } else if !ctx.binds && !finalizer {
             // A journal entry goes at once: no claim write to conflict with the binder's.
             ClaimAction::DropIntent
@@ -188,8 +192,11 @@ pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
             // The cluster's binder is binding it; our claim write then would conflict with
             // its own. The intent goes once the claim is Bound.
             ClaimAction::None
+        } else if !ctx.binds {
+            // The cluster's binder bound it: the finalizer goes.
+            ClaimAction::DropIntent
         } else {
-            ClaimAction::Bind { volume: volume_name }
+            ClaimAction::Bind { volume: volume_name, drop_intent: false }
         };
     }
     let abandoned = deleting || bound_to.is_some_and(|b| b != volume_name);

@@ -46,7 +46,7 @@ impl Controller {
                 return;
             }
         };
-        let mut action = self.decide_claim(gone, ClaimCopy::Gone, None, snapshot.as_ref());
+        let mut action = self.decide_claim(gone, ClaimCopy::Gone, (None, None), snapshot.as_ref());
         if let ClaimAction::ProtectSnapshot(found) = &action {
             // The CreateVolume that finds the volume reads the snapshot too.
             match self.protect_snapshot(found).await {
@@ -56,7 +56,7 @@ impl Controller {
                     return;
                 }
             }
-            action = self.decide_claim(gone, ClaimCopy::Gone, None, snapshot.as_ref());
+            action = self.decide_claim(gone, ClaimCopy::Gone, (None, None), snapshot.as_ref());
         }
         tracing::Span::current().record("op", action.name());
         let result = match action {

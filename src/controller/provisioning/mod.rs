@@ -33,8 +33,9 @@ use crate::provision::source;
 use crate::provision::topology::TopologyError;
 use crate::provision::waiting::{Cause, Wait};
 
-/// Steps one pass may take on a claim (intent, then provision, then done).
-const STEPS_PER_PASS: usize = 4;
+/// Steps one pass may take on a claim: protect a source, record the intent, provision, then
+/// what the recorded volume calls for (bind, drop the intent).
+const STEPS_PER_PASS: usize = 6;
 
 impl Controller {
     /// Dynamic provisioning of a claim the binder found no PV for, or that carries our intent.
@@ -51,8 +52,16 @@ impl Controller {
         // The clone source as this pass protected it, newer than the store's copy.
         let mut protected: Option<Arc<PersistentVolumeClaim>> = None;
         let mut snapshot = self.snapshot_facts(&claim).await?;
+        // The PV this pass made, newer than the store's: what follows is decided on it.
+        let mut made: Option<PersistentVolume> = None;
+        let mut made_here = false;
         for _ in 0..STEPS_PER_PASS {
-            let action = self.decide_claim(&claim, copy, protected.as_ref(), snapshot.as_ref());
+            let action = self.decide_claim(
+                &claim,
+                copy,
+                (protected.as_ref(), made.as_ref()),
+                snapshot.as_ref(),
+            );
             debug!(action = action.name(), ?copy, "decided");
             match action {
                 ClaimAction::None => return Ok(Outcome::Done),
@@ -116,13 +125,10 @@ impl Controller {
                         .take()
                         .filter(|(secret, _)| *secret == plan.provisioner_secret)
                         .map(|(_, secrets)| secrets);
-                    let (outcome, intent_gone) = self.provision(key, &claim, &plan, known).await?;
-                    // The pass that bound the claim and dropped its intent is the last one
-                    // for it: a restore's protection goes now, not at the next sweep.
-                    if intent_gone {
-                        self.release_snapshot(&claim, snapshot.as_ref()).await;
+                    match self.provision(key, &claim, &plan, known).await? {
+                        Ok(pv) => (made, made_here) = (Some(pv), true),
+                        Err(outcome) => return Ok(outcome),
                     }
-                    return Ok(outcome);
                 }
                 ClaimAction::Abandon(plan) => {
                     let outcome = self.abandon(key, &claim, &plan, copy).await?;
@@ -143,15 +149,23 @@ impl Controller {
                         .failed(key, &claim, Reason::ProvisioningCleanupFailed, note, false)
                         .await);
                 }
-                ClaimAction::Bind { volume } => {
-                    let Some(pv) = self.live_volume_if_missing(&volume).await? else {
-                        return Ok(Outcome::Done);
+                ClaimAction::Bind { volume, drop_intent } => {
+                    let pv = match made.take() {
+                        Some(pv) => pv,
+                        None => match self.live_volume_if_missing(&volume).await? {
+                            Some(pv) => pv,
+                            None => return Ok(Outcome::Done),
+                        },
                     };
-                    let had_intent = claim.has_intent();
-                    self.finish(&claim, &pv).await?;
+                    // Said when the PV was recorded, if this pass recorded it; beside the
+                    // cluster's binder, always then.
+                    let say = claim.has_intent() && self.scope.binder.binds() && !made_here;
+                    let bound = self.bind(&claim, &pv).await?;
+                    if drop_intent {
+                        self.drop_intent(&bound).await?;
+                    }
                     self.clear_backoff(key);
-                    // Beside the cluster's binder, the event was given when the PV was made.
-                    if had_intent && self.scope.binder.binds() {
+                    if say {
                         self.succeeded(&claim, &volume).await;
                     }
                     self.release_snapshot(&claim, snapshot.as_ref()).await;
@@ -168,18 +182,22 @@ impl Controller {
         Ok(Outcome::Again)
     }
 
-    /// Decides from the stores. `protected`: a clone source this pass protected (newer than
-    /// the store's); `snapshot`: the restore's snapshot, read live.
+    /// Decides from the stores. `protected`: a clone source this pass protected, and `made`: the
+    /// PV this pass made (each newer than the store's); `snapshot`: the restore's snapshot, read
+    /// live.
     pub(super) fn decide_claim(
         &self,
         claim: &PersistentVolumeClaim,
         copy: ClaimCopy,
-        protected: Option<&Arc<PersistentVolumeClaim>>,
+        (protected, made): (Option<&Arc<PersistentVolumeClaim>>, Option<&PersistentVolume>),
         snapshot: Option<&SnapshotLookup>,
     ) -> ClaimAction {
         let class_name = plan::class_name(claim).unwrap_or_default();
         let class = self.stores.classes.get(&kube::runtime::reflector::ObjectRef::new(class_name));
-        let volume = self.volume_in_store(&self.volume_name(claim));
+        let volume = match made {
+            Some(pv) => Some(Arc::new(pv.clone())),
+            None => self.volume_in_store(&self.volume_name(claim)),
+        };
         let (source_claim, source_volume) = self.clone_facts(claim, protected);
         let attributes = self.attributes_class_of(claim);
         claim::decide(
@@ -205,16 +223,17 @@ impl Controller {
         )
     }
 
-    /// CreateVolume, record the PV, bind. A failed driver call waits for its backoff. `known`:
-    /// the plan's provisioner secret, when this pass has read it already.
+    /// CreateVolume and the PV that records its answer; what follows is decided again on that
+    /// PV. A failed driver call waits for its backoff (Err: how the pass ends). `known`: the
+    /// plan's provisioner secret, when this pass has read it already.
     async fn provision(
         &self,
         key: &ClaimKey,
         claim: &PersistentVolumeClaim,
         plan: &Plan,
         known: Option<HashMap<String, String>>,
-    ) -> Result<(Outcome, bool), SyncError> {
-        let not_done = |outcome: Outcome| Ok((outcome, false));
+    ) -> Result<Result<PersistentVolume, Outcome>, SyncError> {
+        let not_done = |outcome: Outcome| Ok(Err(outcome));
         if self.backing_off(key, claim) {
             return not_done(Outcome::Waiting);
         }
@@ -287,39 +306,8 @@ impl Controller {
         // Said once the PV records the volume, as upstream does, before the binding is written:
         // a claim is never Bound before its event is on its way.
         self.succeeded(claim, &plan.volume_name).await;
-        let intent_gone = self.finish(claim, &pv).await?;
         self.clear_backoff(key);
-        Ok((Outcome::Done, intent_gone))
-    }
-
-    /// The volume is in a PV pre-bound to the claim: bind it in the same pass. Beside
-    /// kube-controller-manager's binder, the same when its matching can take only this PV
-    /// (`claim::completes_binding`); else leave the binding to it, and drop the intent once it
-    /// has bound the claim (see `provision::claim`).
-    /// True when the claim's intent is gone with it: no later pass then finds anything to
-    /// drop (and with it, a restore's protection to release).
-    async fn finish(
-        &self,
-        claim: &PersistentVolumeClaim,
-        pv: &PersistentVolume,
-    ) -> Result<bool, SyncError> {
-        if self.scope.binder.binds() {
-            // The next pass finds the claim Bound and drops what is left of the intent.
-            self.bind(claim, pv).await.map(|_| false)
-        } else if claim::completes_binding(
-            claim,
-            &self.settings.driver,
-            self.binder_takes(claim, Some(pv)),
-        ) {
-            // The claim write took a finalizer intent with it; a journal entry goes now.
-            let bound = self.bind(claim, pv).await?;
-            self.drop_intent(&bound).await.map(|_| true)
-        } else if claim::claim_bound(claim) || !claim.has_intent() {
-            // A journal entry goes now; a finalizer once the binder has bound the claim.
-            self.drop_intent(claim).await.map(|_| true)
-        } else {
-            Ok(false)
-        }
+        Ok(Ok(pv))
     }
 
     /// Beside the cluster's binder: its matching, which is ours, can take only `pv` for the

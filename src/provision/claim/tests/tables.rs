@@ -112,7 +112,7 @@ fn decision_table_beside_the_cluster_binder() {
             bound_intent,
             Some(&ours),
             Some(&our_pv),
-            "bind",
+            "drop-intent",
         ),
         (
             "intent, PV made, claim deleted",
@@ -233,4 +233,51 @@ fn decision_table_with_the_intent_journal() {
         ("journaled, bound to another PV", elsewhere, Some(&ours), None, "abandon"),
     ];
     check_with(&s, table, false, true);
+}
+
+/// What follows a recorded volume is decided whole: whether we write the binding, and whether
+/// the intent goes right after it (beside the cluster's binder) or on the next pass (we bind).
+#[test]
+fn the_binding_says_whether_the_intent_goes_with_it() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let our_pv = pv(DRIVER, UID);
+    let intent = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let handed = json!({"metadata": {"annotations": {ANN_STORAGE_PROVISIONER: DRIVER}}});
+    let bound_by_binder = json!({"metadata": {"finalizers": [INTENT], "annotations": {ANN_STORAGE_PROVISIONER: DRIVER, ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": format!("pvc-{UID}")}, "status": {"phase": "Bound"}});
+    // (case, claim, we bind, journaled, binder takes ours, binding written?, intent dropped after?)
+    let rows = [
+        ("we bind, finalizer", intent.clone(), true, false, false, Some(false)),
+        ("beside, finalizer, binder takes ours", intent.clone(), false, false, true, Some(true)),
+        ("beside, journaled, binder takes ours", handed.clone(), false, true, true, Some(true)),
+        (
+            "beside, no intent left, binder takes ours",
+            handed.clone(),
+            false,
+            false,
+            true,
+            Some(true),
+        ),
+        ("beside, finalizer, binder may take another", intent.clone(), false, false, false, None),
+        ("beside, bound by the binder", bound_by_binder, false, false, false, None),
+    ];
+    for (case, patch, binds, journaled, takes, want) in rows {
+        let c = claim(patch);
+        let ctx = ClaimContext {
+            settings: &s,
+            features: Features::default(),
+            class: Some(&ours),
+            volume: Some(&our_pv),
+            facts: PlanFacts::default(),
+            binds,
+            journaled,
+            binder_takes_ours: takes,
+            copy: ClaimCopy::Live,
+        };
+        let got = match decide(&c, &ctx) {
+            ClaimAction::Bind { drop_intent, .. } => Some(drop_intent),
+            _ => None,
+        };
+        assert_eq!(got, want, "{case}: {:?}", decide(&c, &ctx).name());
+    }
 }
