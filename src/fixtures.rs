@@ -299,6 +299,11 @@ pub fn created(bytes: i64) -> csi::Volume {
     }
 }
 
+/// An instant to build decisions' times from (decision modules never read the clock).
+pub fn instant() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -208,6 +208,8 @@ fn with_facts(
             journaled: false,
             binder_takes_ours: takes_ours,
             copy: ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
         },
         volume: named,
         resizer: Resizer {

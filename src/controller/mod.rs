@@ -168,13 +168,18 @@ impl Controller {
         self.intake.unsettled.volume_written(known.as_deref(), pv);
     }
 
-    /// True while a failed driver call on this version of the claim waits for its retry.
-    fn backing_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim) -> bool {
-        let rv = claim.resource_version().unwrap_or_default();
-        match self.memory.claims.get(key).not_before {
-            Some((failed_rv, until)) => failed_rv == rv && Instant::now() < until,
-            None => false,
-        }
+    /// The hold of the claim's last failed attempt, for the decisions (`model::hold`).
+    fn hold(&self, claim: &PersistentVolumeClaim) -> Option<crate::model::hold::Hold> {
+        let key = ObjectRef::from_obj(claim);
+        let (version, until) = self.memory.claims.get(&key).not_before?;
+        Some(crate::model::hold::Hold { version, until: until.into_std() })
+    }
+
+    /// True while a failed attempt on this version of the claim waits for its retry, for the
+    /// passes whose failure is an I/O outcome (a secret or a kind that cannot be read).
+    fn backing_off(&self, claim: &PersistentVolumeClaim) -> bool {
+        let now = Instant::now().into_std();
+        crate::model::hold::held(self.hold(claim).as_ref(), claim, now)
     }
 
     /// Schedules the retry of a failed driver call and holds watch-driven passes off till then.

@@ -50,10 +50,8 @@ impl Controller {
                     .await;
                 Ok(Outcome::Done)
             }
+            ModifyStep::WaitForRetry => Ok(Outcome::Waiting),
             ModifyStep::Missing { target, patch } => {
-                if self.backing_off(key, claim) {
-                    return Ok(Outcome::Waiting);
-                }
                 let claim = match patch {
                     Some(p) => {
                         self.patch_claim(Part::Status, claim, p, "mark the modification pending")
@@ -72,9 +70,6 @@ impl Controller {
                     .await)
             }
             ModifyStep::Modify { .. } => {
-                if self.backing_off(key, claim) {
-                    return Ok(Outcome::Waiting);
-                }
                 // Decided on the cache: a call must rest on the claim as it is now.
                 let Some(live) = self.live_claim(claim).await? else {
                     return Ok(Outcome::Done);
@@ -115,7 +110,9 @@ impl Controller {
             let found = store?.get(&kube::runtime::reflector::ObjectRef::new(name))?;
             Some((*found).clone())
         };
-        modify::decide(claim, pv, &self.settings.driver, class, &now())
+        let hold = self.hold(claim);
+        let clock = tokio::time::Instant::now().into_std();
+        modify::decide(claim, pv, &self.settings.driver, class, &now(), (hold.as_ref(), clock))
     }
 
     /// ControllerModifyVolume, then the PV (first: a crash before the claim's patch repeats an

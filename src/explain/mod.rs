@@ -186,6 +186,9 @@ fn provisioning_next(facts: &Facts<'_>) -> (Option<Cause>, String) {
                 .unwrap_or_default();
             (None, format!("record the intent, then CreateVolume {}{secret}", plan.volume_name))
         }
+        ClaimAction::WaitForRetry => {
+            (None, "retry the failed attempt when its backoff ends".into())
+        }
         ClaimAction::ConfirmLive | ClaimAction::Provision(_) => {
             (None, format!("CreateVolume {}", ctx.settings.naming.for_claim(claim)))
         }
@@ -247,7 +250,8 @@ fn bound_line(facts: &Facts<'_>) -> Line {
         return line;
     }
     let driver = facts.provisioning.settings.driver.as_str();
-    let step = modify::decide(claim, pv, driver, facts.attributes_class, facts.now);
+    let step =
+        modify::decide(claim, pv, driver, facts.attributes_class, facts.now, (None, facts.clock));
     let status = claim.modify_status().map(|s| s.status.clone()).unwrap_or_default();
     let error = claim.condition(modify::MODIFY_ERROR);
     match (&step, error) {
@@ -300,6 +304,7 @@ fn modify_next(step: &ModifyStep) -> String {
             "ControllerModifyVolume to VolumeAttributesClass {:?}",
             class.metadata.name.as_deref().unwrap_or_default()
         ),
+        ModifyStep::WaitForRetry => "retry the failed modification when its backoff ends".into(),
     }
 }
 

@@ -44,6 +44,8 @@ fn line_with(
             journaled: false,
             binder_takes_ours: false,
             copy: ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
         },
         volume,
         resizer: Resizer {

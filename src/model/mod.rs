@@ -9,6 +9,7 @@ pub mod claim;
 pub mod class;
 pub mod compact;
 pub mod freshness;
+pub mod hold;
 pub mod names;
 pub mod pod;
 pub mod quantity;

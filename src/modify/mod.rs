@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
 use crate::model::claim::conditions_with;
+use crate::model::hold::{Hold, held};
 use crate::model::{ClaimExt, VolumeExt};
 
 /// Condition: the driver is changing the volume.
@@ -85,6 +86,8 @@ pub enum ModifyStep {
         class: Box<VolumeAttributesClass>,
         start: Option<Value>,
     },
+    /// A failed attempt on this version of the claim waits for its retry (`model::hold`).
+    WaitForRetry,
 }
 
 impl ModifyStep {
@@ -94,6 +97,7 @@ impl ModifyStep {
             ModifyStep::RolledBack { .. } => "modify-rolled-back",
             ModifyStep::Missing { .. } => "modify-class-missing",
             ModifyStep::Modify { .. } => "modify",
+            ModifyStep::WaitForRetry => "modify-wait-for-retry",
         }
     }
 }
@@ -121,9 +125,24 @@ fn uncertain(claim: &PersistentVolumeClaim) -> bool {
     }
 }
 
-/// One pass over a Bound claim of `driver`'s PV. `class`: a VolumeAttributesClass by name,
-/// asked only when the step needs one.
+/// One pass over a Bound claim of `driver`'s PV, held off while a failed attempt on this
+/// version of the claim waits for its retry (`hold` at `clock`). `class`: a
+/// VolumeAttributesClass by name, asked only when the step needs one.
 pub fn decide(
+    claim: &PersistentVolumeClaim,
+    pv: &PersistentVolume,
+    driver: &str,
+    class: impl Fn(&str) -> Option<VolumeAttributesClass>,
+    now: &str,
+    (hold, clock): (Option<&Hold>, std::time::Instant),
+) -> ModifyStep {
+    let step = next_step(claim, pv, driver, class, now);
+    let retries = matches!(step, ModifyStep::Missing { .. } | ModifyStep::Modify { .. });
+    if retries && held(hold, claim, clock) { ModifyStep::WaitForRetry } else { step }
+}
+
+/// The step, whatever the hold of a failed attempt.
+fn next_step(
     claim: &PersistentVolumeClaim,
     pv: &PersistentVolume,
     driver: &str,

@@ -51,7 +51,7 @@ fn outcome(step: &ModifyStep) -> (&'static str, String, bool) {
         }
         ModifyStep::Missing { target, patch } => (step.name(), target.clone(), patch.is_some()),
         ModifyStep::RolledBack { patch } => (step.name(), String::new(), patch.is_some()),
-        ModifyStep::None => (step.name(), String::new(), false),
+        ModifyStep::None | ModifyStep::WaitForRetry => (step.name(), String::new(), false),
     }
 }
 
@@ -115,16 +115,16 @@ fn the_modify_controllers_table() {
         ),
     ];
     for (case, c, (name, target, marks)) in table {
-        let step = decide(&c, &ours, "d.csi", lookup, "2026-01-01T00:00:00Z");
+        let step = decide(&c, &ours, "d.csi", lookup, "2026-01-01T00:00:00Z", no_hold());
         let (got, got_target, got_marks) = outcome(&step);
         assert_eq!((got, got_target.as_str(), got_marks), (name, target, marks), "{case}");
     }
     // Another driver's volume, or a claim not Bound, is not ours to modify.
     let wanting = claim(Some("fast"), Some("gold"), json!({}));
-    assert_eq!(decide(&wanting, &pv("x.csi"), "d.csi", lookup, ""), ModifyStep::None);
+    assert_eq!(decide(&wanting, &pv("x.csi"), "d.csi", lookup, "", no_hold()), ModifyStep::None);
     let mut pending = wanting.clone();
     pending.status.as_mut().unwrap().phase = Some("Pending".into());
-    assert_eq!(decide(&pending, &ours, "d.csi", lookup, ""), ModifyStep::None);
+    assert_eq!(decide(&pending, &ours, "d.csi", lookup, "", no_hold()), ModifyStep::None);
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn the_patches_say_where_the_change_stands() {
     let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
     let c = claim(Some("fast"), Some("gold"), json!({}));
     let ModifyStep::Modify { start: Some(start), .. } =
-        decide(&c, &pv("d.csi"), "d.csi", lookup, "t0")
+        decide(&c, &pv("d.csi"), "d.csi", lookup, "t0", no_hold())
     else {
         panic!("expected a marked modify");
     };
@@ -214,4 +214,35 @@ fn the_modify_secret_is_the_annotated_one_else_the_expansion_one() {
     assert_eq!(secret_ref(&pv(expand)), Some(("ns".into(), "ex".into())));
     assert_eq!(secret_ref(&pv(both)), Some(("ms".into(), "mod".into())));
     assert!(infeasible("InvalidArgument") && !infeasible("Internal"));
+}
+
+/// No failed attempt holds the claim.
+fn no_hold() -> (Option<&'static Hold>, std::time::Instant) {
+    (None, std::time::Instant::now())
+}
+
+/// A failed attempt on this version of the claim holds the call (and a missing class's
+/// warning) until its retry; another version of the claim, or the retry due, lets it go.
+#[test]
+fn a_failed_attempt_holds_its_version_until_the_retry() {
+    let classes = [vac("fast")];
+    let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
+    let c = claim(Some("fast"), Some("gold"), json!({}));
+    let missing = claim(Some("ghost"), Some("gold"), json!({}));
+    let t0 = std::time::Instant::now();
+    let version = c.metadata.resource_version.clone().unwrap_or_default();
+    let hold = Hold { version, until: t0 + std::time::Duration::from_secs(5) };
+    let later = t0 + std::time::Duration::from_secs(6);
+    let mut changed = c.clone();
+    changed.metadata.resource_version = Some("10".into());
+    // (case, claim, clock, step)
+    for (case, claim, clock, want) in [
+        ("held", &c, t0, "modify-wait-for-retry"),
+        ("missing class, held", &missing, t0, "modify-wait-for-retry"),
+        ("the retry is due", &c, later, "modify"),
+        ("the claim changed", &changed, t0, "modify"),
+    ] {
+        let step = decide(claim, &pv("d.csi"), "d.csi", lookup, "t0", (Some(&hold), clock));
+        assert_eq!(step.name(), want, "{case}");
+    }
 }

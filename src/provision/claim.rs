@@ -25,6 +25,7 @@ use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
+use crate::model::hold::{Hold, held};
 use crate::model::names::*;
 use crate::model::{ClaimExt, ClassExt, VolumeExt};
 
@@ -48,6 +49,9 @@ pub struct ClaimContext<'a> {
     pub binder_takes_ours: bool,
     /// Where the pass's copy of the claim comes from.
     pub copy: ClaimCopy,
+    /// The hold of the claim's last failed attempt, if any, and the time now.
+    pub hold: Option<&'a Hold>,
+    pub now: std::time::Instant,
 }
 
 /// Where a pass's copy of the claim comes from. A CreateVolume (or its undo) goes only on a
@@ -108,6 +112,8 @@ pub enum ClaimAction {
     Abandon(Box<Plan>),
     /// As Abandon, but the request cannot be rebuilt; the user must fix the input.
     CannotAbandon(PlanError),
+    /// A failed attempt on this version of the claim waits for its retry: nothing now.
+    WaitForRetry,
 }
 
 impl ClaimAction {
@@ -128,12 +134,27 @@ impl ClaimAction {
             ClaimAction::DropIntent => "drop-intent",
             ClaimAction::Abandon(_) => "abandon",
             ClaimAction::CannotAbandon(_) => "cannot-abandon",
+            ClaimAction::WaitForRetry => "wait-for-retry",
         }
     }
 }
 
-/// Decides the next step for `claim`.
+/// Decides the next step for `claim`. An attempt that failed on this version of the claim
+/// (a refusal, CreateVolume, its undo) is not made again before its retry is due.
 pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
+    let action = next_step(claim, ctx);
+    let retries = matches!(
+        action,
+        ClaimAction::Reject(_)
+            | ClaimAction::Provision(_)
+            | ClaimAction::Abandon(_)
+            | ClaimAction::CannotAbandon(_)
+    );
+    if retries && held(ctx.hold, claim, ctx.now) { ClaimAction::WaitForRetry } else { action }
+}
+
+/// The next step, whatever the hold of a failed attempt.
+fn next_step(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
     let finalizer = claim.has_intent();
     let has_intent = finalizer || ctx.journaled;
     let deleting = ctx.copy.deleting(claim);

@@ -10,7 +10,9 @@ mod restore_protection;
 mod sources;
 
 use std::collections::HashMap;
+
 use std::sync::Arc;
+use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
@@ -65,6 +67,7 @@ impl Controller {
             debug!(action = action.name(), ?copy, "decided");
             match action {
                 ClaimAction::None => return Ok(Outcome::Done),
+                ClaimAction::WaitForRetry => return Ok(Outcome::Waiting),
                 ClaimAction::WaitForConsumer => {
                     let note = claim::CONSUMER_NOTE;
                     self.tell_wait(&claim, Wait::on(Cause::WaitForFirstConsumer, note)).await;
@@ -84,9 +87,6 @@ impl Controller {
                     return Ok(Outcome::Done);
                 }
                 ClaimAction::Reject(e) => {
-                    if self.backing_off(key, &claim) {
-                        return Ok(Outcome::Waiting);
-                    }
                     return Ok(self
                         .refused(key, &claim, Cause::of_plan(&e), e.to_string(), false)
                         .await);
@@ -96,7 +96,7 @@ impl Controller {
                     // nothing may hold the claim back when it is deleted.
                     match self.provisioner_secrets(&plan).await {
                         Ok(secrets) => read = Some((plan.provisioner_secret.clone(), secrets)),
-                        Err(_) if self.backing_off(key, &claim) => return Ok(Outcome::Waiting),
+                        Err(_) if self.backing_off(&claim) => return Ok(Outcome::Waiting),
                         Err(e) => {
                             let cause = secret_cause(&e);
                             return Ok(self
@@ -138,9 +138,6 @@ impl Controller {
                     return Ok(outcome);
                 }
                 ClaimAction::CannotAbandon(e) => {
-                    if self.backing_off(key, &claim) {
-                        return Ok(Outcome::Waiting);
-                    }
                     let note = format!(
                         "the claim no longer needs volume {}, but cannot check whether the driver made it: {e}. Fix that, or remove finalizer {FINALIZER_PROVISIONING} from the claim once the volume is known not to exist in the driver",
                         self.volume_name(&claim)
@@ -200,6 +197,7 @@ impl Controller {
         };
         let (source_claim, source_volume) = self.clone_facts(claim, protected);
         let attributes = self.attributes_class_of(claim);
+        let hold = self.hold(claim);
         claim::decide(
             claim,
             &ClaimContext {
@@ -219,6 +217,8 @@ impl Controller {
                 journaled: self.journaled(claim),
                 binder_takes_ours: self.binder_takes(claim, volume.as_deref()),
                 copy,
+                hold: hold.as_ref(),
+                now: Instant::now().into_std(),
             },
         )
     }
@@ -234,9 +234,6 @@ impl Controller {
         known: Option<HashMap<String, String>>,
     ) -> Result<Result<PersistentVolume, Outcome>, SyncError> {
         let not_done = |outcome: Outcome| Ok(Err(outcome));
-        if self.backing_off(key, claim) {
-            return not_done(Outcome::Waiting);
-        }
         let (mut request, secrets) = match self.with_secrets(plan, known).await {
             Ok(with_secrets) => with_secrets,
             Err(e) => {
@@ -392,9 +389,6 @@ impl Controller {
         plan: &Plan,
         copy: ClaimCopy,
     ) -> Result<Outcome, SyncError> {
-        if self.backing_off(key, claim) {
-            return Ok(Outcome::Waiting);
-        }
         // The PV may exist though the store has not shown it yet.
         if let Some(pv) = self
             .cluster

@@ -144,7 +144,7 @@ impl Controller {
         };
         let (warning, note) = source::populator_notice(group, kind, name, served);
         if warning {
-            if self.backing_off(key, claim) {
+            if self.backing_off(claim) {
                 return Outcome::Waiting;
             }
             let cause = crate::provision::waiting::Cause::DataSourceRefused;

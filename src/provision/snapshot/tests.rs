@@ -386,6 +386,8 @@ fn the_claim_decision_protects_before_the_intent_and_releases_on_the_way_out() {
             journaled: false,
             binder_takes_ours: false,
             copy: crate::provision::claim::ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
         };
         decide(c, &ctx).name()
     };

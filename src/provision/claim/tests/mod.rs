@@ -56,6 +56,8 @@ fn check_beside(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool,
             journaled,
             binder_takes_ours: takes,
             copy: crate::provision::claim::ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
         };
         assert_eq!(decide(&c, &ctx).name(), want, "{case}");
     }

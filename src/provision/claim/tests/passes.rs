@@ -131,6 +131,8 @@ fn a_clone_protects_its_source_after_the_intent_and_before_create_volume() {
             journaled: false,
             binder_takes_ours: false,
             copy: crate::provision::claim::ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
         };
         assert_eq!(decide(&c, &ctx).name(), want, "{case}");
     }
@@ -154,6 +156,8 @@ fn a_driver_call_waits_for_a_live_copy_and_a_gone_claim_is_undone() {
             journaled,
             binder_takes_ours: false,
             copy,
+            hold: None,
+            now: std::time::Instant::now(),
         };
         decide(&claim(patch), &ctx).name()
     };

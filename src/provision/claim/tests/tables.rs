@@ -273,6 +273,8 @@ fn the_binding_says_whether_the_intent_goes_with_it() {
             journaled,
             binder_takes_ours: takes,
             copy: ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
         };
         let got = match decide(&c, &ctx) {
             ClaimAction::Bind { drop_intent, .. } => Some(drop_intent),
