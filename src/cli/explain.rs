@@ -17,7 +17,8 @@ use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo, featur
 use csi_pv_controller::expand::{Expander, Resizer};
 use csi_pv_controller::explain::{self, Facts};
 use csi_pv_controller::model::ClaimExt;
-use csi_pv_controller::provision::claim::{ClaimContext, ClaimCopy};
+use csi_pv_controller::model::copy::ClaimCopy;
+use csi_pv_controller::provision::claim::ClaimContext;
 use csi_pv_controller::provision::plan::PlanFacts;
 use csi_pv_controller::provision::snapshot::SnapshotLookup;
 use csi_pv_controller::provision::source::{self, Source};

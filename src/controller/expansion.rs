@@ -18,6 +18,7 @@ use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeMemory, ResizeStep, Resizer};
+use crate::model::copy::ClaimCopy;
 use crate::model::reason::Reason;
 use crate::model::{ClaimExt, VolumeExt};
 
@@ -49,51 +50,46 @@ impl Controller {
         };
         let mut memory = self.memory.claims.of_claim(key, claim).resize;
         let resizer = self.resizer();
-        let plan = resizer.decide(claim, &pv, &memory, Instant::now().into_std(), &now());
-        let pv = match plan.drop_pre_resize {
-            Some(patch) => {
-                self.patch_volume(
-                    &pv,
-                    patch,
-                    &format!(
-                        "patch PersistentVolume {} to drop its pre-resize capacity",
-                        pv.name_any()
-                    ),
-                )
-                .await?
+        // Decide on the copy in hand; act; decide again on what the action gave.
+        let (mut claim, mut copy, mut pv) = (claim.clone(), ClaimCopy::Cached, pv);
+        let (bytes, start, check_in_use) = loop {
+            let now_std = Instant::now().into_std();
+            let plan = resizer.decide((&claim, copy), &pv, &memory, now_std, &now());
+            if let Some(patch) = plan.drop_pre_resize {
+                let action = format!(
+                    "patch PersistentVolume {} to drop its pre-resize capacity",
+                    pv.name_any()
+                );
+                pv = self.patch_volume(&pv, patch, &action).await?;
             }
-            None => pv,
-        };
-        let (bytes, start, check_in_use) = match plan.step {
-            ResizeStep::None => {
-                self.forget_resize(key);
-                return Ok(Outcome::Done);
-            }
-            ResizeStep::CannotExpand { announce } => {
-                if let Some(size) = announce {
-                    self.cannot_expand(key, claim, memory, size).await;
+            match plan.step {
+                ResizeStep::None => {
+                    self.forget_resize(key);
+                    return Ok(Outcome::Done);
                 }
-                return Ok(Outcome::Done);
+                ResizeStep::CannotExpand { announce } => {
+                    if let Some(size) = announce {
+                        self.cannot_expand(key, &claim, memory, size).await;
+                    }
+                    return Ok(Outcome::Done);
+                }
+                ResizeStep::Waiting => return Ok(Outcome::Waiting),
+                ResizeStep::ConfirmLive => match self.live_claim(&claim).await? {
+                    Some(live) => (claim, copy) = (live, ClaimCopy::Live),
+                    None => return Ok(Outcome::Done),
+                },
+                ResizeStep::Expand { bytes, start, check_in_use } => {
+                    break (bytes, start, check_in_use);
+                }
             }
-            ResizeStep::Waiting => return Ok(Outcome::Waiting),
-            ResizeStep::Expand { bytes, start, check_in_use } => (bytes, start, check_in_use),
         };
         tracing::Span::current().record("op", "expand");
-        let asked = requested(claim, &pv);
+        let asked = requested(&claim, &pv);
         let claim = match start {
-            Some(patch) => self.patch_claim(Part::Status, claim, patch, "start the resize").await?,
-            None => {
-                // Nothing to write, so no precondition proves this copy current: a copy older
-                // than our own last write would repeat a finished call. Decide on the live one.
-                let Some(live) = self.live_claim(claim).await? else {
-                    return Ok(Outcome::Done);
-                };
-                match resizer.decide(&live, &pv, &memory, Instant::now().into_std(), &now()).step {
-                    ResizeStep::Expand { bytes: b, start: None, .. } if b == bytes => live,
-                    // The claim moved on since the store saw it: its own event brings it back.
-                    _ => return Ok(Outcome::Again),
-                }
+            Some(patch) => {
+                self.patch_claim(Part::Status, &claim, patch, "start the resize").await?
             }
+            None => claim,
         };
         let volume = pv.name_any();
         self.events

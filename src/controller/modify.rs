@@ -13,6 +13,7 @@ use super::Part;
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
+use crate::model::copy::ClaimCopy;
 use crate::model::reason::Reason;
 use crate::modify::{self, ModifyStep};
 
@@ -29,82 +30,72 @@ impl Controller {
         let Some(pv) = claim.named_volume().and_then(|n| self.volume_in_store(n)) else {
             return Ok(Outcome::Done);
         };
-        let step = self.decide_modify(claim, &pv);
-        if step == ModifyStep::None {
-            return Ok(Outcome::Done);
-        }
-        tracing::Span::current().record("op", step.name());
-        match step {
-            ModifyStep::None | ModifyStep::RolledBack { patch: None } => Ok(Outcome::Done),
-            ModifyStep::RolledBack { patch: Some(patch) } => {
-                let claim = self
-                    .patch_claim(Part::Status, claim, patch, "cancel the volume modification")
-                    .await?;
-                info!("volume modification canceled: the claim names no class any more");
-                self.events
-                    .normal(
-                        &reference(&claim),
-                        Reason::VolumeModifyCanceled,
-                        modify::CANCELED_NOTE.into(),
-                    )
-                    .await;
-                Ok(Outcome::Done)
+        // Decide on the copy in hand; act; decide again on what the action gave.
+        let (mut claim, mut copy) = (claim.clone(), ClaimCopy::Cached);
+        loop {
+            let step = self.decide_modify((&claim, copy), &pv);
+            if step == ModifyStep::None {
+                return Ok(Outcome::Done);
             }
-            ModifyStep::WaitForRetry => Ok(Outcome::Waiting),
-            ModifyStep::Missing { target, patch } => {
-                let claim = match patch {
-                    Some(p) => {
-                        self.patch_claim(Part::Status, claim, p, "mark the modification pending")
-                            .await?
+            tracing::Span::current().record("op", step.name());
+            return match step {
+                ModifyStep::None | ModifyStep::RolledBack { patch: None } => Ok(Outcome::Done),
+                ModifyStep::RolledBack { patch: Some(patch) } => {
+                    let claim = self
+                        .patch_claim(Part::Status, &claim, patch, "cancel the volume modification")
+                        .await?;
+                    info!("volume modification canceled: the claim names no class any more");
+                    let note = modify::CANCELED_NOTE.into();
+                    self.events
+                        .normal(&reference(&claim), Reason::VolumeModifyCanceled, note)
+                        .await;
+                    Ok(Outcome::Done)
+                }
+                ModifyStep::WaitForRetry => Ok(Outcome::Waiting),
+                ModifyStep::ConfirmLive => match self.live_claim(&claim).await? {
+                    Some(live) => {
+                        (claim, copy) = (live, ClaimCopy::Live);
+                        continue;
                     }
-                    None => claim.clone(),
-                };
-                Ok(self
-                    .failed(
-                        key,
-                        &claim,
-                        Reason::VolumeModifyFailed,
-                        modify::missing_note(&target),
-                        false,
-                    )
-                    .await)
-            }
-            ModifyStep::Modify { .. } => {
-                // Decided on the cache: a call must rest on the claim as it is now.
-                let Some(live) = self.live_claim(claim).await? else {
-                    return Ok(Outcome::Done);
-                };
-                let ModifyStep::Modify { class, start } = self.decide_modify(&live, &pv) else {
-                    return Ok(Outcome::Again);
-                };
-                let target = class.name_any();
-                let claim = match start {
-                    Some(patch) => {
-                        let claim = self
-                            .patch_claim(
-                                Part::Status,
-                                &live,
-                                patch,
-                                "start the volume modification",
-                            )
-                            .await?;
-                        self.events
-                            .normal(
-                                &reference(&claim),
-                                Reason::VolumeModify,
-                                modify::modifying_note(&claim.name_any(), &target),
-                            )
-                            .await;
-                        claim
-                    }
-                    None => live,
-                };
-                self.modify_in_driver(key, &claim, &pv, &class).await
-            }
+                    None => Ok(Outcome::Done),
+                },
+                ModifyStep::Missing { target, patch } => {
+                    let claim = match patch {
+                        Some(p) => {
+                            let action = "mark the modification pending";
+                            self.patch_claim(Part::Status, &claim, p, action).await?
+                        }
+                        None => claim,
+                    };
+                    let note = modify::missing_note(&target);
+                    Ok(self.failed(key, &claim, Reason::VolumeModifyFailed, note, false).await)
+                }
+                ModifyStep::Modify { class, start } => {
+                    let target = class.name_any();
+                    let claim = match start {
+                        Some(patch) => {
+                            let action = "start the volume modification";
+                            let claim =
+                                self.patch_claim(Part::Status, &claim, patch, action).await?;
+                            let note = modify::modifying_note(&claim.name_any(), &target);
+                            self.events
+                                .normal(&reference(&claim), Reason::VolumeModify, note)
+                                .await;
+                            claim
+                        }
+                        None => claim,
+                    };
+                    self.modify_in_driver(key, &claim, &pv, &class).await
+                }
+            };
         }
     }
 
-    fn decide_modify(&self, claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> ModifyStep {
+    fn decide_modify(
+        &self,
+        (claim, copy): (&PersistentVolumeClaim, ClaimCopy),
+        pv: &PersistentVolume,
+    ) -> ModifyStep {
         let store = self.stores.attributes_classes.as_ref();
         let class = |name: &str| {
             let found = store?.get(&kube::runtime::reflector::ObjectRef::new(name))?;
@@ -112,7 +103,8 @@ impl Controller {
         };
         let hold = self.hold(claim);
         let clock = tokio::time::Instant::now().into_std();
-        modify::decide(claim, pv, &self.settings.driver, class, &now(), (hold.as_ref(), clock))
+        let driver = &self.settings.driver;
+        modify::decide(claim, pv, driver, class, &now(), (hold.as_ref(), clock), copy)
     }
 
     /// ControllerModifyVolume, then the PV (first: a crash before the claim's patch repeats an

@@ -13,6 +13,7 @@ use super::{
     volume_capacity,
 };
 use crate::model::ClaimExt;
+use crate::model::copy::ClaimCopy;
 use crate::model::names::annotation;
 use crate::model::reason::Reason;
 
@@ -59,6 +60,9 @@ pub enum ResizeStep {
     CannotExpand { announce: Option<u64> },
     /// An attempt at this size failed and its retry is not due yet.
     Waiting,
+    /// The next step is a driver call with nothing to write first, and the copy is the store's:
+    /// read the claim from the API and decide again on that copy (`model::copy`).
+    ConfirmLive,
     /// Grow the volume to `bytes`. `start` is the T1 patch; None when the claim already
     /// records this attempt (a repeat after a retry or a restart), so no write is needed.
     /// `check_in_use`: the driver refused while the volume was in use; look at the pods first.
@@ -78,11 +82,11 @@ pub struct Expanded {
 }
 
 impl Resizer<'_> {
-    /// One pass over `claim`, bound to `pv`, at `now`; `timestamp` is `now` as conditions
-    /// record it.
+    /// One pass over `claim` (the `copy` it is), bound to `pv`, at `now`; `timestamp` is `now`
+    /// as conditions record it.
     pub fn decide(
         &self,
-        claim: &PersistentVolumeClaim,
+        (claim, copy): (&PersistentVolumeClaim, ClaimCopy),
         pv: &PersistentVolume,
         memory: &ResizeMemory,
         now: Instant,
@@ -112,6 +116,11 @@ impl Resizer<'_> {
                 let recorded = !restart
                     && claim.condition(RESIZING).is_some_and(|c| c.status == "True")
                     && annotation(&claim.metadata, ANN_NODE_EXPANSION_NOT_REQUIRED).is_none();
+                // Nothing to write, so no precondition proves this copy current: a copy older
+                // than our own last write would repeat a finished call.
+                if recorded && copy == ClaimCopy::Cached {
+                    return Resize { drop_pre_resize, step: ResizeStep::ConfirmLive };
+                }
                 ResizeStep::Expand {
                     bytes,
                     start: (!recorded).then(|| start(claim, bytes, restart, timestamp)),

@@ -16,6 +16,7 @@ use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 
 use crate::binder::claim::{ClaimStep, ClaimView};
 use crate::expand::{self, ResizeMemory, ResizeStep, Resizer};
+use crate::model::copy::ClaimCopy;
 use crate::model::{ClaimExt, ClaimPhase};
 use crate::modify::{self, ModifyStep};
 use crate::provision::claim::{self as provisioning, ClaimAction, ClaimContext};
@@ -218,7 +219,9 @@ fn bound_line(facts: &Facts<'_>) -> Line {
             next: "its PersistentVolume is not found; the binder looks again".into(),
         };
     };
-    let resize = facts.resizer.decide(claim, pv, &ResizeMemory::default(), facts.clock, facts.now);
+    let memory = ResizeMemory::default();
+    let resize =
+        facts.resizer.decide((claim, ClaimCopy::Live), pv, &memory, facts.clock, facts.now);
     let resize_error = claim.condition(expand::CONTROLLER_RESIZE_ERROR);
     let node_error = claim.condition(expand::NODE_RESIZE_ERROR);
     let resize_line = match (&resize.step, resize_error.or(node_error)) {
@@ -250,8 +253,15 @@ fn bound_line(facts: &Facts<'_>) -> Line {
         return line;
     }
     let driver = facts.provisioning.settings.driver.as_str();
-    let step =
-        modify::decide(claim, pv, driver, facts.attributes_class, facts.now, (None, facts.clock));
+    let step = modify::decide(
+        claim,
+        pv,
+        driver,
+        facts.attributes_class,
+        facts.now,
+        (None, facts.clock),
+        ClaimCopy::Live,
+    );
     let status = claim.modify_status().map(|s| s.status.clone()).unwrap_or_default();
     let error = claim.condition(modify::MODIFY_ERROR);
     match (&step, error) {
@@ -289,6 +299,7 @@ fn resize_next(step: &ResizeStep) -> String {
             "nothing: the driver cannot expand volumes (no EXPAND_VOLUME capability)".into()
         }
         ResizeStep::Waiting => "wait out the failed size's backoff, then try again".into(),
+        ResizeStep::ConfirmLive => "read the claim again, then decide".into(),
         ResizeStep::Expand { bytes, .. } => format!("ControllerExpandVolume to {bytes} bytes"),
     }
 }
@@ -305,6 +316,7 @@ fn modify_next(step: &ModifyStep) -> String {
             class.metadata.name.as_deref().unwrap_or_default()
         ),
         ModifyStep::WaitForRetry => "retry the failed modification when its backoff ends".into(),
+        ModifyStep::ConfirmLive => "read the claim again, then decide".into(),
     }
 }
 

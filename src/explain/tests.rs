@@ -4,7 +4,7 @@ use super::*;
 use crate::binder::VolumeIndex;
 use crate::expand::Expander;
 use crate::fixtures::{self, CLAIM_UID, DRIVER};
-use crate::provision::claim::ClaimCopy;
+use crate::model::copy::ClaimCopy;
 use crate::provision::plan::{Features, PlanFacts};
 
 const NOW: &str = "2026-01-01T00:00:00Z";

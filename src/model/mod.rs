@@ -8,6 +8,7 @@
 pub mod claim;
 pub mod class;
 pub mod compact;
+pub mod copy;
 pub mod freshness;
 pub mod hold;
 pub mod names;

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
 use crate::model::claim::conditions_with;
+use crate::model::copy::ClaimCopy;
 use crate::model::hold::{Hold, held};
 use crate::model::{ClaimExt, VolumeExt};
 
@@ -88,6 +89,8 @@ pub enum ModifyStep {
     },
     /// A failed attempt on this version of the claim waits for its retry (`model::hold`).
     WaitForRetry,
+    /// A modify decided on the store's copy: read the claim from the API and decide again.
+    ConfirmLive,
 }
 
 impl ModifyStep {
@@ -98,6 +101,7 @@ impl ModifyStep {
             ModifyStep::Missing { .. } => "modify-class-missing",
             ModifyStep::Modify { .. } => "modify",
             ModifyStep::WaitForRetry => "modify-wait-for-retry",
+            ModifyStep::ConfirmLive => "modify-confirm-live",
         }
     }
 }
@@ -125,7 +129,7 @@ fn uncertain(claim: &PersistentVolumeClaim) -> bool {
     }
 }
 
-/// One pass over a Bound claim of `driver`'s PV, held off while a failed attempt on this
+/// One pass over a Bound claim (the `copy` it is) of `driver`'s PV, held off while a failed attempt on this
 /// version of the claim waits for its retry (`hold` at `clock`). `class`: a
 /// VolumeAttributesClass by name, asked only when the step needs one.
 pub fn decide(
@@ -135,10 +139,18 @@ pub fn decide(
     class: impl Fn(&str) -> Option<VolumeAttributesClass>,
     now: &str,
     (hold, clock): (Option<&Hold>, std::time::Instant),
+    copy: ClaimCopy,
 ) -> ModifyStep {
     let step = next_step(claim, pv, driver, class, now);
     let retries = matches!(step, ModifyStep::Missing { .. } | ModifyStep::Modify { .. });
-    if retries && held(hold, claim, clock) { ModifyStep::WaitForRetry } else { step }
+    if retries && held(hold, claim, clock) {
+        ModifyStep::WaitForRetry
+    } else if matches!(step, ModifyStep::Modify { .. }) && copy == ClaimCopy::Cached {
+        // A call must rest on the claim as it is now (`model::copy`).
+        ModifyStep::ConfirmLive
+    } else {
+        step
+    }
 }
 
 /// The step, whatever the hold of a failed attempt.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::fixtures;
+use crate::model::copy::ClaimCopy;
 use serde_json::json;
 
 /// Claim `team/data` bound to `pv-1` and resizing, asking for class `spec_class` while its
@@ -51,7 +52,9 @@ fn outcome(step: &ModifyStep) -> (&'static str, String, bool) {
         }
         ModifyStep::Missing { target, patch } => (step.name(), target.clone(), patch.is_some()),
         ModifyStep::RolledBack { patch } => (step.name(), String::new(), patch.is_some()),
-        ModifyStep::None | ModifyStep::WaitForRetry => (step.name(), String::new(), false),
+        ModifyStep::None | ModifyStep::WaitForRetry | ModifyStep::ConfirmLive => {
+            (step.name(), String::new(), false)
+        }
     }
 }
 
@@ -115,16 +118,23 @@ fn the_modify_controllers_table() {
         ),
     ];
     for (case, c, (name, target, marks)) in table {
-        let step = decide(&c, &ours, "d.csi", lookup, "2026-01-01T00:00:00Z", no_hold());
+        let step =
+            decide(&c, &ours, "d.csi", lookup, "2026-01-01T00:00:00Z", no_hold(), ClaimCopy::Live);
         let (got, got_target, got_marks) = outcome(&step);
         assert_eq!((got, got_target.as_str(), got_marks), (name, target, marks), "{case}");
     }
     // Another driver's volume, or a claim not Bound, is not ours to modify.
     let wanting = claim(Some("fast"), Some("gold"), json!({}));
-    assert_eq!(decide(&wanting, &pv("x.csi"), "d.csi", lookup, "", no_hold()), ModifyStep::None);
+    assert_eq!(
+        decide(&wanting, &pv("x.csi"), "d.csi", lookup, "", no_hold(), ClaimCopy::Live),
+        ModifyStep::None
+    );
     let mut pending = wanting.clone();
     pending.status.as_mut().unwrap().phase = Some("Pending".into());
-    assert_eq!(decide(&pending, &ours, "d.csi", lookup, "", no_hold()), ModifyStep::None);
+    assert_eq!(
+        decide(&pending, &ours, "d.csi", lookup, "", no_hold(), ClaimCopy::Live),
+        ModifyStep::None
+    );
 }
 
 #[test]
@@ -133,7 +143,7 @@ fn the_patches_say_where_the_change_stands() {
     let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
     let c = claim(Some("fast"), Some("gold"), json!({}));
     let ModifyStep::Modify { start: Some(start), .. } =
-        decide(&c, &pv("d.csi"), "d.csi", lookup, "t0", no_hold())
+        decide(&c, &pv("d.csi"), "d.csi", lookup, "t0", no_hold(), ClaimCopy::Live)
     else {
         panic!("expected a marked modify");
     };
@@ -242,7 +252,33 @@ fn a_failed_attempt_holds_its_version_until_the_retry() {
         ("the retry is due", &c, later, "modify"),
         ("the claim changed", &changed, t0, "modify"),
     ] {
-        let step = decide(claim, &pv("d.csi"), "d.csi", lookup, "t0", (Some(&hold), clock));
+        let step = decide(
+            claim,
+            &pv("d.csi"),
+            "d.csi",
+            lookup,
+            "t0",
+            (Some(&hold), clock),
+            ClaimCopy::Live,
+        );
+        assert_eq!(step.name(), want, "{case}");
+    }
+}
+
+/// A modify decided on the store's copy reads the claim live first; the other steps need not.
+#[test]
+fn a_modify_on_the_store_copy_confirms_it_live_first() {
+    let classes = [vac("fast")];
+    let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
+    let wanting = claim(Some("fast"), Some("gold"), json!({}));
+    let missing = claim(Some("ghost"), Some("gold"), json!({}));
+    // (case, claim, copy, step)
+    for (case, claim, copy, want) in [
+        ("store copy", &wanting, ClaimCopy::Cached, "modify-confirm-live"),
+        ("live copy", &wanting, ClaimCopy::Live, "modify"),
+        ("store copy, class missing", &missing, ClaimCopy::Cached, "modify-class-missing"),
+    ] {
+        let step = decide(claim, &pv("d.csi"), "d.csi", lookup, "t0", no_hold(), copy);
         assert_eq!(step.name(), want, "{case}");
     }
 }

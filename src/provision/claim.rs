@@ -25,6 +25,7 @@ use super::plan::PlanFacts;
 use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
+use crate::model::copy::ClaimCopy;
 use crate::model::hold::{Hold, held};
 use crate::model::names::*;
 use crate::model::{ClaimExt, ClassExt, VolumeExt};
@@ -52,25 +53,6 @@ pub struct ClaimContext<'a> {
     /// The hold of the claim's last failed attempt, if any, and the time now.
     pub hold: Option<&'a Hold>,
     pub now: std::time::Instant,
-}
-
-/// Where a pass's copy of the claim comes from. A CreateVolume (or its undo) goes only on a
-/// copy the API gave in this pass: the store's may lag behind a deletion or a binding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimCopy {
-    /// The watch store's.
-    Cached,
-    /// Read from the API, or answered by our own write, in this pass.
-    Live,
-    /// The API no longer has the claim (an intent journal entry's): decided as being deleted.
-    Gone,
-}
-
-impl ClaimCopy {
-    /// The claim is on its way out: being deleted, or already gone from the API.
-    pub fn deleting(self, claim: &PersistentVolumeClaim) -> bool {
-        claim.metadata.deletion_timestamp.is_some() || self == ClaimCopy::Gone
-    }
 }
 
 #[derive(Debug, Clone)]

@@ -7,7 +7,8 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field, info, info_span, warn};
 
 use crate::controller::{Controller, SyncError};
-use crate::provision::claim::{ClaimAction, ClaimCopy};
+use crate::model::copy::ClaimCopy;
+use crate::provision::claim::ClaimAction;
 
 impl Controller {
     /// Journal entries whose claim is gone: the claim may have left a volume in the driver

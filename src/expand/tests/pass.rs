@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::model::copy::ClaimCopy;
 use crate::model::reason::Reason;
 
 fn resizer(expander: Expander) -> Resizer<'static> {
@@ -22,13 +23,13 @@ fn at(seconds: u64) -> Instant {
 }
 
 fn step(c: &PersistentVolumeClaim, p: &PersistentVolume, expander: Expander) -> ResizeStep {
-    resizer(expander).decide(c, p, &ResizeMemory::default(), at(0), NOW).step
+    resizer(expander).decide((c, ClaimCopy::Live), p, &ResizeMemory::default(), at(0), NOW).step
 }
 
 #[test]
 fn decide_leaves_claims_of_other_drivers_and_satisfied_claims_alone() {
     let other = Resizer { driver: "x", ..resizer(Expander::Controller) }.decide(
-        &claim(json!({})),
+        (&claim(json!({})), ClaimCopy::Live),
         &pv(json!({})),
         &ResizeMemory::default(),
         at(0),
@@ -68,6 +69,15 @@ fn decide_repeats_a_recorded_attempt_without_writing() {
         step(&recorded, &pv(json!({})), Expander::Controller),
         ResizeStep::Expand { bytes: 4 * GI, start: None, check_in_use: false }
     );
+    // Nothing to write proves the store's copy current: read it live first, then the call.
+    let cached = resizer(Expander::Controller).decide(
+        (&recorded, ClaimCopy::Cached),
+        &pv(json!({})),
+        &ResizeMemory::default(),
+        at(0),
+        NOW,
+    );
+    assert_eq!(cached.step, ResizeStep::ConfirmLive);
     // Without the Resizing condition the attempt is written again.
     let bare = unannotated(json!({
         "status": {"allocatedResources": {"storage": "4Gi"},
@@ -103,7 +113,13 @@ fn decide_node_only_driver_with_node_infeasible_sends_the_request() {
 fn decide_drops_pre_resize_capacity_alongside() {
     let c = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
     let p = pv(json!({"metadata": {"annotations": {ANN_PRE_RESIZE_CAPACITY: "1Gi"}}}));
-    let r = resizer(Expander::Controller).decide(&c, &p, &ResizeMemory::default(), at(0), NOW);
+    let r = resizer(Expander::Controller).decide(
+        (&c, ClaimCopy::Live),
+        &p,
+        &ResizeMemory::default(),
+        at(0),
+        NOW,
+    );
     assert_eq!(r.step, ResizeStep::None);
     assert!(r.drop_pre_resize.is_some());
 }
@@ -135,7 +151,9 @@ fn decide_with_memory_and_time() {
         ),
     ];
     for (row, memory, now, want) in rows {
-        let got = resizer(Expander::Controller).decide(&c, &p, &memory, at(now), NOW).step;
+        let got = resizer(Expander::Controller)
+            .decide((&c, ClaimCopy::Live), &p, &memory, at(now), NOW)
+            .step;
         let got = match got {
             ResizeStep::Expand { bytes, check_in_use, .. } => {
                 ResizeStep::Expand { bytes, start: None, check_in_use }
@@ -148,7 +166,7 @@ fn decide_with_memory_and_time() {
     let memory = ResizeMemory { in_use: true, ..ResizeMemory::default() };
     let plain = Resizer { handle_in_use: false, ..resizer(Expander::Controller) };
     assert!(matches!(
-        plain.decide(&c, &p, &memory, at(0), NOW).step,
+        plain.decide((&c, ClaimCopy::Live), &p, &memory, at(0), NOW).step,
         ResizeStep::Expand { check_in_use: false, .. }
     ));
 }
@@ -157,7 +175,13 @@ fn decide_with_memory_and_time() {
 fn a_driver_that_cannot_expand_says_so_once_per_size() {
     let cannot = Resizer { expander: None, ..resizer(Expander::Controller) };
     let (c, p) = (claim(json!({})), pv(json!({})));
-    let announce = |memory: &ResizeMemory| match cannot.decide(&c, &p, memory, at(0), NOW) {
+    let announce = |memory: &ResizeMemory| match cannot.decide(
+        (&c, ClaimCopy::Live),
+        &p,
+        memory,
+        at(0),
+        NOW,
+    ) {
         Resize { drop_pre_resize: None, step: ResizeStep::CannotExpand { announce } } => announce,
         other => panic!("{other:?}"),
     };
@@ -168,7 +192,7 @@ fn a_driver_that_cannot_expand_says_so_once_per_size() {
     assert_eq!(announce(&older), Some(4 * GI));
     let satisfied = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
     assert_eq!(
-        cannot.decide(&satisfied, &p, &ResizeMemory::default(), at(0), NOW).step,
+        cannot.decide((&satisfied, ClaimCopy::Live), &p, &ResizeMemory::default(), at(0), NOW).step,
         ResizeStep::CannotExpand { announce: None }
     );
     assert!(cannot.cannot_expand_note().contains("CSI driver d cannot expand"));

@@ -385,7 +385,7 @@ fn the_claim_decision_protects_before_the_intent_and_releases_on_the_way_out() {
             binds: true,
             journaled: false,
             binder_takes_ours: false,
-            copy: crate::provision::claim::ClaimCopy::Live,
+            copy: crate::model::copy::ClaimCopy::Live,
             hold: None,
             now: std::time::Instant::now(),
         };

@@ -55,7 +55,7 @@ fn check_beside(s: &Settings, table: Vec<Row<'_>>, binds: bool, journaled: bool,
             binds,
             journaled,
             binder_takes_ours: takes,
-            copy: crate::provision::claim::ClaimCopy::Live,
+            copy: crate::model::copy::ClaimCopy::Live,
             hold: None,
             now: std::time::Instant::now(),
         };

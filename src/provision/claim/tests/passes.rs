@@ -130,7 +130,7 @@ fn a_clone_protects_its_source_after_the_intent_and_before_create_volume() {
             binds: true,
             journaled: false,
             binder_takes_ours: false,
-            copy: crate::provision::claim::ClaimCopy::Live,
+            copy: crate::model::copy::ClaimCopy::Live,
             hold: None,
             now: std::time::Instant::now(),
         };
