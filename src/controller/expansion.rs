@@ -225,11 +225,9 @@ impl Controller {
         note: String,
         slow: bool,
     ) -> Outcome {
-        let delay = if slow {
-            self.intake.claims.retry_slowly(key.clone())
-        } else {
-            self.intake.claims.retry(key.clone())
-        };
+        // The claims' backoff rule; held on the size asked rather than the claim's version,
+        // which our own status writes change (as csi-resizer holds it).
+        let delay = self.retry_delay(key, slow);
         memory.wait = Some((asked, due_at(delay).into_std()));
         self.memory.claims.update_claim(key, claim, |m| m.resize = memory);
         warn!(retry_in = ?delay, "resize failed: {note}");

@@ -185,14 +185,20 @@ impl Controller {
     /// Schedules the retry of a failed driver call and holds watch-driven passes off till then.
     /// `slow`: the failure is infeasible; wait the longest backoff delay at once.
     fn back_off(&self, key: &ClaimKey, claim: &PersistentVolumeClaim, slow: bool) -> Duration {
-        let delay = if slow {
-            self.intake.claims.retry_slowly(key.clone())
-        } else {
-            self.intake.claims.retry(key.clone())
-        };
+        let delay = self.retry_delay(key, slow);
         let until = (claim.resource_version().unwrap_or_default(), due_at(delay));
         self.memory.claims.update_claim(key, claim, |m| m.not_before = Some(until));
         delay
+    }
+
+    /// The one backoff rule of every claim pass: the key's next retry, exponential from
+    /// `--retry-interval-start`; `slow` (an infeasible answer, which only the user can change)
+    /// waits the longest delay at once.
+    fn retry_delay(&self, key: &ClaimKey, slow: bool) -> Duration {
+        match slow {
+            true => self.intake.claims.retry_slowly(key.clone()),
+            false => self.intake.claims.retry(key.clone()),
+        }
     }
 
     fn clear_backoff(&self, key: &ClaimKey) {
