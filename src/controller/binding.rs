@@ -18,7 +18,7 @@ use crate::binder::index::is_available;
 use crate::model::reason::Reason;
 use crate::model::{ClaimExt, ClaimPhase};
 use crate::provision::claim::{
-    Handover, awaits_consumer, awaits_handover, handover, handover_missing_note,
+    Handover, awaits_consumer, awaits_handover, handover, handover_missing_note, ours_to_provision,
 };
 use crate::provision::waiting::{Cause, Wait};
 
@@ -107,7 +107,9 @@ impl Controller {
                 // The watch brings the changed claim back.
                 done(Outcome::Done)
             }
-            ClaimStep::Provision { provisioner } if provisioner == self.settings.driver => {
+            ClaimStep::Provision { .. }
+                if ours_to_provision(claim, class.as_deref(), &self.settings.driver) =>
+            {
                 Ok(Stage::Provision)
             }
             ClaimStep::Provision { provisioner } => {

@@ -143,7 +143,7 @@ fn next_step(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimActi
     let volume_name = ctx.settings.naming.for_claim(claim);
     let bound_to = claim.named_volume();
     let claim_uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    if !is_ours(claim, ctx) {
+    if !ours_to_provision(claim, ctx.class, &ctx.settings.driver) {
         return ClaimAction::None;
     }
     let our_pv = ctx.volume.filter(|pv| {
@@ -253,12 +253,20 @@ pub fn completes_binding(
         && claim.metadata.deletion_timestamp.is_none()
 }
 
-/// The claim belongs to this driver: its class names the driver, or, with the class gone, the
-/// provisioner annotation does. Other drivers' claims are never touched, intent or not.
-fn is_ours(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> bool {
-    match ctx.class {
-        Some(class) => class.provisioner == ctx.settings.driver,
-        None => claim.handed_to(&ctx.settings.driver),
+/// Whether `driver` makes the claim's volume. Which claims a pass looks at at all is
+/// `binder::Scope::has_claim` (a claim of the driver's class, handed to it, carrying our intent
+/// or naming its PV; with `--binder=all`, every claim); this adds what provisioning needs: the
+/// claim's class names the driver, or, with the class gone, the hand-over annotation does.
+/// Other drivers' claims are never provisioned, intent or not. The binder's pass asks the same
+/// before it hands a claim to provisioning.
+pub fn ours_to_provision(
+    claim: &PersistentVolumeClaim,
+    class: Option<&StorageClass>,
+    driver: &str,
+) -> bool {
+    match class {
+        Some(class) => class.provisioner == driver,
+        None => claim.handed_to(driver),
     }
 }
 

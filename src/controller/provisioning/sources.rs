@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
@@ -14,7 +14,6 @@ use crate::controller::Part;
 use crate::controller::reference;
 use crate::controller::{ClaimKey, Controller, Outcome, SyncError};
 use crate::model::ClaimExt;
-use crate::model::names::*;
 use crate::model::reason::Reason;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source::{self, Source};
@@ -92,39 +91,6 @@ impl Controller {
             self.patch_claim(Part::Object, &cached, patch, "protect the clone source").await?;
         info!(source = %format!("{namespace}/{name}"), "clone source protected until the copy is made");
         Ok(Arc::new(updated))
-    }
-
-    /// A claim on its way out that holds clones back: its finalizer goes once no claim of its
-    /// namespace that clones it may have a CreateVolume in flight. The clones are listed live:
-    /// one just given our intent may not be in the store yet.
-    pub(in crate::controller) async fn release_clone_source(
-        &self,
-        claim: &PersistentVolumeClaim,
-    ) -> Result<(), SyncError> {
-        if !source::protection_pending(claim) {
-            return Ok(());
-        }
-        let clones = self
-            .cluster
-            .claims
-            .list(claim.namespace().as_deref(), &ListParams::default())
-            .await
-            .map_err(|e| SyncError::api("list the claims that may clone this one", e))?;
-        let in_flight = |c: &PersistentVolumeClaim| c.has_intent() || self.journaled(c);
-        if !source::release_clone_protection(claim, &clones, in_flight) {
-            return Ok(());
-        }
-        let updated = crate::controller::drop_finalizer(
-            &*self.cluster.claims,
-            claim,
-            FINALIZER_CLONING_PROTECTION,
-        )
-        .await?;
-        if let Some(updated) = updated {
-            self.wrote_claim(&updated);
-        }
-        info!("no clone of this claim is in flight: clone protection removed");
-        Ok(())
     }
 
     /// A data source for a volume populator: said once per claim when the cluster serves its
