@@ -324,3 +324,26 @@ fn use_trees_expand_into_whole_paths() {
         code_of("let q = '\"'; let s = \"tokio::spawn\"; let r = r#\"a \" kube::Client\"#; x::y");
     assert_eq!(paths_of(&code).into_iter().map(|(_, p)| p).collect::<Vec<_>>(), ["x::y"]);
 }
+
+/// docs/layout.md names only files that exist, and every loose file at the root of src/.
+#[test]
+fn the_layout_document_names_what_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/layout.md")).unwrap_or_default();
+    let named: Vec<&str> =
+        doc.split('`').skip(1).step_by(2).filter(|t| t.starts_with("src/")).collect();
+    assert!(named.len() > 20, "docs/layout.md was not read: {named:?}");
+    let missing: Vec<&&str> = named.iter().filter(|p| !root.join(p).exists()).collect();
+    assert!(missing.is_empty(), "docs/layout.md names what does not exist: {missing:?}");
+    let loose: Vec<String> = std::fs::read_dir(src())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| format!("src/{}", e.file_name().to_string_lossy()))
+        .collect();
+    assert!(loose.len() <= 5, "more than lib.rs, main.rs and three loose files: {loose:?}");
+    for file in &loose {
+        assert!(named.contains(&file.as_str()), "{file} is not named in docs/layout.md");
+    }
+}
