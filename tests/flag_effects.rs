@@ -18,7 +18,6 @@ use tonic::Code;
 use support::cluster::{World, eventually};
 use support::csi_relay::Fault;
 use support::relayed::{Beside, Relayed};
-use support::sidecar::Sidecar;
 
 const LIMIT: Duration = Duration::from_secs(90);
 /// How long the relay holds each answer, so that calls overlap when they may.
@@ -30,13 +29,10 @@ async fn all_bound(world: &World<Relayed>, names: &[String]) {
     }
 }
 
-/// Starts the world's sidecar again with its flags and `extra`, with `env`.
+/// Starts the world's sidecar again with its flags and `extra`, with `env`, and waits until
+/// it is ready.
 async fn restart(world: &mut World<Relayed>, extra: &[&str], env: &[(&str, &str)]) {
-    let _ = world.sidecar.child.start_kill();
-    let _ = world.sidecar.child.wait().await;
-    let mut args = world.args.clone();
-    args.extend(extra.iter().map(|a| a.to_string()));
-    world.sidecar = Sidecar::start_with_env(world.dir.path(), &args, env);
+    world.restart_with(extra, env).await;
     assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
 }
 

@@ -154,15 +154,6 @@ fn listing_driver() -> DriverConfig {
     DriverConfig { list_volumes: true, ids_carry_names: true, ..DriverConfig::default() }
 }
 
-/// Kills the sidecar and starts it with the world's flags plus `extra`, and `env`.
-async fn restart(world: &mut World<FakeDriver>, extra: &[&str], env: &[(&str, &str)]) {
-    let _ = world.sidecar.child.start_kill();
-    let _ = world.sidecar.child.wait().await;
-    let mut args = world.args.clone();
-    args.extend(extra.iter().map(|a| a.to_string()));
-    world.sidecar = Sidecar::start_with_env(world.dir.path(), &args, env);
-}
-
 /// A driver whose IDs carry names: an orphan made as it happens (CreateVolume answered, the
 /// process killed before the PV, the claim deleted while it was down, the intent journal lost)
 /// is named by the dry run, deleted with the flag only after the grace, and alone: the volume in
@@ -187,7 +178,7 @@ async fn fake_orphan_deleted_only_with_the_flag_after_the_grace() {
     world.driver.add_volume("vendor-disk-7", "someone else's", 1 << 30);
     assert!(world.driver.remove_volume(&format!("fake/{vanish}")));
 
-    restart(&mut world, &[], &[(ENV, point::AFTER_CREATE)]).await;
+    world.restart_with(&[], &[(ENV, point::AFTER_CREATE)]).await;
     let dropped = world.create_claim("dropped", "std", "1Gi", json!({})).await;
     let orphan = format!("fake/pvc-{}", dropped.metadata.uid.clone().unwrap());
     let exited = tokio::time::timeout(LIMIT, world.sidecar.child.wait()).await;
@@ -203,7 +194,7 @@ async fn fake_orphan_deleted_only_with_the_flag_after_the_grace() {
     assert!(claim_gone.is_some(), "claim dropped still there");
 
     // The dry run names it once the grace has passed, and deletes nothing.
-    restart(&mut world, &[], &[]).await;
+    world.restart_with(&[], &[]).await;
     let named = eventually(LIMIT, || async {
         let log = world.sidecar.log_text();
         log.lines().any(|l| l.contains("would delete") && l.contains(&orphan)).then_some(())
@@ -225,7 +216,7 @@ async fn fake_orphan_deleted_only_with_the_flag_after_the_grace() {
 
     // With the flag: a new process remembers nothing, so the grace runs again from its first pass.
     let started = Instant::now();
-    restart(&mut world, &["--reconcile-delete-orphans"], &[]).await;
+    world.restart_with(&["--reconcile-delete-orphans"], &[]).await;
     let deleted = eventually(LIMIT, || async {
         world.driver.volumes().iter().all(|v| v.id != orphan).then_some(started.elapsed())
     })

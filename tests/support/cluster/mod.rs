@@ -208,6 +208,16 @@ impl<D> World<D> {
         open
     }
 
+    /// Stops the sidecar and starts it again with the world's flags plus `extra`, and `env`
+    /// (not waiting for readiness).
+    pub async fn restart_with(&mut self, extra: &[&str], env: &[(&str, &str)]) {
+        let _ = self.sidecar.child.start_kill();
+        let _ = self.sidecar.child.wait().await;
+        let mut args = self.args.clone();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        self.sidecar = Sidecar::start_with_env(self.dir.path(), &args, env);
+    }
+
     /// kill -9, then start again with the same flags (not waiting for readiness).
     pub fn kill_and_restart(&mut self) {
         let _ = self.sidecar.child.start_kill();

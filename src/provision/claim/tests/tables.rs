@@ -283,3 +283,47 @@ fn the_binding_says_whether_the_intent_goes_with_it() {
         assert_eq!(got, want, "{case}: {:?}", decide(&c, &ctx).name());
     }
 }
+
+/// A failed attempt holds its claim version until the retry: the steps that retry it (a
+/// refusal, CreateVolume, its undo) wait; the store's copy is still confirmed live first (the
+/// live copy may be a newer version, which the hold does not cover); the others go on.
+#[test]
+fn a_failed_attempt_waits_for_its_retry_on_the_same_version() {
+    let s = settings();
+    let ours = class(DRIVER, json!({}));
+    let bad = class(DRIVER, json!({"parameters": {"csi.storage.k8s.io/nope": "x"}}));
+    let our_pv = pv(DRIVER, UID);
+    let t0 = crate::fixtures::instant();
+    let intent = json!({"metadata": {"finalizers": [INTENT], "resourceVersion": "7"}});
+    let deleting = json!({"metadata": {"finalizers": [INTENT], "resourceVersion": "7", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+    let fresh = json!({"metadata": {"resourceVersion": "7"}});
+    let later = json!({"metadata": {"finalizers": [INTENT], "resourceVersion": "8"}});
+    let hold = Hold { version: "7".into(), until: t0 + std::time::Duration::from_secs(5) };
+    // (case, claim patch, class, PV, copy, seconds after the failure, action)
+    let rows = [
+        ("provision, held", intent.clone(), &ours, None, ClaimCopy::Live, 0, "wait-for-retry"),
+        ("provision, retry due", intent.clone(), &ours, None, ClaimCopy::Live, 6, "provision"),
+        ("provision, newer version", later, &ours, None, ClaimCopy::Live, 0, "provision"),
+        ("store copy", intent.clone(), &ours, None, ClaimCopy::Cached, 0, "confirm-live"),
+        ("undo, held", deleting, &ours, None, ClaimCopy::Live, 0, "wait-for-retry"),
+        ("refusal, held", fresh, &bad, None, ClaimCopy::Live, 0, "wait-for-retry"),
+        ("PV recorded: bind", intent, &ours, Some(&our_pv), ClaimCopy::Live, 0, "bind"),
+    ];
+    for (case, patch, class, volume, copy, after, want) in rows {
+        let c = claim(patch);
+        let ctx = ClaimContext {
+            settings: &s,
+            features: Features::default(),
+            class: Some(class),
+            volume,
+            facts: PlanFacts::default(),
+            binds: true,
+            journaled: false,
+            binder_takes_ours: false,
+            copy,
+            hold: Some(&hold),
+            now: t0 + std::time::Duration::from_secs(after),
+        };
+        assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+    }
+}
