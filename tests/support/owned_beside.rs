@@ -39,7 +39,8 @@ impl OwnedBeside {
         let args = [
             format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
             format!("--csi-address={}", hostpath.endpoint()),
-            INTENT_JOURNAL.to_string(),
+            // The journal in this test's folder, as `World` places it.
+            INTENT_JOURNAL.replace("{dir}", &dir.path().display().to_string()),
         ];
         let mut sidecar = Sidecar::start(dir.path(), &args);
         assert!(sidecar.wait_ready(Duration::from_secs(60)).await, "{}", sidecar.log_text());
