@@ -4,6 +4,7 @@
 
 use kube::ResourceExt;
 
+use super::is_status;
 use super::objects::{Objects, Part};
 
 /// Replaces the finalizers of `object`, preconditioned on the version it was read at. Returns
@@ -42,11 +43,6 @@ where
         "metadata": {"$deleteFromPrimitiveList/finalizers": [finalizer]}
     }));
     patch_unless_gone(objects, object, &patch).await
-}
-
-/// Whether the API answered `error` with HTTP status `code`.
-pub fn is_status(error: &kube::Error, code: u16) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == code)
 }
 
 async fn patch_unless_gone<K>(

@@ -1,6 +1,7 @@
 //! The Kubernetes side: the clients (rate-limited, their writes fenced), the watched stores and
-//! how they hold claims and PVs, and the object access the executor goes through. Writes and
-//! events themselves are the executor's (`controller::writes`, `controller::events`).
+//! how they hold claims and PVs, the object access the executor goes through, and finalizer
+//! writes on any kind. The claim and PV patches are the executor's (`controller::writes`);
+//! Events are `runtime::events`.
 
 pub mod client;
 pub mod finalizers;
@@ -13,6 +14,11 @@ pub mod stores;
 
 pub use stores::Stores;
 
+/// Whether the API answered `error` with HTTP status `code`.
+pub fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
 /// Whether the API serves `kind` in `group_version` (discovery); a group version the API does
 /// not know (404) serves nothing.
 pub async fn serves(
@@ -22,7 +28,7 @@ pub async fn serves(
 ) -> Result<bool, kube::Error> {
     match client.list_api_group_resources(group_version).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.kind == kind)),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) if is_status(&e, 404) => Ok(false),
         Err(e) => Err(e),
     }
 }

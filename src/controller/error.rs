@@ -116,7 +116,7 @@ pub fn refused(error: &kube::Error) -> bool {
 }
 
 /// The API answered with this HTTP status.
-pub use crate::cluster::finalizers::is_status;
+pub use crate::cluster::is_status;
 
 #[cfg(test)]
 mod tests {
