@@ -130,14 +130,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
     health.watch(stores.watches.clone());
     let parts = (&fence, &csi, &stores, &driver);
     let publisher = startup::publisher(&config, parts, &intake).await?;
+    let identity = config::provisioner_identity(&driver.name);
     let parts = (&csi, &stores, &clients, &driver);
-    let reconciler = startup::reconciler(&config, parts, journal.clone());
-    let controller =
-        startup::controller(&config, (&driver, stores, clients), &csi, intake, journal);
+    let reconciler = startup::reconciler(&config, parts, (&identity, journal.clone()));
+    let parts = (&driver, stores, clients);
+    let controller = startup::controller(&config, parts, &csi, intake, (&identity, journal));
     // Ready means the caches are warm: a standby is ready to take over at once.
     health.set_ready(true);
     info!(driver = %driver.name, "ready: driver probed and caches synced");
-    let Some(mut leadership) = startup::lead(&config, &driver, (&fence, &health), &stop).await?
+    let startup::Led::Acting(mut leadership) =
+        startup::lead(&config, &driver, (&fence, &health), &stop).await?
     else {
         return Ok(());
     };

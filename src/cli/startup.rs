@@ -13,7 +13,7 @@ use tracing::{error, info, warn};
 use csi_pv_controller::capacity::publisher::Publisher;
 use csi_pv_controller::cluster::client::ApiClients;
 use csi_pv_controller::cluster::{self, Stores};
-use csi_pv_controller::config::{self, Config};
+use csi_pv_controller::config::Config;
 use csi_pv_controller::controller::{Controller, Intake, Options, Switches};
 use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
 use csi_pv_controller::inventory::reconciler::Reconciler;
@@ -179,20 +179,20 @@ async fn attributes_classes(config: &Config, driver: &DriverInfo, clients: &ApiC
     served
 }
 
-/// The controller, with the switches the flags set.
+/// The controller, with the switches the flags set. `identity`: this process's provisioner
+/// identity (`config::provisioner_identity`), one for all its Events.
 pub fn controller(
     config: &Config,
     (driver, stores, clients): (&DriverInfo, Stores, ApiClients),
     csi: &CsiClient,
     intake: Intake,
-    journal: Option<Arc<Journal>>,
+    (identity, journal): (&str, Option<Arc<Journal>>),
 ) -> Arc<Controller> {
-    let settings = config.settings(&driver.name, config::provisioner_identity(&driver.name));
+    let settings = config.settings(&driver.name, identity.to_string());
     let switches = Switches {
         binder: config.binder(),
         handle_volume_inuse_error: config.handle_volume_inuse_error,
-        annotate_fs_resize: config.feature_gates.annotate_fs_resize,
-        attributes_classes_off: config.feature_gates.attributes_classes_off,
+        gates: config.feature_gates.clone(),
         // Four periodic passes (a minute by default): the binder hands a claim over at once.
         handover_grace: config.pvclaimbinder_sync_period * 4,
         journal,
@@ -226,11 +226,12 @@ pub async fn publisher(
     Ok(Some(Publisher::from_config(config, fence, csi, stores, driver, nudge).await?))
 }
 
-/// The volume reconciler, when --reconcile-period asks for one and the driver lists volumes.
+/// The volume reconciler, when --reconcile-period asks for one and the driver lists volumes;
+/// its Events carry the controller's `identity`.
 pub fn reconciler(
     config: &Config,
     (csi, stores, clients, driver): (&CsiClient, &Stores, &ApiClients, &DriverInfo),
-    journal: Option<Arc<Journal>>,
+    (identity, journal): (&str, Option<Arc<Journal>>),
 ) -> Option<Reconciler> {
     use csi_pv_controller::inventory::reconciler::Options;
     if config.reconcile_period.is_zero() {
@@ -243,12 +244,11 @@ pub fn reconciler(
         return None;
     }
     info!(period = ?config.reconcile_period, delete_orphans = config.reconcile_delete_orphans, grace = ?config.reconcile_grace, "volume reconciler on");
-    let identity = config::provisioner_identity(&driver.name);
     Some(Reconciler {
         csi: csi.clone(),
         stores: stores.clone(),
         objects: cluster::objects::Cluster::kube(clients.state.clone(), clients.state.clone()),
-        events: Events::new(clients.events.clone(), &driver.name, &identity),
+        events: Events::new(clients.events.clone(), &driver.name, identity),
         driver: driver.name.clone(),
         naming: config.volume_naming(),
         journal,
@@ -288,16 +288,24 @@ fn binder_alarm(
     }))
 }
 
-/// With `--leader-election`: campaigns until this process leads (Some) or the stop comes
-/// first (None, the campaign resigned). Without it: leads at once.
+/// How the campaign for leadership ended.
+pub enum Led {
+    /// This process acts: with the Leadership it holds (None without `--leader-election`).
+    Acting(Option<Leadership>),
+    /// The stop came first; the campaign resigned.
+    Stopped,
+}
+
+/// With `--leader-election`: campaigns until this process leads or the stop comes first.
+/// Without it: acts at once.
 pub async fn lead(
     config: &Config,
     driver: &DriverInfo,
     (fence, health): (&Fence, &Arc<Health>),
     stop: &Stop,
-) -> anyhow::Result<Option<Option<Leadership>>> {
+) -> anyhow::Result<Led> {
     if !config.leader_election {
-        return Ok(Some(None));
+        return Ok(Led::Acting(None));
     }
     let kubeconfig = config.kubeconfig.as_deref();
     let lease_client =
@@ -315,12 +323,12 @@ pub async fn lead(
         won = leadership.won() => anyhow::ensure!(won, "leader election stopped"),
         _ = stop.stopped() => {
             leadership.resign().await;
-            return Ok(None);
+            return Ok(Led::Stopped);
         }
     }
     info!("became leader");
     health.lead(fence.clone());
-    Ok(Some(Some(leadership)))
+    Ok(Led::Acting(Some(leadership)))
 }
 
 /// Until the stop, or the Lease lapses: then, as the Go sidecars, exit at once (another replica

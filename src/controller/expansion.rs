@@ -32,7 +32,7 @@ impl Controller {
             driver: &self.settings.driver,
             expander: self.expander,
             handle_in_use: self.switches.handle_volume_inuse_error,
-            annotate_fs_resize: self.switches.annotate_fs_resize,
+            annotate_fs_resize: self.switches.gates.annotate_fs_resize,
         }
     }
 

@@ -93,12 +93,7 @@ impl Controller {
         intake: Intake,
         switches: Switches,
     ) -> Arc<Self> {
-        // `driver` is gated already (`DriverInfo::gated`); the attributes gate is a switch.
-        let gates = crate::config::feature_gates::FeatureGates {
-            attributes_classes_off: switches.attributes_classes_off,
-            ..Default::default()
-        };
-        let features = driver.features(&gates);
+        let features = driver.features(&switches.gates);
         // Classes are only known where the cluster serves them (the store exists).
         let features =
             Features { modify: features.modify && stores.attributes_classes.is_some(), ..features };

@@ -55,10 +55,9 @@ pub struct Switches {
     pub binder: crate::binder::Binder,
     /// `--handle-volume-inuse-error`.
     pub handle_volume_inuse_error: bool,
-    /// `--feature-gates=AnnotateFsResize=true`.
-    pub annotate_fs_resize: bool,
-    /// `--feature-gates=VolumeAttributesClass=false`.
-    pub attributes_classes_off: bool,
+    /// `--feature-gates`: `AnnotateFsResize` for the resize, and the GA gates switched off for
+    /// what a plan may contain.
+    pub gates: crate::config::feature_gates::FeatureGates,
     /// With `--binder=external`: how long an unbound claim of ours may wait for the cluster's
     /// binder to hand it over before we say the binder seems missing.
     pub handover_grace: Duration,

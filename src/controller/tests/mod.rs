@@ -116,8 +116,7 @@ impl Bench {
         let mut switches = Switches {
             binder: Binder::Driver,
             handle_volume_inuse_error: true,
-            annotate_fs_resize: false,
-            attributes_classes_off: false,
+            gates: Default::default(),
             handover_grace: Duration::from_secs(60),
             journal: None,
             expansion_workers: 1,
