@@ -13,6 +13,7 @@
 mod support;
 
 mod driver;
+mod font;
 mod kcm_requests;
 mod measure;
 mod palette;
@@ -182,7 +183,7 @@ fn main() -> ExitCode {
         eprintln!("{}: no such file (build with `cargo build --release`)", args.sidecar.display());
         return ExitCode::FAILURE;
     }
-    if let Err(e) = report::load_font() {
+    if let Err(e) = font::load_font() {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }

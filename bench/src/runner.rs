@@ -11,7 +11,7 @@ use crate::measure::{self, Load, Roles};
 use crate::plan::Scenario;
 use crate::report::{Better, Figure, Latencies, Results};
 use crate::scenario::{self, DYNAMIC_CLASS, STATIC_CLASS};
-use crate::stack::{Stack, StackKind, Throttle};
+use crate::stack::{Placement, Stack, StackKind, Throttle};
 use crate::support::control_plane::{OwnedPlane, PlaneOptions, create_namespace, tail};
 use crate::{Args, DRIVER, NAMESPACE, stats};
 
@@ -148,15 +148,13 @@ impl Bench {
         })?;
         // Processes are started from this (the main) thread: they die with it, not with a
         // runtime worker.
-        let mut stack = Stack::start(
-            id.kind,
-            id.throttle,
-            &plane.plane,
-            driver.socket(),
-            &args.sidecar,
-            &dir,
-            args.journal_dir.as_deref(),
-        )?;
+        let placement = Placement {
+            socket: driver.socket(),
+            dir: &dir,
+            journal_root: args.journal_dir.as_deref(),
+            extra_controllers: &[],
+        };
+        let mut stack = Stack::start(id.kind, id.throttle, &plane.plane, &args.sidecar, &placement)?;
         // At rest the stack is measured alone, whatever the throttle.
         let load = match (id.throttle, scenario) {
             (_, Scenario::Rest(_)) => None,

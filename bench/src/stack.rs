@@ -65,7 +65,7 @@ pub enum Throttle {
 
 impl Throttle {
     /// The client flags of a process that does the work of `roles` upstream roles.
-    fn flags(self, roles: u32) -> Vec<String> {
+    pub fn flags(self, roles: u32) -> Vec<String> {
         let limit = |qps: u32, burst: u32| {
             vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={burst}")]
         };
@@ -105,7 +105,7 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn start(
+    pub fn start(
         name: &'static str,
         program: &Path,
         args: &[String],
@@ -153,18 +153,26 @@ fn free_port() -> Result<u16, String> {
     listener.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
+/// Where a stack runs: the driver's socket, the run's folder, where the beside stack keeps its
+/// intent journal (else in the run's folder, beside etcd's data), and kube-controller-manager's
+/// controllers beyond the storage ones (a node's, when pods run).
+pub struct Placement<'a> {
+    pub socket: &'a Path,
+    pub dir: &'a Path,
+    pub journal_root: Option<&'a Path>,
+    pub extra_controllers: &'a [&'a str],
+}
+
 impl Stack {
-    /// Starts `kind` against `plane` with the driver on `socket`; the beside stack's intent
-    /// journal in `journal_root` when given (else in the run's folder, beside etcd's data).
+    /// Starts `kind` against `plane` as `at` says.
     pub fn start(
         kind: StackKind,
         throttle: Throttle,
         plane: &ControlPlane,
-        socket: &Path,
         sidecar: &Path,
-        dir: &Path,
-        journal_root: Option<&Path>,
+        at: &Placement,
     ) -> Result<Stack, String> {
+        let (socket, dir, journal_root) = (at.socket, at.dir, at.journal_root);
         let kubeconfig = format!("--kubeconfig={}", plane.admin_kubeconfig.display());
         let controllers = match kind {
             StackKind::Upstream | StackKind::Beside => {
@@ -178,9 +186,11 @@ impl Stack {
         // Its /metrics (with a self-signed certificate, open to anonymous reads) tells the
         // binder's requests from the sidecars'.
         let kcm_port = free_port()?;
+        let controllers: Vec<&str> =
+            controllers.split(',').chain(at.extra_controllers.iter().copied()).collect();
         let mut kcm_args = vec![
             kubeconfig.clone(),
-            format!("--controllers={controllers}"),
+            format!("--controllers={}", controllers.join(",")),
             "--leader-elect=false".into(),
             format!("--secure-port={kcm_port}"),
             "--bind-address=127.0.0.1".into(),

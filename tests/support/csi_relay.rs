@@ -67,6 +67,20 @@ struct State {
     /// Calls of each method not yet answered, and the most there have been at once.
     in_flight: HashMap<String, usize>,
     peak: HashMap<String, usize>,
+    /// Every call the driver answered: its method, request, and when it came and was answered.
+    spans: Vec<Span>,
+}
+
+/// One call the driver answered, for a timeline of where time goes.
+#[derive(Debug, Clone)]
+pub struct Span {
+    pub method: String,
+    /// The request's message (gRPC framing removed).
+    pub request: Bytes,
+    pub arrived: std::time::SystemTime,
+    pub answered: std::time::SystemTime,
+    /// Whether the driver's answer carried gRPC status OK.
+    pub ok: bool,
 }
 
 /// A running relay; stops when dropped.
@@ -150,6 +164,11 @@ impl CsiRelay {
         state.peak.insert(method.to_string(), now);
     }
 
+    /// The calls the driver has answered so far, in the order of their answers.
+    pub fn spans(&self) -> Vec<Span> {
+        self.state().spans.clone()
+    }
+
     /// Whether the relay is down after a `DieAfter`.
     pub fn is_down(&self) -> bool {
         self.state().down_until.is_some_and(|t| Instant::now() < t)
@@ -219,7 +238,8 @@ async fn relay(
     pid: Option<i32>,
 ) -> Response<Body> {
     let method = request.uri().path().rsplit('/').next().unwrap_or_default().to_string();
-    lock(state).callers.push((std::time::SystemTime::now(), pid, method.clone()));
+    let arrived = std::time::SystemTime::now();
+    lock(state).callers.push((arrived, pid, method.clone()));
     let _in_flight = InFlight::enter(state, &method);
     let (parts, body) = request.into_parts();
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
@@ -241,7 +261,8 @@ async fn relay(
         }
         _ => {}
     }
-    lock(state).forwarded.entry(method).and_modify(|n| *n += 1).or_insert(1);
+    lock(state).forwarded.entry(method.clone()).and_modify(|n| *n += 1).or_insert(1);
+    let request_message = body.slice(5.min(body.len())..);
     let Ok(answer) = sender.send_request(Request::from_parts(parts, Full::new(body))).await else {
         return status(Code::Unavailable, "the relay could not reach the driver");
     };
@@ -250,6 +271,15 @@ async fn relay(
         return status(Code::Unavailable, "the driver dropped its answer");
     };
     let trailers = collected.trailers().cloned();
+    let ok = trailers.as_ref().and_then(|t| t.get("grpc-status")).is_none_or(|v| v == "0")
+        && head.headers.get("grpc-status").is_none_or(|v| v == "0");
+    lock(state).spans.push(Span {
+        method,
+        request: request_message,
+        arrived,
+        answered: std::time::SystemTime::now(),
+        ok,
+    });
     let mut message = collected.to_bytes();
     match fault {
         Some(Fault::AnswerLate(delay)) => tokio::time::sleep(delay).await,

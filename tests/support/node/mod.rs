@@ -78,6 +78,13 @@ impl Node {
     /// it; `NODE_NAME`, which resolves to loopback), registers `driver` with its kubelet and waits until the Node is Ready and its
     /// CSINode lists the driver. Start it from the test's own thread, as `Kcm`.
     pub async fn start(plane: &ControlPlane, driver: &Hostpath) -> Node {
+        Self::start_via(plane, driver, &driver.socket).await
+    }
+
+    /// As `start`, with kubelet sent to `socket` for the driver's calls (a relay in front of
+    /// it, which times every call).
+    pub async fn start_via(plane: &ControlPlane, driver: &Hostpath, socket: &Path) -> Node {
+        let driver_socket = socket.to_path_buf();
         let name = driver.config.node_id.clone();
         let lock = cleanup::lock_machine();
         cleanup::remove_leftovers();
@@ -106,7 +113,7 @@ impl Node {
             .join("plugins_registry")
             .join(format!("{}-reg.sock", driver.config.driver_name));
         let log = node.dir.join("registrar.log");
-        let registrar = Registrar::start(&socket, &driver.config.driver_name, &driver.socket, &log)
+        let registrar = Registrar::start(&socket, &driver.config.driver_name, &driver_socket, &log)
             .unwrap_or_else(|e| {
                 panic!("the plugin registrar cannot serve {}: {e}", socket.display())
             });
