@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -109,8 +109,15 @@ demo-ci: peers
 
 # Numbers, not pass/fail. `bench-stacks` runs csi-pv-controller and the upstream stack side by
 # side (BENCH_ARGS, e.g. `--runs 1 --scenarios burst`, narrows it; see `bench-stacks --help`) and
-# writes bench/results/; `bench-matching` is the binder's index against a full scan.
-bench: bench-stacks bench-matching
+# writes bench/results/; `bench-pods` starts pods on new volumes on a real node with each stack
+# (it needs csi-attacher, so the e2e set of peers; PODS_ARGS narrows it, see `bench-pods --help`);
+# `bench-matching` is the binder's index against a full scan.
+bench: bench-stacks bench-pods bench-matching
+
+bench-pods: peers-e2e
+	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
+	$(CARGO) build --locked --release -p csi-pv-bench --bin bench-pods
+	$(CURDIR)/target/release/bench-pods --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/bench/results $(PODS_ARGS)
 
 bench-stacks: peers
 	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller

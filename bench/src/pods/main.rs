@@ -14,7 +14,7 @@
 //! where each pod's wait goes, in a dated folder under `--out`.
 
 #[path = "../../../tests/support/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod support;
 
 #[path = "../font.rs"]
@@ -221,6 +221,12 @@ fn main() -> ExitCode {
             }
         };
     }
+    // A folder that has results already gets more runs: an interrupted command is continued.
+    let earlier = std::fs::read_to_string(out.join("results.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Results>(&text).ok());
+    let first_run =
+        earlier.as_ref().map_or(0, |r| r.rows.iter().map(|r| r.run + 1).max().unwrap_or(0));
     let mut results = Results {
         setup: vec![
             format!("machine: {}", machine()),
@@ -238,13 +244,13 @@ fn main() -> ExitCode {
                 .into(),
             "the throttle applies to kube-controller-manager, the sidecars and csi-attacher".into(),
         ],
-        ..Results::default()
+        ..earlier.unwrap_or_default()
     };
     let started = Instant::now();
     let mut failed = false;
     // Throttle by throttle, so that an interrupted run has every run of the first ones.
     for throttle_name in &args.throttles {
-        for run in 0..args.runs {
+        for run in first_run..first_run + args.runs {
             for stack_name in &args.stacks {
                 let (throttle, kind) =
                     match (throttle(throttle_name, &args), stack_kind(stack_name)) {
@@ -257,7 +263,7 @@ fn main() -> ExitCode {
                 println!(
                     "==> {} / {throttle} / run {} of {} ({:.0} s since the start)",
                     label(kind),
-                    run + 1,
+                    run + 1 - first_run,
                     args.runs,
                     started.elapsed().as_secs_f64()
                 );
