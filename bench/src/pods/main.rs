@@ -230,7 +230,11 @@ fn main() -> ExitCode {
     let mut results = Results {
         setup: vec![
             format!("machine: {}", machine()),
-            format!("{} pods per scenario, {} runs per stack and throttle", args.pods, args.runs),
+            format!(
+                "{} pods per scenario; each cell is the median (min–max) of the runs, \
+                 counted under each throttle's heading",
+                args.pods
+            ),
             "one node: kubelet, containerd (runc), kube-scheduler at their defaults; \
              hostpathplugin behind a relay that times each CSI call; csi-attacher; \
              every claim 1Mi, grown to 2Mi"

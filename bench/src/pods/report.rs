@@ -134,7 +134,24 @@ pub fn write(results: &Results, dir: &Path, n: usize) -> Result<String, String> 
         }
     }
     for throttle in &throttles {
-        let _ = writeln!(md, "\n## {throttle}\n\n{}", headline(results, throttle, n));
+        let runs = |stack: &str| {
+            let mut seen: Vec<usize> = results
+                .rows
+                .iter()
+                .filter(|r| &r.throttle == throttle && r.stack == stack && r.metric == RUNNING_RATE)
+                .filter(|r| r.scenario.ends_with("Immediate"))
+                .map(|r| r.run)
+                .collect();
+            seen.dedup();
+            seen.len()
+        };
+        let _ = writeln!(
+            md,
+            "\n## {throttle}\n\nRuns: upstream {}, ours {}.\n\n{}",
+            runs("upstream"),
+            runs("ours"),
+            headline(results, throttle, n)
+        );
         md.push_str("| scenario | figure | upstream | ours | ours/upstream | limit |\n");
         md.push_str("|---|---|---|---|---|---|\n");
         let mut keys: BTreeMap<(String, String), String> = BTreeMap::new();
