@@ -12,6 +12,7 @@
 #[allow(unused_imports)]
 mod support;
 
+mod common;
 mod driver;
 mod font;
 mod kcm_requests;
@@ -125,23 +126,6 @@ pub struct Args {
     out: PathBuf,
 }
 
-fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_gib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / (1024.0 * 1024.0));
-    format!("{cores} cores ({model}), {mem_gib:.0} GiB")
-}
-
 /// Versions from the peer cache's folder names (`<name>-<version>`), and ours from git.
 fn versions(sidecar: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -214,7 +198,7 @@ fn main() -> ExitCode {
     }
     let results = Results {
         date: jiff::Timestamp::now().to_string(),
-        machine: machine(),
+        machine: common::machine(),
         versions: versions(&args.sidecar),
         driver: match args.driver {
             DriverKind::Hostpath => format!(

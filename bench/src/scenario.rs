@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -13,6 +13,7 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::common::each;
 use crate::driver::BenchDriver;
 use crate::stats;
 
@@ -62,19 +63,6 @@ fn volume(name: &str, driver: &str, class: &str, claim_ref: Option<Value>) -> Pe
         spec["claimRef"] = r;
     }
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap_or_default()
-}
-
-/// Runs `f` over `items` with SETUP_CONCURRENCY in flight; the first error stops it.
-async fn each<T, F, Fut>(items: Vec<T>, f: F) -> Result<(), String>
-where
-    F: Fn(T) -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    stream::iter(items.into_iter().map(f))
-        .buffer_unordered(SETUP_CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await
-        .map(|_| ())
 }
 
 /// The first instant each claim of a namespace was seen to satisfy a condition, from a watch.
@@ -241,7 +229,7 @@ pub async fn burst(
     let names: Vec<String> = (0..n).map(|i| format!("claim-{i:05}")).collect();
     let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let start = Instant::now();
-    each(names.clone(), |name| {
+    each(names.clone(), SETUP_CONCURRENCY, |name| {
         let (api, sent) = (api.clone(), sent.clone());
         async move {
             let object = claim(&name, class, "1Gi", None);
@@ -290,7 +278,7 @@ pub async fn expand(
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let expanded = Seen::watch(api.clone(), is_expanded);
     let start = Instant::now();
-    each(names.to_vec(), |name| {
+    each(names.to_vec(), SETUP_CONCURRENCY, |name| {
         let api = api.clone();
         async move { grow(&api, &name).await }
     })
@@ -320,7 +308,7 @@ pub async fn delete(
     let _abort = AbortOnDrop(task);
     volumes.wait_until_ready().await.map_err(|e| format!("PV store: {e}"))?;
     let start = Instant::now();
-    each(names.to_vec(), |name| {
+    each(names.to_vec(), SETUP_CONCURRENCY, |name| {
         let api = api.clone();
         async move {
             api.delete(&name, &DeleteParams::default())
@@ -363,7 +351,7 @@ pub async fn create_available_volumes(
     count: usize,
 ) -> Result<(), String> {
     let api: Api<PersistentVolume> = Api::all(client.clone());
-    each((0..count).collect(), |i| {
+    each((0..count).collect(), SETUP_CONCURRENCY, |i| {
         let api = api.clone();
         let name = format!("static-{i:05}");
         let pv = volume(&name, driver, STATIC_CLASS, None);
@@ -391,7 +379,7 @@ pub async fn create_bound_pairs(
 ) -> Result<(), String> {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    each((0..count).collect(), |i| {
+    each((0..count).collect(), SETUP_CONCURRENCY, |i| {
         let (claims, pvs) = (claims.clone(), pvs.clone());
         async move {
             let (claim_name, pv_name) = (format!("bound-{i:05}"), format!("bound-pv-{i:05}"));

@@ -17,6 +17,8 @@
 #[allow(unused_imports)]
 mod support;
 
+#[path = "../common.rs"]
+mod common;
 #[path = "../font.rs"]
 mod font;
 #[path = "../stack.rs"]
@@ -181,17 +183,6 @@ impl Run<'_> {
     }
 }
 
-fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cores} cores ({model})")
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let runtime = support::control_plane::runtime();
@@ -229,7 +220,7 @@ fn main() -> ExitCode {
         earlier.as_ref().map_or(0, |r| r.rows.iter().map(|r| r.run + 1).max().unwrap_or(0));
     let mut results = Results {
         setup: vec![
-            format!("machine: {}", machine()),
+            format!("machine: {}", common::machine()),
             format!(
                 "{} pods per scenario; each cell is the median (min–max) of the runs, \
                  counted under each throttle's heading",

@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::cluster::{Cluster, NAMESPACE};
+use crate::common::each;
 use crate::objects::{self, GROWN_SIZE, IMMEDIATE_CLASS};
 use crate::splits::{PodMarks, split};
 use crate::stats::percentile;
@@ -118,7 +118,7 @@ impl Scenarios<'_> {
     ) -> Result<Outcome, String> {
         let claims: Vec<String> = (0..n).map(|i| objects::set_claim_name(set, i)).collect();
         if bound_before {
-            each(claims.clone(), |name| async move {
+            each(claims.clone(), IN_FLIGHT, |name| async move {
                 let claim = objects::claim(&name, IMMEDIATE_CLASS)?;
                 self.claims()
                     .create(&PostParams::default(), &claim)
@@ -222,7 +222,7 @@ impl Scenarios<'_> {
         let claims: Vec<String> = (0..n).map(|i| objects::set_claim_name(set, i)).collect();
         let origin = SystemTime::now();
         let patch = json!({"spec": {"resources": {"requests": {"storage": GROWN_SIZE}}}});
-        each(claims.clone(), |name| {
+        each(claims.clone(), IN_FLIGHT, |name| {
             let patch = patch.clone();
             async move {
                 self.claims()
@@ -303,7 +303,7 @@ impl Scenarios<'_> {
         let pods: Vec<String> = (0..n).map(|i| format!("scratch-{i}")).collect();
         let claims: Vec<String> = pods.iter().map(|p| objects::ephemeral_claim_name(p)).collect();
         let origin = SystemTime::now();
-        each(pods.clone(), |name| async move {
+        each(pods.clone(), IN_FLIGHT, |name| async move {
             let pod = objects::ephemeral_pod(&name, class)?;
             self.pods()
                 .create(&PostParams::default(), &pod)
@@ -314,7 +314,7 @@ impl Scenarios<'_> {
         .await?;
         let started = self.until_running(origin, &pods, &claims, true).await?;
         let deleted = Instant::now();
-        each(pods, |name| async move {
+        each(pods, IN_FLIGHT, |name| async move {
             self.pods()
                 .delete(&name, &DeleteParams::default())
                 .await
@@ -326,17 +326,4 @@ impl Scenarios<'_> {
         gone.add(DRIVER_EMPTY, "s", self.until_driver_empty(deleted).await?);
         Ok((started, gone))
     }
-}
-
-/// Runs `f` over `items` with IN_FLIGHT at once; the first error stops it.
-async fn each<T, F, Fut>(items: Vec<T>, f: F) -> Result<(), String>
-where
-    F: Fn(T) -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    stream::iter(items.into_iter().map(f))
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await
-        .map(|_| ())
 }
