@@ -154,7 +154,8 @@ impl Bench {
             journal_root: args.journal_dir.as_deref(),
             extra_controllers: &[],
         };
-        let mut stack = Stack::start(id.kind, id.throttle, &plane.plane, &args.sidecar, &placement)?;
+        let mut stack =
+            Stack::start(id.kind, id.throttle, &plane.plane, &args.sidecar, &placement)?;
         // At rest the stack is measured alone, whatever the throttle.
         let load = match (id.throttle, scenario) {
             (_, Scenario::Rest(_)) => None,
