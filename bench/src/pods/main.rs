@@ -62,8 +62,10 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "limit,immediate,grow,wffc,ephemeral")]
     scenarios: Vec<String>,
     /// Which throttles: defaults (each component's own), off (no client-side limit in the
-    /// storage components), equal (all at --equal-qps/--equal-burst).
-    #[arg(long, value_delimiter = ',', default_value = "defaults,off,equal")]
+    /// storage components), equal (all at --equal-qps/--equal-burst), budget (the same total
+    /// for each stack: every upstream role at --equal-qps/--equal-burst, ours the sum of the
+    /// two roles it takes over).
+    #[arg(long, value_delimiter = ',', default_value = "defaults,off,budget")]
     throttles: Vec<String>,
     /// Which stacks: upstream, ours.
     #[arg(long, value_delimiter = ',', default_value = "upstream,ours")]
@@ -94,7 +96,8 @@ fn throttle(name: &str, args: &Args) -> Result<Throttle, String> {
         "defaults" => Ok(Throttle::Defaults),
         "off" => Ok(Throttle::Off),
         "equal" => Ok(Throttle::Equal { qps: args.equal_qps, burst: args.equal_burst }),
-        other => Err(format!("unknown throttle {other}: defaults, off or equal")),
+        "budget" => Ok(Throttle::Budget { qps: args.equal_qps, burst: args.equal_burst }),
+        other => Err(format!("unknown throttle {other}: defaults, off, equal or budget")),
     }
 }
 
