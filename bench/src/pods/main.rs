@@ -135,11 +135,7 @@ impl Run<'_> {
             });
             println!("    {scenario} — {stack}: {} = {:.2} {}", f.metric, f.value, f.unit);
         }
-        if !outcome.splits.is_empty() {
-            let mut mean = [0.0; 7];
-            for s in &outcome.splits {
-                mean.iter_mut().zip(s).for_each(|(m, v)| *m += v / outcome.splits.len() as f64);
-            }
+        if let Some(mean) = splits::mean(&outcome.splits) {
             results.splits.push(SplitRow {
                 scenario: scenario.into(),
                 stack: stack.into(),

@@ -58,19 +58,13 @@ impl Results {
 
     /// Every run's mean split of (scenario, stack, throttle), averaged over the runs.
     fn mean_split(&self, scenario: &str, stack: &str, throttle: &str) -> Option<[f64; 7]> {
-        let rows: Vec<&SplitRow> = self
+        let runs: Vec<[f64; 7]> = self
             .splits
             .iter()
             .filter(|s| s.scenario == scenario && s.stack == stack && s.throttle == throttle)
+            .map(|s| s.mean)
             .collect();
-        if rows.is_empty() {
-            return None;
-        }
-        let mut mean = [0.0; 7];
-        for row in &rows {
-            mean.iter_mut().zip(row.mean).for_each(|(m, v)| *m += v / rows.len() as f64);
-        }
-        Some(mean)
+        crate::splits::mean(&runs)
     }
 }
 
@@ -135,15 +129,14 @@ pub fn write(results: &Results, dir: &Path, n: usize) -> Result<String, String> 
     }
     for throttle in &throttles {
         let runs = |stack: &str| {
-            let mut seen: Vec<usize> = results
+            let runs: std::collections::BTreeSet<usize> = results
                 .rows
                 .iter()
                 .filter(|r| &r.throttle == throttle && r.stack == stack && r.metric == RUNNING_RATE)
                 .filter(|r| r.scenario.ends_with("Immediate"))
                 .map(|r| r.run)
                 .collect();
-            seen.dedup();
-            seen.len()
+            runs.len()
         };
         let _ = writeln!(
             md,

@@ -68,6 +68,18 @@ pub fn split(m: &PodMarks) -> [f64; 7] {
     slices
 }
 
+/// The slice-by-slice mean of `splits` (pods of a run, or runs of a scenario); None for none.
+pub fn mean(splits: &[[f64; 7]]) -> Option<[f64; 7]> {
+    if splits.is_empty() {
+        return None;
+    }
+    let mut mean = [0.0; 7];
+    for split in splits {
+        mean.iter_mut().zip(split).for_each(|(m, v)| *m += v / splits.len() as f64);
+    }
+    Some(mean)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +122,13 @@ mod tests {
             let total: f64 = got.iter().sum();
             assert!((total - (marks.running - marks.created)).abs() < 1e-9, "{why}: sums up");
         }
+    }
+
+    #[test]
+    fn the_mean_is_taken_slice_by_slice() {
+        let pods = [[1.0, 0.0, 0.0, 2.0, 0.0, 0.0, 4.0], [3.0, 0.0, 0.0, 0.0, 0.0, 1.0, 2.0]];
+        assert_eq!(mean(&pods), Some([2.0, 0.0, 0.0, 1.0, 0.0, 0.5, 3.0]));
+        assert_eq!(mean(&[]), None);
     }
 
     #[test]

@@ -114,12 +114,9 @@ impl Recorder {
                 return Ok(());
             }
             if start.elapsed() > limit {
-                let missing: Vec<&Mark> = {
-                    let seen = self.seen();
-                    marks.iter().filter(|m| !seen.marks.contains_key(m)).take(3).collect::<Vec<_>>()
-                }
-                .into_iter()
-                .collect();
+                let seen = self.seen();
+                let missing: Vec<&Mark> =
+                    marks.iter().filter(|m| !seen.marks.contains_key(m)).take(3).collect();
                 return Err(format!(
                     "{what}: {done} of {} after {limit:?}; missing e.g. {missing:?}",
                     marks.len()

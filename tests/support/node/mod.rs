@@ -81,10 +81,9 @@ impl Node {
         Self::start_via(plane, driver, &driver.socket).await
     }
 
-    /// As `start`, with kubelet sent to `socket` for the driver's calls (a relay in front of
+    /// As `start`, with kubelet sent to `endpoint` for the driver's calls (a relay in front of
     /// it, which times every call).
-    pub async fn start_via(plane: &ControlPlane, driver: &Hostpath, socket: &Path) -> Node {
-        let driver_socket = socket.to_path_buf();
+    pub async fn start_via(plane: &ControlPlane, driver: &Hostpath, endpoint: &Path) -> Node {
         let name = driver.config.node_id.clone();
         let lock = cleanup::lock_machine();
         cleanup::remove_leftovers();
@@ -113,7 +112,7 @@ impl Node {
             .join("plugins_registry")
             .join(format!("{}-reg.sock", driver.config.driver_name));
         let log = node.dir.join("registrar.log");
-        let registrar = Registrar::start(&socket, &driver.config.driver_name, &driver_socket, &log)
+        let registrar = Registrar::start(&socket, &driver.config.driver_name, endpoint, &log)
             .unwrap_or_else(|e| {
                 panic!("the plugin registrar cannot serve {}: {e}", socket.display())
             });
