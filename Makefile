@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz-binder
 
 all: build
 
@@ -111,8 +111,15 @@ demo-ci: peers
 # side (BENCH_ARGS, e.g. `--runs 1 --scenarios burst`, narrows it; see `bench-stacks --help`) and
 # writes bench/results/; `bench-pods` starts pods on new volumes on a real node with each stack
 # (it needs csi-attacher, so the e2e set of peers; PODS_ARGS narrows it, see `bench-pods --help`);
-# `bench-matching` is the binder's index against a full scan.
-bench: bench-stacks bench-pods bench-matching
+# `bench-journal` is the intent journal's CPU per claim, alone in a process, in a row named
+# JOURNAL_LABEL (the commit by default) beside the rows of earlier builds; `bench-matching` is
+# the binder's index against a full scan.
+bench: bench-stacks bench-pods bench-journal bench-matching
+
+JOURNAL_LABEL ?= $(shell git rev-parse --short HEAD)
+bench-journal:
+	$(CARGO) build --locked --release -p csi-pv-bench --bin bench-journal
+	$(CURDIR)/target/release/bench-journal --label $(JOURNAL_LABEL) --out $(CURDIR)/bench/results $(JOURNAL_ARGS)
 
 bench-pods: peers-e2e
 	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
