@@ -368,7 +368,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     assert!(w.conflicts_ours + w.conflicts_kcm <= (UP + DOWN) / 2, "conflicts");
     // Upstream's five (the hand-over annotation, the PV, the binder's three), and the
     // conflicts. The intent that makes a kill -9 between CreateVolume and the PV leak nothing
-    // is a journal file, no write.
+    // is a line in the journal, no write.
     assert!(per_claim <= 6.0, "{per_claim} writes per claim");
     assert_eq!(journal_entries(world.dir.path()), Vec::<String>::new());
 

@@ -176,7 +176,8 @@ fn deploy_manifests_apply_and_the_container_runs_as_written() {
             .map(|(_, local)| Path::new(local).join("intents"))
             .expect("the journal mount");
         let left = eventually(LIMIT, || async {
-            (std::fs::read_dir(&journal).ok()?.count() == 0).then_some(())
+            let open = csi_pv_controller::runtime::journal::intents_in(&journal).ok()?;
+            open.is_empty().then_some(())
         })
         .await;
         assert!(left.is_some(), "the journal keeps an entry:\n{}", sidecar.log_text());

@@ -44,9 +44,8 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
         .context("cannot list PersistentVolumeClaims")?
         .items;
     let journaled = match &config.intent_journal {
-        Some(dir) => csi_pv_controller::runtime::journal::Journal::open(dir)
-            .context("cannot read the directory of --intent-journal")?
-            .all(),
+        Some(dir) => csi_pv_controller::runtime::journal::intents_in(dir)
+            .context("cannot read the directory of --intent-journal")?,
         None => Vec::new(),
     };
     let naming = config.volume_naming();

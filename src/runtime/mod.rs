@@ -1,6 +1,6 @@
 //! The process's machinery that every part shares and no decision names: the keyed work queue,
 //! the fence every side effect passes, the HTTP endpoints, the log format, the crash points,
-//! the Event recorder and the intent journal's files.
+//! the Event recorder and the intent journal's log.
 
 pub mod crash_point;
 pub mod events;

@@ -1,6 +1,6 @@
 //! The provisioning intent: recorded before any CreateVolume, dropped once a PV records the
 //! volume or the volume is known not to be left behind. In a claim finalizer, or, with
-//! `--intent-journal` beside kube-controller-manager's binder, in a journal file.
+//! `--intent-journal` beside kube-controller-manager's binder, in the journal's log.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
@@ -14,7 +14,7 @@ use crate::model::reason::Reason;
 use crate::provision::patches;
 
 impl Controller {
-    /// Makes the intent durable. In the journal: a synced file, and a claim write only for the
+    /// Makes the intent durable. In the journal: a synced line, and a claim write only for the
     /// provisioner annotations when no binder wrote them. Otherwise one claim write: our
     /// finalizer with those annotations.
     pub(in crate::controller) async fn record_intent(

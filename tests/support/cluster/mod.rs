@@ -533,9 +533,18 @@ impl<D> World<D> {
 /// The intent journal in the world's directory: the same one after every restart.
 pub const INTENT_JOURNAL: &str = "--intent-journal={dir}/intents";
 
-/// The files of the world's intent journal (`INTENT_JOURNAL`).
+/// The claims (`namespace/name`) with an intent open in the world's journal (`INTENT_JOURNAL`).
 pub fn journal_entries(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir.join("intents"))
-        .map(|entries| entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
-        .unwrap_or_default()
+    let open = csi_pv_controller::runtime::journal::intents_in(&dir.join("intents"));
+    let open = open.unwrap_or_else(|e| panic!("cannot read the intent journal: {e}"));
+    open.iter()
+        .map(|c| {
+            let meta = &c.metadata;
+            format!(
+                "{}/{}",
+                meta.namespace.as_deref().unwrap_or(""),
+                meta.name.as_deref().unwrap_or("")
+            )
+        })
+        .collect()
 }
