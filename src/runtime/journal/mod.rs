@@ -83,6 +83,16 @@ struct Batch {
     outcome: OnceLock<Result<(), String>>,
 }
 
+/// A taken batch's answer: whatever the write says, or, should the writer be dropped before it
+/// says anything, a failure, so that no one waits on it for ever.
+struct Answer(Arc<Batch>);
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        let _ = self.0.outcome.set(Err("the write was cancelled".to_string()));
+    }
+}
+
 #[derive(Debug)]
 struct Log {
     file: Arc<File>,
@@ -202,9 +212,9 @@ impl Journal {
             // Not taken while we waited for the file, so it is still the pending one: write it,
             // with every change added since.
             let taken = std::mem::take(&mut *self.pending());
-            debug_assert!(Arc::ptr_eq(&taken.batch, batch));
+            let answer = Answer(taken.batch);
             let outcome = self.write(&mut log, taken.changes).await;
-            let _ = taken.batch.outcome.set(outcome);
+            let _ = answer.0.outcome.set(outcome);
         }
         match batch.outcome.get() {
             Some(Ok(())) => Ok(()),
@@ -217,14 +227,50 @@ impl Journal {
         JournalError::NotWritten { path: self.dir.join(logfile::LOG), reason: reason.to_string() }
     }
 
-    /// Appends the changes, synced when any records an intent.
+    /// Appends the changes, synced when any records an intent, and keeps the file's account.
     async fn write(&self, log: &mut Log, changes: Vec<Change>) -> Result<(), String> {
+        if let Err(e) = self.append(log, &changes).await {
+            error!(path = %self.dir.join(logfile::LOG).display(), error = %e, "cannot write the intent journal; it is rewritten before the next change");
+            // The ended intents stay out of the rewrite; the failed records are not in it.
+            for change in changes {
+                if let Change::Del { uid } = change {
+                    log.forget(&uid);
+                }
+            }
+            return Err(e.to_string());
+        }
+        for change in changes {
+            match change {
+                Change::Put { uid, line } => {
+                    log.file_bytes += line.len() as u64;
+                    log.live_bytes += line.len() as u64;
+                    if let Some(old) = log.live.insert(uid, line) {
+                        log.live_bytes -= old.len() as u64;
+                    }
+                }
+                Change::Del { uid } => {
+                    log.file_bytes += logfile::del_line(&uid).len() as u64;
+                    log.forget(&uid);
+                }
+            }
+        }
+        let dead = log.file_bytes - log.live_bytes;
+        if dead > log.rewrite_after && dead > log.live_bytes {
+            // Everything written is already durable; a failed rewrite is tried again later.
+            if let Err(e) = self.rewrite(log).await {
+                warn!(error = %e, "cannot rewrite the intent journal without its ended intents");
+            }
+        }
+        Ok(())
+    }
+
+    async fn append(&self, log: &mut Log, changes: &[Change]) -> Result<(), JournalError> {
         if log.damaged {
-            self.rewrite(log).await.map_err(|e| e.to_string())?;
+            self.rewrite(log).await?;
         }
         let mut bytes = Vec::new();
         let mut sync = false;
-        for change in &changes {
+        for change in changes {
             match change {
                 Change::Put { line, .. } => {
                     bytes.extend_from_slice(line);
@@ -234,8 +280,10 @@ impl Journal {
             }
         }
         let file = log.file.clone();
-        let written = bytes.len() as u64;
-        let done = tokio::task::spawn_blocking(move || {
+        // Until the write is known to have finished: a writer dropped while its write runs
+        // leaves the file's tail unknown too.
+        log.damaged = true;
+        tokio::task::spawn_blocking(move || {
             (&*file).write_all(&bytes)?;
             if sync {
                 file.sync_data()?;
@@ -244,39 +292,11 @@ impl Journal {
         })
         .await
         .map_err(std::io::Error::other)
-        .and_then(|r| r);
-        if let Err(e) = done {
-            error!(path = %self.dir.join(logfile::LOG).display(), error = %e, "cannot write the intent journal; it is rewritten before the next change");
-            log.damaged = true;
-            // The ended intents stay out of the rewrite; the failed records are not in it.
-            for change in changes {
-                if let Change::Del { uid } = change {
-                    log.forget(&uid);
-                }
-            }
-            return Err(e.to_string());
-        }
+        .and_then(|r| r)
+        .map_err(io(&self.dir))?;
+        log.damaged = false;
         if sync {
             self.syncs.fetch_add(1, Ordering::Relaxed);
-        }
-        log.file_bytes += written;
-        for change in changes {
-            match change {
-                Change::Put { uid, line } => {
-                    log.live_bytes += line.len() as u64;
-                    if let Some(old) = log.live.insert(uid, line) {
-                        log.live_bytes -= old.len() as u64;
-                    }
-                }
-                Change::Del { uid } => log.forget(&uid),
-            }
-        }
-        let dead = log.file_bytes - log.live_bytes;
-        if dead > log.rewrite_after && dead > log.live_bytes {
-            // Everything written is already durable; a failed rewrite is tried again later.
-            if let Err(e) = self.rewrite(log).await {
-                warn!(error = %e, "cannot rewrite the intent journal without its ended intents");
-            }
         }
         Ok(())
     }

@@ -189,6 +189,26 @@ async fn a_failed_write_fails_its_records_and_the_log_is_mended_before_the_next(
 }
 
 #[tokio::test]
+async fn a_writer_dropped_mid_write_fails_its_batch_and_leaves_a_sound_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path()).unwrap();
+    journal.record(&claim("u1")).await.unwrap();
+    let batch = journal.pending().batch.clone();
+    let u2 = claim("u2");
+    let mut dropped = Box::pin(journal.record(&u2));
+    assert!(futures::poll!(&mut dropped).is_pending(), "its write runs on a blocking thread");
+    drop(dropped);
+    // Whoever waits on that batch is answered, and the next write mends the file first.
+    assert!(matches!(batch.outcome.get(), Some(Err(_))), "{:?}", batch.outcome.get());
+    assert!(!journal.contains("u2"));
+    journal.record(&claim("u3")).await.unwrap();
+    assert_eq!(uids(dir.path()), ["u1", "u3"]);
+    drop(journal);
+    let reopened = Journal::open(dir.path()).unwrap();
+    assert!(reopened.contains("u1") && reopened.contains("u3") && !reopened.contains("u2"));
+}
+
+#[tokio::test]
 async fn a_claim_without_uid_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(dir.path()).unwrap();
