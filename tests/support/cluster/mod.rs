@@ -533,18 +533,9 @@ impl<D> World<D> {
 /// The intent journal in the world's directory: the same one after every restart.
 pub const INTENT_JOURNAL: &str = "--intent-journal={dir}/intents";
 
-/// The claims (`namespace/name`) with an intent open in the world's journal (`INTENT_JOURNAL`).
+/// The UIDs of the claims with an intent open in the world's journal (`INTENT_JOURNAL`).
 pub fn journal_entries(dir: &std::path::Path) -> Vec<String> {
     let open = csi_pv_controller::runtime::journal::intents_in(&dir.join("intents"));
     let open = open.unwrap_or_else(|e| panic!("cannot read the intent journal: {e}"));
-    open.iter()
-        .map(|c| {
-            let meta = &c.metadata;
-            format!(
-                "{}/{}",
-                meta.namespace.as_deref().unwrap_or(""),
-                meta.name.as_deref().unwrap_or("")
-            )
-        })
-        .collect()
+    open.iter().filter_map(|c| c.metadata.uid.clone()).collect()
 }
