@@ -263,7 +263,7 @@ impl Scenarios<'_> {
     /// Scales the set to 0: its claims are deleted with its pods; until the driver holds no
     /// volume.
     pub async fn scale_down(&self, set: &str, n: usize) -> Result<Outcome, String> {
-        let origin = Instant::now();
+        let (origin, wall) = (Instant::now(), SystemTime::now());
         self.scale(set, 0).await?;
         let emptied = self.until_driver_empty(origin).await?;
         let gone: Vec<Mark> =
@@ -275,7 +275,41 @@ impl Scenarios<'_> {
             .map_err(|e| format!("delete {set}: {e}"))?;
         let mut outcome = Outcome::default();
         outcome.add(DRIVER_EMPTY, "s", emptied);
+        self.detach_then_delete(wall, &mut outcome)?;
         Ok(outcome)
+    }
+
+    /// Whose wait a deletion is: when the last volume was detached (csi-attacher's
+    /// ControllerUnpublishVolume, after kubelet's unmount) and deleted (the stack's
+    /// DeleteVolume), and how long each volume's DeleteVolume came after its detach.
+    fn detach_then_delete(&self, origin: SystemTime, outcome: &mut Outcome) -> Result<(), String> {
+        let calls = Calls::read(self.cluster);
+        let (mut detached, mut deleted, mut after) = (Vec::new(), Vec::new(), Vec::new());
+        for ((method, volume), (asked, answered)) in &calls.0 {
+            if method != "DeleteVolume" || *asked < origin {
+                continue;
+            }
+            let answered = answered.ok_or_else(|| format!("DeleteVolume {volume}: no success"))?;
+            deleted.push(secs(answered, origin));
+            if let Some((_, Some(unpublished))) = calls.get("ControllerUnpublishVolume", volume) {
+                detached.push(secs(unpublished, origin));
+                after.push(secs(*asked, unpublished));
+            }
+        }
+        if deleted.is_empty() || after.len() != deleted.len() {
+            return Err(format!(
+                "{} volumes deleted, {} of them detached first",
+                deleted.len(),
+                after.len()
+            ));
+        }
+        let last = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        outcome.add("last ControllerUnpublishVolume answered", "s", last(&detached));
+        outcome.add("last DeleteVolume answered", "s", last(&deleted));
+        let p50 = percentile(&after, 50.0).unwrap_or(0.0);
+        outcome.add("DeleteVolume asked after the volume's detach, p50", "s", p50);
+        outcome.add("DeleteVolume asked after the volume's detach, max", "s", last(&after));
+        Ok(())
     }
 
     /// Asks the driver every half second (hostpathplugin answers ListVolumes under the lock its
@@ -313,7 +347,7 @@ impl Scenarios<'_> {
         })
         .await?;
         let started = self.until_running(origin, &pods, &claims, true).await?;
-        let deleted = Instant::now();
+        let (deleted, wall) = (Instant::now(), SystemTime::now());
         each(pods, IN_FLIGHT, |name| async move {
             self.pods()
                 .delete(&name, &DeleteParams::default())
@@ -324,6 +358,7 @@ impl Scenarios<'_> {
         .await?;
         let mut gone = Outcome::default();
         gone.add(DRIVER_EMPTY, "s", self.until_driver_empty(deleted).await?);
+        self.detach_then_delete(wall, &mut gone)?;
         Ok((started, gone))
     }
 }
