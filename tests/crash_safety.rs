@@ -186,7 +186,7 @@ async fn a_claim_gone_between_create_volume_and_its_pv_leaves_no_volume_with_the
     let _ = world.sidecar.child.wait().await;
     assert_eq!(
         journal_entries(world.dir.path()),
-        [uid.clone()],
+        vec![uid.clone()],
         "the intent was on disk before CreateVolume, and nothing settled it"
     );
     let live = world.claims().get("orphan").await.unwrap();
