@@ -275,40 +275,41 @@ impl Scenarios<'_> {
             .map_err(|e| format!("delete {set}: {e}"))?;
         let mut outcome = Outcome::default();
         outcome.add(DRIVER_EMPTY, "s", emptied);
-        self.detach_then_delete(wall, &mut outcome)?;
+        self.release_then_delete(wall, &mut outcome)?;
         Ok(outcome)
     }
 
-    /// Whose wait a deletion is: when the last volume was detached (csi-attacher's
-    /// ControllerUnpublishVolume, after kubelet's unmount) and deleted (the stack's
-    /// DeleteVolume), and how long each volume's DeleteVolume came after its detach.
-    fn detach_then_delete(&self, origin: SystemTime, outcome: &mut Outcome) -> Result<(), String> {
+    /// Whose wait a deletion is: when the last PV became Released (kube-controller-manager's
+    /// binder, once the claim is gone: after kubelet's unmount lets the claim's protection go)
+    /// and the last DeleteVolume was answered (the stack's), and how long each volume's
+    /// DeleteVolume came after its PV was Released: the stack's own lag. (hostpathplugin attaches
+    /// nothing itself, so its VolumeAttachments gate no deletion.)
+    fn release_then_delete(&self, origin: SystemTime, outcome: &mut Outcome) -> Result<(), String> {
         let calls = Calls::read(self.cluster);
-        let (mut detached, mut deleted, mut after) = (Vec::new(), Vec::new(), Vec::new());
-        for ((method, volume), (asked, answered)) in &calls.0 {
+        let (mut released, mut deleted, mut lag) = (Vec::new(), Vec::new(), Vec::new());
+        for ((method, handle), (asked, answered)) in &calls.0 {
             if method != "DeleteVolume" || *asked < origin {
                 continue;
             }
-            let answered = answered.ok_or_else(|| format!("DeleteVolume {volume}: no success"))?;
+            let answered = answered.ok_or_else(|| format!("DeleteVolume {handle}: no success"))?;
+            let pv = self.recorder.volume_of_handle(handle).ok_or(format!("no PV for {handle}"))?;
+            let free = self
+                .recorder
+                .at(&Mark::Released(pv.clone()))
+                .ok_or(format!("{pv}: deleted, but never seen Released"))?;
             deleted.push(secs(answered, origin));
-            if let Some((_, Some(unpublished))) = calls.get("ControllerUnpublishVolume", volume) {
-                detached.push(secs(unpublished, origin));
-                after.push(secs(*asked, unpublished));
-            }
+            released.push(secs(free, origin));
+            lag.push(secs(*asked, free));
         }
-        if deleted.is_empty() || after.len() != deleted.len() {
-            return Err(format!(
-                "{} volumes deleted, {} of them detached first",
-                deleted.len(),
-                after.len()
-            ));
+        if deleted.is_empty() {
+            return Err("no DeleteVolume".into());
         }
-        let last = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-        outcome.add("last ControllerUnpublishVolume answered", "s", last(&detached));
+        let last = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
+        outcome.add("last PV Released", "s", last(&released));
         outcome.add("last DeleteVolume answered", "s", last(&deleted));
-        let p50 = percentile(&after, 50.0).unwrap_or(0.0);
-        outcome.add("DeleteVolume asked after the volume's detach, p50", "s", p50);
-        outcome.add("DeleteVolume asked after the volume's detach, max", "s", last(&after));
+        let p50 = percentile(&lag, 50.0).unwrap_or(0.0);
+        outcome.add("DeleteVolume asked after its PV was Released, p50", "s", p50);
+        outcome.add("DeleteVolume asked after its PV was Released, max", "s", last(&lag));
         Ok(())
     }
 
@@ -358,7 +359,7 @@ impl Scenarios<'_> {
         .await?;
         let mut gone = Outcome::default();
         gone.add(DRIVER_EMPTY, "s", self.until_driver_empty(deleted).await?);
-        self.detach_then_delete(wall, &mut gone)?;
+        self.release_then_delete(wall, &mut gone)?;
         Ok((started, gone))
     }
 }

@@ -30,6 +30,8 @@ pub enum Mark {
     ClaimCapacity(String, String),
     /// A VolumeAttachment of this PV says attached.
     Attached(String),
+    /// This PV is Released: its claim is gone.
+    Released(String),
 }
 
 /// What the watches learnt: first-seen instants, and which PV and volume handle each claim got.
@@ -93,6 +95,12 @@ impl Recorder {
     pub fn handle_of_claim(&self, claim: &str) -> Option<String> {
         let seen = self.seen();
         seen.handle_of_volume.get(seen.volume_of_claim.get(claim)?).cloned()
+    }
+
+    /// The PV that records a driver's volume id.
+    pub fn volume_of_handle(&self, handle: &str) -> Option<String> {
+        let seen = self.seen();
+        seen.handle_of_volume.iter().find(|(_, h)| *h == handle).map(|(pv, _)| pv.clone())
     }
 
     pub fn volume_of_claim(&self, claim: &str) -> Option<String> {
@@ -193,8 +201,11 @@ fn on_claim(seen: &mut Seen, claim: &PersistentVolumeClaim, now: SystemTime, del
     }
 }
 
-fn on_volume(seen: &mut Seen, volume: &PersistentVolume, _now: SystemTime, _deleted: bool) {
+fn on_volume(seen: &mut Seen, volume: &PersistentVolume, now: SystemTime, _deleted: bool) {
     let name = volume.metadata.name.clone().unwrap_or_default();
+    if volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released") {
+        first(seen, Mark::Released(name.clone()), now);
+    }
     let spec = volume.spec.as_ref();
     if let Some(claim) = spec.and_then(|s| s.claim_ref.as_ref()?.name.clone()) {
         seen.volume_of_claim.insert(claim, name.clone());
