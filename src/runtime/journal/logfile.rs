@@ -140,14 +140,14 @@ pub(super) fn hold(dir: &Path) -> Result<File, JournalError> {
 
 /// A copy of the log as found, for the operator, when some of its lines cannot be read: the
 /// rewrite keeps only what it could read, and an unreadable line may be a volume to find.
-pub(super) fn keep_aside(dir: &Path, unreadable: usize) -> Result<PathBuf, JournalError> {
+pub(super) fn keep_aside(dir: &Path, unreadable: usize) -> Result<(), JournalError> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let aside = dir.join(format!("{LOG}.{secs}.unreadable"));
     std::fs::copy(dir.join(LOG), &aside).map_err(io(&aside))?;
     error!(copy = %aside.display(), lines = unreadable, "intent journal lines that cannot be read are kept in a copy of the log; inspect it");
-    Ok(aside)
+    Ok(())
 }
 
 /// Leftovers of writes a crash interrupted before their rename: never an intent.

@@ -229,29 +229,29 @@ impl Journal {
 
     /// Appends the changes, synced when any records an intent, and keeps the file's account.
     async fn write(&self, log: &mut Log, changes: Vec<Change>) -> Result<(), String> {
-        if let Err(e) = self.append(log, &changes).await {
-            error!(path = %self.dir.join(logfile::LOG).display(), error = %e, "cannot write the intent journal; it is rewritten before the next change");
-            // The ended intents stay out of the rewrite; the failed records are not in it.
-            for change in changes {
-                if let Change::Del { uid } = change {
-                    log.forget(&uid);
+        let written = match self.append(log, &changes).await {
+            Ok(written) => written,
+            Err(e) => {
+                error!(path = %self.dir.join(logfile::LOG).display(), error = %e, "cannot write the intent journal; it is rewritten before the next change");
+                // The ended intents stay out of the rewrite; the failed records are not in it.
+                for change in changes {
+                    if let Change::Del { uid } = change {
+                        log.forget(&uid);
+                    }
                 }
+                return Err(e.to_string());
             }
-            return Err(e.to_string());
-        }
+        };
+        log.file_bytes += written;
         for change in changes {
             match change {
                 Change::Put { uid, line } => {
-                    log.file_bytes += line.len() as u64;
                     log.live_bytes += line.len() as u64;
                     if let Some(old) = log.live.insert(uid, line) {
                         log.live_bytes -= old.len() as u64;
                     }
                 }
-                Change::Del { uid } => {
-                    log.file_bytes += logfile::del_line(&uid).len() as u64;
-                    log.forget(&uid);
-                }
+                Change::Del { uid } => log.forget(&uid),
             }
         }
         let dead = log.file_bytes - log.live_bytes;
@@ -264,7 +264,8 @@ impl Journal {
         Ok(())
     }
 
-    async fn append(&self, log: &mut Log, changes: &[Change]) -> Result<(), JournalError> {
+    /// Writes the changes' lines at the log's end; returns how many bytes that was.
+    async fn append(&self, log: &mut Log, changes: &[Change]) -> Result<u64, JournalError> {
         if log.damaged {
             self.rewrite(log).await?;
         }
@@ -280,6 +281,7 @@ impl Journal {
             }
         }
         let file = log.file.clone();
+        let written = bytes.len() as u64;
         // Until the write is known to have finished: a writer dropped while its write runs
         // leaves the file's tail unknown too.
         log.damaged = true;
@@ -298,7 +300,7 @@ impl Journal {
         if sync {
             self.syncs.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(())
+        Ok(written)
     }
 
     /// The log made anew from the intents open in it.
