@@ -87,6 +87,11 @@ impl Calls {
     }
 }
 
+/// The largest of `values` (each scenario's are never empty).
+fn last(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::MIN, f64::max)
+}
+
 fn secs(t: SystemTime, origin: SystemTime) -> f64 {
     match t.duration_since(origin) {
         Ok(d) => d.as_secs_f64(),
@@ -254,7 +259,6 @@ impl Scenarios<'_> {
         let mut outcome = Outcome::default();
         outcome.add(GROWN, "s", total);
         outcome.add(GROWN_RATE, "pods/s", n as f64 / total.max(1e-3));
-        let last = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
         outcome.add("last ControllerExpandVolume answered", "s", last(&controller));
         outcome.add("last NodeExpandVolume answered", "s", last(&node));
         Ok(outcome)
@@ -304,7 +308,6 @@ impl Scenarios<'_> {
         if deleted.is_empty() {
             return Err("no DeleteVolume".into());
         }
-        let last = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
         outcome.add("last PV Released", "s", last(&released));
         outcome.add("last DeleteVolume answered", "s", last(&deleted));
         let p50 = percentile(&lag, 50.0).unwrap_or(0.0);
