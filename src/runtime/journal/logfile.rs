@@ -60,8 +60,8 @@ pub(super) struct Contents {
     pub per_intent_files: Vec<PathBuf>,
 }
 
-/// Reads the open intents: first the files of the file-per-intent layout (a directory written
-/// by an older build), then the log, whose removals may end them. Changes nothing on disk.
+/// Reads the open intents: first any intent files of the file-per-intent layout
+/// (`<uid>.json`), then the log, whose removals may end them. Changes nothing on disk.
 pub(super) fn read(dir: &Path) -> Result<Contents, JournalError> {
     let mut contents = Contents::default();
     let listing = match std::fs::read_dir(dir) {
