@@ -108,6 +108,7 @@ fn init_logging(config: &Config) {
         // No colour codes: klog's lines are plain, and pipelines parse them.
         logs.with_ansi(false).event_format(logs::KlogText).init();
     }
+    csi_pv_controller::runtime::panics::install_hook();
 }
 
 /// The controller: each step of start-up is a function of `cli::startup`.

@@ -138,7 +138,7 @@ impl Publisher {
         info!(namespace = %self.options.namespace, poll = ?self.options.poll, "publishing storage capacity");
         tokio::pin!(stop);
         let mut last = self.wanted();
-        self.round(last.clone()).await;
+        self.contained_round(last.clone()).await;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.options.poll) => {}
@@ -152,7 +152,15 @@ impl Publisher {
                 _ = &mut stop => return,
             }
             last = self.wanted();
-            self.round(last.clone()).await;
+            self.contained_round(last.clone()).await;
+        }
+    }
+
+    /// A round that panics is counted and logged; what it left is the next round's to mend.
+    async fn contained_round(&self, items: Vec<Item>) {
+        if let Err(p) = crate::runtime::panics::contain(self.round(items)).await {
+            crate::metrics::metrics().panicked("capacity");
+            tracing::error!(error = %p, "a capacity round panicked; the next round publishes again");
         }
     }
 

@@ -10,6 +10,7 @@ use crate::model::ClaimExt;
 
 impl Controller {
     pub(super) async fn sync_claim(&self, key: &ClaimKey) -> Result<Outcome, SyncError> {
+        crate::runtime::crash_point::panic_on_claim(&key.name);
         let Some(claim) = self.claim_to_sync(key) else {
             return Ok(Outcome::Done);
         };

@@ -79,6 +79,10 @@ pub enum SyncError {
     /// The intent journal's disk failed; nothing was sent to the driver.
     #[error(transparent)]
     Journal(#[from] crate::runtime::journal::JournalError),
+    /// The pass panicked (a bug of ours, caught by runtime::panics); what it did before is safe
+    /// to repeat, as after a crash.
+    #[error(transparent)]
+    Panicked(#[from] crate::runtime::panics::Panicked),
 }
 
 impl SyncError {
@@ -105,7 +109,7 @@ impl SyncError {
             },
             SyncError::Input(_) => SyncErrorClass::Infeasible,
             SyncError::Inconsistent(_) => SyncErrorClass::Final,
-            SyncError::Journal(_) => SyncErrorClass::Final,
+            SyncError::Journal(_) | SyncError::Panicked(_) => SyncErrorClass::Final,
         }
     }
 }

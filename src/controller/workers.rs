@@ -1,8 +1,12 @@
 //! The loops: workers that take keys off the queues and finish each pass by its outcome, the
 //! class worker, and the periodic passes (resync).
 
+use k8s_openapi::api::core::v1::ObjectReference;
+
 use super::*;
 use crate::cluster::held::object_key;
+use crate::model::reason::Reason;
+use crate::runtime::panics::{Panicked, contain};
 
 impl Controller {
     /// Runs `workers` claim workers and as many volume workers until `stop` resolves.
@@ -52,14 +56,20 @@ impl Controller {
                     if !full && !n.is_multiple_of(sync_every) {
                         continue;
                     }
-                    me.report_activity();
-                    debug!(full, "periodic pass");
-                    if full {
-                        me.enqueue_all();
-                    } else {
-                        me.enqueue_unsettled();
+                    let pass = async {
+                        me.report_activity();
+                        debug!(full, "periodic pass");
+                        if full {
+                            me.enqueue_all();
+                        } else {
+                            me.enqueue_unsettled();
+                        }
+                        me.sweep_journal().await;
+                    };
+                    if let Err(p) = contain(pass).await {
+                        crate::metrics::metrics().panicked("periodic");
+                        error!(error = %p, "the periodic pass panicked; the next one comes as usual");
                     }
-                    me.sweep_journal().await;
                 }
             })
         };
@@ -183,26 +193,49 @@ impl Controller {
         while let Some(key) = self.intake.claims.next().await {
             let name = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
             let span = info_span!("sync", claim = %name, op = field::Empty);
-            let result = self.sync_claim(&key).instrument(span.clone()).await;
+            let result = contain(self.sync_claim(&key).instrument(span.clone())).await;
+            let result = result.unwrap_or_else(|p| Err(SyncError::Panicked(p)));
+            if let Err(SyncError::Panicked(p)) = &result {
+                let claim = self.stores.claims.get(&key);
+                self.report_panic("claim", claim.as_deref().map(reference), p)
+                    .instrument(span.clone())
+                    .await;
+            }
             self.intake.claims.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.claims, key, result));
+        }
+    }
+
+    /// A pass that panicked: counted, and a Warning on its object, which the retry follows.
+    async fn report_panic(&self, pass: &str, object: Option<ObjectReference>, panicked: &Panicked) {
+        crate::metrics::metrics().panicked(pass);
+        if let Some(object) = object {
+            let note = format!("{panicked}; retried with backoff");
+            self.events.warning(&object, Reason::InternalError, note).await;
         }
     }
 
     /// A class changed (or appeared): its unbound claims may now be provisionable.
     async fn class_worker(&self) {
         while let Some(class) = self.intake.classes.next().await {
-            for key in self.intake.unbound_of(&class) {
-                self.intake.claims.add(key);
-            }
-            // A default class may now be the one a claim that names none is given.
-            let is_default = self.stores.classes.get(&ObjectRef::new(&class)).is_some_and(|c| {
-                crate::binder::matching::default_class(std::iter::once(&*c)).is_some()
-            });
-            if is_default {
-                for key in self.intake.unbound_of("") {
+            let pass = async {
+                for key in self.intake.unbound_of(&class) {
                     self.intake.claims.add(key);
                 }
+                // A default class may now be the one a claim that names none is given.
+                let is_default =
+                    self.stores.classes.get(&ObjectRef::new(&class)).is_some_and(|c| {
+                        crate::binder::matching::default_class(std::iter::once(&*c)).is_some()
+                    });
+                if is_default {
+                    for key in self.intake.unbound_of("") {
+                        self.intake.claims.add(key);
+                    }
+                }
+            };
+            if let Err(p) = contain(pass).await {
+                crate::metrics::metrics().panicked("class");
+                error!(class, error = %p, "the pass over the class panicked; its claims come again with the next change or resync");
             }
             self.intake.classes.done(&class);
         }
@@ -211,7 +244,14 @@ impl Controller {
     async fn volume_worker(&self) {
         while let Some(key) = self.intake.volumes.next().await {
             let span = info_span!("sync", volume = %key, op = field::Empty);
-            let result = self.sync_volume(&key).instrument(span.clone()).await;
+            let result = contain(self.sync_volume(&key).instrument(span.clone())).await;
+            let result = result.unwrap_or_else(|p| Err(SyncError::Panicked(p)));
+            if let Err(SyncError::Panicked(p)) = &result {
+                let volume = self.stores.volumes.get(&ObjectRef::new(&key));
+                self.report_panic("volume", volume.as_deref().map(reference), p)
+                    .instrument(span.clone())
+                    .await;
+            }
             self.intake.volumes.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.volumes, key, result));
         }

@@ -65,6 +65,12 @@ pub struct StateLabels {
     pub state: String,
 }
 
+/// Which kind of pass panicked: claim, volume, class, capacity, reconciler, periodic.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PassLabels {
+    pub pass: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     /// e.g. `persistentvolumeclaims/status`.
@@ -118,6 +124,7 @@ series! {
     queue_longest: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default(), "workqueue_longest_running_processor_seconds", "Seconds the longest-running worker of the queue has been at its key";
     passes_per_key: Histograms<QueueLabels> = histograms(pass_histogram), "csi_pv_controller_passes_per_key", "Passes each key of a work queue got in one resync period, observed per key at every resync";
     sync_failures: Family<FailureLabels, Counter> = Family::default(), "csi_pv_controller_sync_failures", "Passes that failed, by work queue and by what the failure means for the next try: final and in_progress (backoff), infeasible and refused (slow), conflict (soon)";
+    panics: Family<PassLabels, Counter> = Family::default(), "csi_pv_controller_panics", "Passes that ended in a panic (a bug: the object is named in the log and an Event), by kind of pass; each is retried with backoff and the worker goes on";
     write_conflicts: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_write_conflicts", "Passes whose write met a newer version of the object (HTTP 409), by work queue";
     claim_bound: Histogram = operation_histogram(), "csi_pv_controller_claim_bound_seconds", "From a claim's creation to its binding by this process";
     resize_done: Histogram = operation_histogram(), "csi_pv_controller_resize_seconds", "From the start of a resize (Resizing) to the controller's part done";
@@ -206,6 +213,11 @@ impl Metrics {
     pub fn sync_failure(&self, queue: &str, class: &str) {
         let labels = FailureLabels { queue: queue.to_string(), class: class.to_string() };
         self.sync_failures.get_or_create(&labels).inc();
+    }
+
+    /// A pass of kind `pass` panicked (runtime::panics).
+    pub fn panicked(&self, pass: &str) {
+        self.panics.get_or_create(&PassLabels { pass: pass.to_string() }).inc();
     }
 
     /// The fence refused a side effect of `kind` (`api`, `csi`).

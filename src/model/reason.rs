@@ -25,6 +25,8 @@ pub enum Reason {
     WaitingForBinder,
     /// Ours: the driver does not list the volume a PV records (the volume reconciler).
     VolumeMissing,
+    /// Ours: a pass over the object panicked (a bug), and is retried with backoff.
+    InternalError,
     // csi-resizer's: expansion, then VolumeAttributesClass changes.
     Resizing,
     VolumeResizeFailed,
@@ -57,6 +59,7 @@ impl Reason {
             Reason::VolumeDeletionRefused => "VolumeDeletionRefused",
             Reason::WaitingForBinder => "WaitingForBinder",
             Reason::VolumeMissing => "VolumeMissing",
+            Reason::InternalError => "InternalError",
             Reason::Resizing => "Resizing",
             Reason::VolumeResizeFailed => "VolumeResizeFailed",
             Reason::FileSystemResizeRequired => "FileSystemResizeRequired",
@@ -88,7 +91,8 @@ impl Reason {
             | Reason::VolumeFailedDelete
             | Reason::VolumeDeletionRefused
             | Reason::WaitingForBinder
-            | Reason::VolumeMissing => Role::Provisioner,
+            | Reason::VolumeMissing
+            | Reason::InternalError => Role::Provisioner,
             Reason::Resizing
             | Reason::VolumeResizeFailed
             | Reason::FileSystemResizeRequired

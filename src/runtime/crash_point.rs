@@ -49,3 +49,20 @@ pub fn here(point: &str) {
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
 pub fn here(_: &str) {}
+
+/// The environment variable that names claims whose pass panics: a claim pass over a claim whose
+/// name contains its value panics, as a bug that a claim's input trips would (the tests of the
+/// panic policy, runtime/panics.rs).
+pub const PANIC_ENV: &str = "CSI_PV_CONTROLLER_PANIC_ON_CLAIM";
+
+#[cfg(feature = "failpoints")]
+pub fn panic_on_claim(name: &str) {
+    static PART: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if let Some(part) = PART.get_or_init(|| std::env::var(PANIC_ENV).ok()) {
+        assert!(!name.contains(part.as_str()), "planted panic on claim {name}");
+    }
+}
+
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub fn panic_on_claim(_: &str) {}

@@ -1,6 +1,6 @@
 //! The process's machinery that every part shares and no decision names: the keyed work queue,
 //! the fence every side effect passes, the HTTP endpoints, the log format, the crash points,
-//! the Event recorder and the intent journal's log.
+//! the panic policy, the Event recorder and the intent journal's log.
 
 pub mod crash_point;
 pub mod events;
@@ -8,4 +8,5 @@ pub mod fence;
 pub mod http;
 pub mod journal;
 pub mod logs;
+pub mod panics;
 pub mod queue;
