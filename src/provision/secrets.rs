@@ -88,19 +88,17 @@ fn expand(
             return Err(malformed("unclosed ${"));
         };
         let token = &body[..close];
-        let value = match token {
-            "pv.name" => input.pv_name.to_string(),
-            "pvc.namespace" => input.pvc_namespace.to_string(),
-            "pvc.name" if name_tokens => input.pvc_name.to_string(),
-            t if name_tokens && t.starts_with("pvc.annotations['") && t.ends_with("']") => {
-                let key = &t["pvc.annotations['".len()..t.len() - 2];
-                input.pvc_annotations.get(key).cloned().ok_or_else(|| {
-                    TemplateError::MissingAnnotation {
-                        template: template.to_string(),
-                        key: key.to_string(),
-                    }
-                })?
-            }
+        let annotation = annotation_key(token).filter(|_| name_tokens);
+        let value = match (token, annotation) {
+            ("pv.name", _) => input.pv_name.to_string(),
+            ("pvc.namespace", _) => input.pvc_namespace.to_string(),
+            ("pvc.name", _) if name_tokens => input.pvc_name.to_string(),
+            (_, Some(key)) => input.pvc_annotations.get(key).cloned().ok_or_else(|| {
+                TemplateError::MissingAnnotation {
+                    template: template.to_string(),
+                    key: key.to_string(),
+                }
+            })?,
             _ => {
                 return Err(TemplateError::UnknownToken {
                     part,
@@ -115,6 +113,12 @@ fn expand(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The key of a `pvc.annotations['<key>']` token. `pvc.annotations[']` is no such token: its
+/// prefix and suffix overlap, and it is refused as an unknown token.
+fn annotation_key(token: &str) -> Option<&str> {
+    token.strip_prefix("pvc.annotations['")?.strip_suffix("']")
 }
 
 /// RFC 1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
@@ -177,6 +181,16 @@ mod tests {
         ));
         assert!(matches!(err(template("$pvc", "ns")), TemplateError::Malformed { .. }));
         assert!(matches!(err(template("${pvc.name", "ns")), TemplateError::Malformed { .. }));
+        // The prefix and the suffix of an annotation token overlap: no key, no panic.
+        for overlapping in ["${pvc.annotations[']}", "${pvc.annotations['}", "${pvc.annotations[}"]
+        {
+            assert!(
+                matches!(err(template(overlapping, "ns")), TemplateError::UnknownToken { .. }),
+                "{overlapping}"
+            );
+        }
+        assert!(matches!(err(template("${pvc.annotations['']}", "ns")),
+            TemplateError::MissingAnnotation { ref key, .. } if key.is_empty()));
         assert!(matches!(err(template("${pvc.annotations['k']}", "ns")),
             TemplateError::MissingAnnotation { ref key, .. } if key == "k"));
         assert!(matches!(
