@@ -19,6 +19,7 @@ use crate::model::{ReclaimPolicy, VolumeExt, VolumePhase};
 use crate::provision::secrets::SecretRef;
 use crate::provision::settings::VolumeNaming;
 
+pub mod paging;
 pub mod reconciler;
 
 #[cfg(test)]

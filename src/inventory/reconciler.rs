@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 use tracing::{info, warn};
 
+use super::paging::{PageStep, Pager};
 use super::{Census, Known, Listed, Memory, State, classify, known, orphan_secret};
 use crate::cluster::Stores;
 use crate::cluster::objects::{Cluster, read_secret};
@@ -40,44 +41,50 @@ pub struct Options {
 #[derive(Debug, Default)]
 pub struct Listing {
     pub volumes: Vec<Listed>,
-    /// False when the driver's first page was full and had no next token (it may not page at
-    /// all, and cut the list short), or it handed back the token it was given.
+    /// False when the driver handed back a token it had given before (the one it was sent, or
+    /// a cycle), paged past `paging::MAX_PAGES`, or handed a token to a listing with no limit.
     pub complete: bool,
     pub pages: usize,
 }
 
-/// Every volume the driver lists, `page_size` at a time, pausing `interval` between pages.
+/// Every volume the driver lists, `page_size` at a time, pausing `interval` between pages; the
+/// steps are `paging::Pager`'s.
 pub async fn list(
     csi: &CsiClient,
     page_size: i32,
     interval: Duration,
 ) -> Result<Listing, CsiError> {
     let mut listing = Listing::default();
-    let mut token = String::new();
+    let mut pager = Pager::new(page_size);
+    let mut step = pager.first();
     loop {
-        if listing.pages > 0 {
+        let (token, max_entries) = match step {
+            PageStep::Next { token, max_entries } => (token, max_entries),
+            PageStep::Whole => {
+                warn!(
+                    page_size,
+                    "volume reconciler: the driver's first page was full and had no next token (it may not page); listing again with no limit"
+                );
+                listing.volumes.clear();
+                (String::new(), 0)
+            }
+            PageStep::Done { complete } => {
+                listing.complete = complete;
+                listing.pages = pager.pages();
+                return Ok(listing);
+            }
+        };
+        if pager.pages() > 0 {
             tokio::time::sleep(interval).await;
         }
-        let (volumes, next) = csi.list_volumes_page(page_size, &token).await?;
-        listing.pages += 1;
+        let (volumes, next) = csi.list_volumes_page(max_entries, &token).await?;
         crate::metrics::metrics().list_volumes_page();
-        let full = usize::try_from(page_size).is_ok_and(|n| volumes.len() >= n);
+        step = pager.after(volumes.len(), &next);
         listing.volumes.extend(
             volumes
                 .into_iter()
                 .map(|v| Listed { id: v.volume_id, capacity_bytes: v.capacity_bytes }),
         );
-        if next.is_empty() {
-            // A driver that gave a next token before pages; one whose first page is full and
-            // ends there may not page at all and have cut the list short.
-            listing.complete = !(full && listing.pages == 1);
-            return Ok(listing);
-        }
-        if next == token {
-            listing.complete = false;
-            return Ok(listing);
-        }
-        token = next;
     }
 }
 
@@ -107,8 +114,15 @@ impl Reconciler {
                 _ = &mut stop => return,
                 _ = ticks.tick() => {}
             }
-            if let Err(e) = self.pass().await {
-                warn!(error = %e, "volume reconciler: ListVolumes failed; trying again next period");
+            match crate::runtime::panics::contain(self.pass()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    warn!(error = %e, "volume reconciler: ListVolumes failed; trying again next period");
+                }
+                Err(p) => {
+                    crate::metrics::metrics().panicked("reconciler");
+                    tracing::error!(error = %p, "volume reconciler: the pass panicked; trying again next period");
+                }
             }
         }
     }
@@ -120,7 +134,7 @@ impl Reconciler {
         if !listing.complete {
             warn!(
                 pages = listing.pages,
-                "volume reconciler: the driver's listing may be incomplete (a full first page without a next token, or a repeated token); lost PVs are not judged this pass; a larger --reconcile-page-size may help"
+                "volume reconciler: the driver's listing may be incomplete (a token handed back or repeated, or more pages than are read); lost PVs are not judged this pass"
             );
         }
         let census = self.census(&listing, &began);
