@@ -11,6 +11,7 @@ pub mod compact;
 pub mod copy;
 pub mod freshness;
 pub mod hold;
+pub mod labels;
 pub mod names;
 pub mod pod;
 pub mod quantity;

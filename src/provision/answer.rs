@@ -36,6 +36,10 @@ pub fn after_create(
         Ok(created) => {
             return match volume::record(plan, created, identity) {
                 Ok(pv) => AfterCreate::Record(Box::new(pv)),
+                // Nothing to delete by: the name is asked for again, as after a failure.
+                Err(e @ volume::AnswerError::NoVolumeId(_)) => {
+                    AfterCreate::Fail { note: e.to_string(), infeasible: false }
+                }
                 Err(e) => AfterCreate::TakeBack {
                     volume_id: created.volume_id.clone(),
                     note: e.to_string(),

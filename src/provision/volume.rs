@@ -21,6 +21,41 @@ pub enum AnswerError {
     TooSmall { volume_id: String, got: i64, requested: i64 },
     #[error("driver created volume {0} without the requested content source; it is being deleted")]
     NoContentSource(String),
+    /// No ID: nothing to record, nor to delete by; CreateVolume is asked again.
+    #[error("driver answered CreateVolume for {0} with an empty volume_id")]
+    NoVolumeId(String),
+    #[error(
+        "driver created volume {volume_id:.64} with an answer the PV cannot hold ({what}); it is being deleted"
+    )]
+    Unrecordable { volume_id: String, what: String },
+}
+
+/// The longest volume ID and the most volume context a PV is given: far past what drivers use,
+/// well within what the API stores in one object.
+pub const MAX_VOLUME_ID: usize = 4096;
+pub const MAX_CONTEXT_BYTES: usize = 256 * 1024;
+
+/// What in an answer no valid PV can hold: an ID or a context past the bounds above, or a
+/// topology segment whose key or value the API refuses in a node affinity.
+fn unrecordable(answer: &csi::Volume, topology: bool) -> Option<String> {
+    use crate::model::labels::{is_label_value, is_qualified_name};
+    if answer.volume_id.len() > MAX_VOLUME_ID {
+        return Some(format!(
+            "a volume_id of {} bytes, over {MAX_VOLUME_ID}",
+            answer.volume_id.len()
+        ));
+    }
+    let context: usize = answer.volume_context.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if context > MAX_CONTEXT_BYTES {
+        return Some(format!("a volume_context of {context} bytes, over {MAX_CONTEXT_BYTES}"));
+    }
+    let segments = answer.accessible_topology.iter().flat_map(|t| &t.segments);
+    let bad = topology
+        .then(|| segments.clone().find(|(k, v)| !is_qualified_name(k) || !is_label_value(v)));
+    if let Some((key, value)) = bad.flatten() {
+        return Some(format!("topology segment {key:.64?}={value:.64?} is not a valid label"));
+    }
+    None
 }
 
 /// The PV for `answer`: volume handle, attributes, capacity and (with topology) node affinity
@@ -30,6 +65,12 @@ pub fn record(
     answer: &csi::Volume,
     identity: &str,
 ) -> Result<PersistentVolume, AnswerError> {
+    if answer.volume_id.is_empty() {
+        return Err(AnswerError::NoVolumeId(plan.volume_name.clone()));
+    }
+    if let Some(what) = unrecordable(answer, plan.topology) {
+        return Err(AnswerError::Unrecordable { volume_id: answer.volume_id.clone(), what });
+    }
     let capacity =
         if answer.capacity_bytes == 0 { plan.requested_bytes } else { answer.capacity_bytes };
     if capacity < plan.requested_bytes {
