@@ -89,6 +89,13 @@ pub fn after_probe(
     identity: &str,
 ) -> Undo {
     match answer {
+        // Nothing to delete by: the intent stays, and the probe is asked again.
+        Ok(created) if created.volume_id.is_empty() => Undo::Unknown {
+            note: format!(
+                "cannot delete volume {}: the driver answered CreateVolume with an empty volume_id",
+                plan.volume_name
+            ),
+        },
         Ok(created) => {
             if plan.retain
                 && deleting
@@ -130,6 +137,24 @@ mod tests {
         let name = &plan.volume_name;
         let fail = |note: String, infeasible| AfterCreate::Fail { note, infeasible };
         let cases: Vec<(Result<csi::Volume, Failure>, bool, AfterCreate)> = vec![
+            // No ID: nothing to take back; CreateVolume is asked again.
+            (
+                Ok(csi::Volume { volume_id: String::new(), ..answer(gib) }),
+                false,
+                fail(format!("driver answered CreateVolume for {name} with an empty volume_id"), false),
+            ),
+            // A context no PV can hold: deleted again.
+            (
+                Ok(csi::Volume {
+                    volume_context: [("k".to_string(), "x".repeat(300 * 1024))].into(),
+                    ..answer(gib)
+                }),
+                false,
+                AfterCreate::TakeBack {
+                    volume_id: "vol-1".into(),
+                    note: "driver created volume vol-1 with an answer the PV cannot hold (a volume_context of 307201 bytes, over 262144); it is being deleted".into(),
+                },
+            ),
             (
                 Err(failure(Final, ResourceExhausted)),
                 true,
@@ -214,6 +239,18 @@ mod tests {
             (&delete, Err(failure(Final, AlreadyExists)), true, Some(unknown)),
             (&delete, Err(failure(Final, Other)), true, Some(Undo::NothingMade)),
             (&delete, Err(failure(Infeasible, Other)), true, Some(Undo::NothingMade)),
+            // No ID to delete by: unknown, never DeleteVolume("").
+            (
+                &delete,
+                Ok(csi::Volume { volume_id: String::new(), ..answer(gib) }),
+                true,
+                Some(Undo::Unknown {
+                    note: format!(
+                        "cannot delete volume {}: the driver answered CreateVolume with an empty volume_id",
+                        delete.volume_name
+                    ),
+                }),
+            ),
         ];
         for (i, (plan, answer, deleting, want)) in cases.into_iter().enumerate() {
             let got = after_probe(plan, answer.as_ref(), deleting, "id");

@@ -230,6 +230,60 @@ mod tests {
         );
     }
 
+    fn segment(key: &str, value: &str) -> csi::Topology {
+        csi::Topology { segments: [(key.to_string(), value.to_string())].into() }
+    }
+
+    #[test]
+    fn answers_no_valid_pv_can_hold_are_refused() {
+        let topology = Plan { topology: true, ..plan(false) };
+        let with = |change: fn(&mut csi::Volume)| {
+            let mut a = answer(1 << 30);
+            change(&mut a);
+            a
+        };
+        // (the answer, the plan uses topology, what the refusal says; "" for none)
+        let table: [(csi::Volume, bool, &str); 8] = [
+            (with(|a| a.volume_id.clear()), false, "empty volume_id"),
+            (
+                with(|a| a.volume_id = "v".repeat(MAX_VOLUME_ID + 1)),
+                false,
+                "a volume_id of 4097 bytes",
+            ),
+            (with(|a| a.volume_id = "v".repeat(MAX_VOLUME_ID)), false, ""),
+            (
+                with(|a| {
+                    a.volume_context.insert("k".into(), "x".repeat(MAX_CONTEXT_BYTES));
+                }),
+                false,
+                "a volume_context of 262145 bytes",
+            ),
+            (
+                with(|a| a.accessible_topology = vec![segment("", "a")]),
+                true,
+                "is not a valid label",
+            ),
+            (
+                with(|a| a.accessible_topology = vec![segment("zone", "-a")]),
+                true,
+                "is not a valid label",
+            ),
+            // Not recorded without topology, so not refused either.
+            (with(|a| a.accessible_topology = vec![segment("", "a")]), false, ""),
+            (with(|a| a.capacity_bytes = -1), false, "with -1 bytes"),
+        ];
+        for (answer, uses_topology, refusal) in table {
+            let plan = if uses_topology { topology.clone() } else { plan(false) };
+            let got = record(&plan, &answer, "i");
+            match (refusal, got) {
+                ("", Ok(_)) => {}
+                ("", Err(e)) => panic!("{:.80?}: refused: {e}", answer.volume_id),
+                (text, Ok(_)) => panic!("recorded, not refused with {text:?}"),
+                (text, Err(e)) => assert!(e.to_string().contains(text), "{e} lacks {text:?}"),
+            }
+        }
+    }
+
     #[test]
     fn a_clone_without_its_source_is_refused() {
         assert_eq!(
