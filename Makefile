@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz-binder
+.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -84,6 +84,26 @@ e2e: peers-e2e
 	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
 	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
 	$(CURDIR)/target/debug/storage-e2e --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/tests/e2e/results $(E2E_ARGS)
+
+# Every fuzz target of src/fuzz/ under libFuzzer (cargo-fuzz, nightly Rust), all at once, each
+# for FUZZ_SECONDS (30 minutes): the corpus in fuzz/corpus/ grows, is minimized, and is committed
+# by hand; a finding is a file in fuzz/artifacts/<target>/ and fails the run. `make test` runs
+# the same targets over the committed corpus and seconds of random input (src/fuzz/tests.rs).
+FUZZ_SECONDS ?= 1800
+CARGO_FUZZ_VERSION := 0.13.2
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz --version $(CARGO_FUZZ_VERSION)
+	mkdir -p target/fuzz-logs
+	cd fuzz && targets=$$(cargo +nightly fuzz list) && cargo +nightly fuzz build $$targets >/dev/null && \
+	for t in $$targets; do \
+	  cargo +nightly fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
+	    > ../target/fuzz-logs/$$t.log 2>&1 & \
+	done; wait; status=0; \
+	for t in $$targets; do \
+	  echo "$$t: $$(grep -h 'stat::number_of_executed_units' ../target/fuzz-logs/$$t.log | tail -1 | tr -s ' ') executions"; \
+	  cargo +nightly fuzz cmin $$t corpus/$$t >/dev/null 2>&1 || status=1; \
+	  if ls artifacts/$$t/* >/dev/null 2>&1; then echo "$$t: FINDINGS in fuzz/artifacts/$$t/"; status=1; fi; \
+	done; exit $$status
 
 # The binder against kube-controller-manager's on 500 generated states from a new seed each run
 # (BINDER_DIFF_SEED replays one); `make test` runs 40 of them, seed 1, and the hand-written ones.

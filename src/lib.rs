@@ -36,6 +36,8 @@ pub mod expand;
 pub mod explain;
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod inventory;
 pub mod leader;
 pub mod metrics;
