@@ -94,7 +94,7 @@ CARGO_FUZZ_VERSION := 0.13.2
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz --version $(CARGO_FUZZ_VERSION)
 	mkdir -p target/fuzz-logs
-	cd fuzz && targets=$$(cargo +nightly fuzz list) && cargo +nightly fuzz build $$targets >/dev/null && \
+	cd fuzz && targets=$$(cargo +nightly fuzz list) && cargo +nightly fuzz build && \
 	for t in $$targets; do \
 	  cargo +nightly fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -print_final_stats=1 \
 	    > ../target/fuzz-logs/$$t.log 2>&1 & \

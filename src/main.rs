@@ -123,7 +123,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let health = http::Health::new(csi.clone());
     let servers = startup::serve_http(&config, &health, &stop).await?;
     let intake = Intake::new(config.backoff());
-    let journal = startup::open_journal(&config)?;
+    let journal = startup::open_journal(&config).await?;
     let (driver, stores, clients) = tokio::select! {
         connected = startup::connect(&config, &csi, &fence, &intake) => connected?,
         _ = stop.stopped() => return Ok(()),

@@ -97,12 +97,20 @@ pub async fn serve_http(
     Ok(servers)
 }
 
+/// How long a start waits for the process that holds the intent journal to exit: one killed
+/// a moment ago lets go of it within milliseconds, unless a disk write holds it up.
+const JOURNAL_TAKEOVER: Duration = Duration::from_secs(30);
+
 /// `--intent-journal`, opened; unused (and said so) when this process binds.
-pub fn open_journal(config: &Config) -> anyhow::Result<Option<Arc<Journal>>> {
+pub async fn open_journal(config: &Config) -> anyhow::Result<Option<Arc<Journal>>> {
     match (&config.intent_journal, config.binder().binds()) {
         (Some(dir), false) => {
-            let journal =
-                Journal::open(dir).context("cannot use the directory of --intent-journal")?;
+            let path = dir.clone();
+            let opened =
+                tokio::task::spawn_blocking(move || Journal::open_waiting(&path, JOURNAL_TAKEOVER))
+                    .await
+                    .context("the intent journal's opening did not finish")?;
+            let journal = opened.context("cannot use the directory of --intent-journal")?;
             info!(dir = %dir.display(), open = journal.len(), "provisioning intents kept in the intent journal");
             Ok(Some(Arc::new(journal)))
         }

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde::{Deserialize, Serialize};
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use super::{JournalError, io};
 
 pub(super) const LOG: &str = "intents.log";
 const REWRITE: &str = "intents.log.tmp";
-const LOCK: &str = "intents.lock";
+pub(super) const LOCK: &str = "intents.lock";
 
 #[derive(Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -125,17 +125,48 @@ pub(super) fn read(dir: &Path) -> Result<Contents, JournalError> {
     Ok(contents)
 }
 
+/// How often a held lock is tried again while its holder may be exiting.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Holds the directory for this process: a second controller on the same journal would undo
-/// the first one's intents. The lock goes with the process, kill -9 included.
-pub(super) fn hold(dir: &Path) -> Result<File, JournalError> {
+/// the first one's intents. The lock goes with the process, kill -9 included, but only once
+/// that process has exited: one started at once after a kill -9 may find it held by the dying
+/// one for a moment. So a held lock is tried again for up to `wait` (with a log line naming the
+/// holder's PID, which the holder writes into the lock file), and refused only after: a holder
+/// still alive then is a second controller.
+pub(super) fn hold(dir: &Path, wait: std::time::Duration) -> Result<File, JournalError> {
     let path = dir.join(LOCK);
-    let file =
-        File::options().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(JournalError::Held { path }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(&path)(e)),
+    let mut file = File::options()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    let started = std::time::Instant::now();
+    let mut told = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < wait => {
+                if !told {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    warn!(path = %path.display(), holder = holder.trim(), ?wait, "intent journal held by another process; waiting for it to exit");
+                    told = true;
+                }
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(JournalError::Held { path }),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+        }
     }
+    if told {
+        info!(path = %path.display(), waited = ?started.elapsed(), "intent journal taken over from the process that held it");
+    }
+    // Who holds it, for the next one's log line; the lock itself does not depend on it.
+    let pid = std::process::id().to_string();
+    let _ = file.set_len(0).and_then(|()| file.write_all(pid.as_bytes()));
+    Ok(file)
 }
 
 /// A copy of the log as found, for the operator, when some of its lines cannot be read: the

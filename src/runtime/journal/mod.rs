@@ -35,7 +35,7 @@ pub enum JournalError {
     },
     #[error("intent journal: the claim has no UID")]
     NoUid,
-    #[error("intent journal {path}: another process holds it")]
+    #[error("intent journal {path}: another process holds it (and did not exit while we waited)")]
     Held { path: PathBuf },
     #[error("intent journal {path}: the write of this change failed: {reason}")]
     NotWritten { path: PathBuf, reason: String },
@@ -111,8 +111,14 @@ impl Journal {
     /// Lines or files that cannot be read are logged and kept for the operator, never dropped:
     /// each may be a volume to find.
     pub fn open(dir: &Path) -> Result<Journal, JournalError> {
+        Self::open_waiting(dir, std::time::Duration::ZERO)
+    }
+
+    /// As `open`, waiting up to `wait` for a holder of the lock to exit (a predecessor killed
+    /// a moment ago): blocks the calling thread meanwhile.
+    pub fn open_waiting(dir: &Path, wait: std::time::Duration) -> Result<Journal, JournalError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let held = logfile::hold(dir)?;
+        let held = logfile::hold(dir, wait)?;
         let contents = logfile::read(dir)?;
         if contents.unreadable > 0 {
             logfile::keep_aside(dir, contents.unreadable)?;

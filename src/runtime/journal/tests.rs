@@ -154,6 +154,30 @@ async fn a_second_process_cannot_take_the_journal() {
     assert!(intents_in(&dir.path().join("absent")).unwrap().is_empty());
 }
 
+#[test]
+fn a_start_waits_for_a_holder_that_exits_and_refuses_one_that_stays() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    // A holder that lets go after 300 ms, as a process killed a moment ago exits.
+    let holder = Journal::open(dir.path()).unwrap();
+    let lock = std::fs::read_to_string(dir.path().join(logfile::LOCK)).unwrap();
+    assert_eq!(lock, std::process::id().to_string(), "the holder names itself");
+    let exiting = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(holder);
+    });
+    let started = Instant::now();
+    let taken = Journal::open_waiting(dir.path(), Duration::from_secs(10));
+    assert!(taken.is_ok(), "{:?}", taken.err());
+    assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+    exiting.join().unwrap();
+    // A holder that stays: refused once the wait is over, not before.
+    let started = Instant::now();
+    let second = Journal::open_waiting(dir.path(), Duration::from_millis(400));
+    assert!(matches!(second, Err(JournalError::Held { .. })), "{:?}", second.err());
+    assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn the_log_is_rewritten_once_ended_intents_outweigh_open_ones() {
     let dir = tempfile::tempdir().unwrap();
