@@ -95,10 +95,22 @@ pub enum ParameterError {
     Both { deprecated: String, current: String },
     #[error("StorageClass sets {present:?} but not {missing:?}; a secret reference needs both")]
     Incomplete { present: String, missing: String },
+    #[error(
+        "StorageClass parameters hold {bytes} bytes, over the {limit} a CreateVolume call is given; shorten them"
+    )]
+    TooLarge { bytes: usize, limit: usize },
 }
+
+/// The most parameter text (keys and values) a class may hand the driver: far past what
+/// drivers take, and a refusal with an Event where a class holds more, not a slow pass.
+pub const MAX_PARAMETER_BYTES: usize = 256 * 1024;
 
 /// Splits a StorageClass's parameters into instructions for us and parameters for the driver.
 pub fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParameters, ParameterError> {
+    let bytes: usize = parameters.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_PARAMETER_BYTES {
+        return Err(ParameterError::TooLarge { bytes, limit: MAX_PARAMETER_BYTES });
+    }
     let mut out = ClassParameters::default();
     for (key, value) in parameters {
         if key.starts_with(RESERVED_PREFIX) {
@@ -305,6 +317,14 @@ mod tests {
         for (input, want) in table {
             assert_eq!(parse(&params(input)).as_ref(), Err(want), "{input:?}");
         }
+        // Past the bound: refused whole, before any key is looked at.
+        let huge = "x".repeat(MAX_PARAMETER_BYTES);
+        let bytes = "type".len() + huge.len();
+        assert_eq!(
+            parse(&params(&[("type", &huge)])),
+            Err(ParameterError::TooLarge { bytes, limit: MAX_PARAMETER_BYTES })
+        );
+        assert!(parse(&params(&[("t", &huge[1..])])).is_ok(), "at the bound");
         // Every message tells the user what to change.
         let message = ParameterError::UnknownReservedKey("csi.storage.k8s.io/x".into()).to_string();
         assert!(message.contains("csi.storage.k8s.io/x") && message.contains("remove or correct"));
