@@ -140,6 +140,27 @@ async fn hostpath_adopted_unknown_and_lost() {
     assert_eq!(state_of(&report, &leaked), Some("unknown"), "{report}");
     assert_eq!(report["lostPersistentVolumes"], json!([vanish]), "{report}");
     assert_eq!(report["complete"], json!(true), "{report}");
+
+    // hostpathplugin ignores paging: asked for 1, it hands one volume and no next token. The
+    // listing starts again with no limit, and finds every volume, the one past the cut too.
+    let asked_before = world.relay().requests::<csi::ListVolumesRequest>("ListVolumes").len();
+    let report = reconcile_json(
+        &world.plane.admin_kubeconfig,
+        &world.relay().endpoint(),
+        &world.driver_name,
+        &["--reconcile-page-size=1"],
+    );
+    assert_eq!(state_of(&report, &kept_id), Some("adopted"), "{report}");
+    assert_eq!(state_of(&report, &leaked), Some("unknown"), "{report}");
+    assert_eq!(report["complete"], json!(true), "{report}");
+    let asked: Vec<(i32, String)> = world
+        .relay()
+        .requests::<csi::ListVolumesRequest>("ListVolumes")
+        .into_iter()
+        .skip(asked_before)
+        .map(|r| (r.max_entries, r.starting_token))
+        .collect();
+    assert_eq!(asked, [(1, String::new()), (0, String::new())], "a cut page, then the whole list");
 }
 
 fn mount_capability() -> csi::VolumeCapability {
