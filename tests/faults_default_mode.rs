@@ -471,3 +471,62 @@ async fn a_clone_source_is_held_while_the_copy_is_in_flight() {
     let copy = copies.last().expect("the clone's request");
     assert!(copy.volume_content_source.is_some(), "the clone's request copies the source");
 }
+
+/// kill -9, then a new process at once, ten times over, with the intent journal: each new one
+/// may find the journal's lock still held by the one dying, waits for it, and takes over; none
+/// exits for it. Then a start while the lock is held (by the test, as a holder slow to exit):
+/// it waits with a log line, stays alive, and takes over once let go. A claim made after is
+/// Bound, one volume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_start_right_after_kill_9_takes_the_intent_journal_over() {
+    let mut world = Beside::start("restart-at-once", &[], &[INTENT_JOURNAL]).await;
+    world.create_class("std", json!({})).await;
+    for round in 0..10 {
+        assert!(
+            world.sidecar.wait_ready(LIMIT).await,
+            "round {round}: the sidecar did not become ready:\n{}",
+            world.sidecar.log_text()
+        );
+        world.kill_and_restart();
+    }
+    assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
+    // The dying holder's moment, made long: the test holds the lock as a process still exiting
+    // would, while a new sidecar starts; it waits, says so, and takes over once let go.
+    let _ = world.sidecar.child.start_kill();
+    let _ = world.sidecar.child.wait().await;
+    let lock = std::fs::File::options()
+        .write(true)
+        .open(world.dir.path().join("intents/intents.lock"))
+        .unwrap();
+    lock.try_lock().expect("the killed sidecar let go of the lock");
+    world.restart_with(&[], &[]).await;
+    let waiting = eventually(LIMIT, || async {
+        world.sidecar.log_text().contains("waiting for it to exit").then_some(())
+    })
+    .await;
+    assert!(
+        waiting.is_some(),
+        "no wait for the holder:
+{}",
+        world.sidecar.log_text()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(world.sidecar.child.try_wait().unwrap().is_none(), "{}", world.sidecar.log_text());
+    drop(lock);
+    assert!(world.sidecar.wait_ready(LIMIT).await, "{}", world.sidecar.log_text());
+    assert!(world.sidecar.log_text().contains("taken over from the process that held it"));
+    world.create_claim("after", "std", "1Gi", json!({})).await;
+    world.bound("after", LIMIT).await;
+    assert_eq!(world.hostpath().state_volumes().len(), 1);
+    let mut waited = 0;
+    for entry in std::fs::read_dir(world.dir.path()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("sidecar-") && name.ends_with(".log") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            assert!(!text.contains("another process holds it"), "{name}:\n{text}");
+            waited += usize::from(text.contains("waiting for it to exit"));
+        }
+    }
+    eprintln!("{waited} of 11 starts waited for the lock's holder to exit");
+    assert!(waited >= 1, "the held start waited");
+}
