@@ -291,3 +291,57 @@ async fn an_unreadable_secret_is_not_a_missing_one() {
     assert!(notes.iter().any(|n| n.contains("does not exist")), "{notes:?}");
     assert_eq!(bench.driver.creates().len(), 1, "the driver asked once, with the secret there");
 }
+
+/// external-provisioner#1469: a pass on a copy of the claim older than what happened since (the
+/// cluster's binder bound it, the user deleted it, its PV and volume went, all while the watch
+/// lagged) provisions it again and leaves a second volume. Here the pass acts only on the claim
+/// as the API has it: gone, or bound to another PV, it makes no volume.
+#[tokio::test(start_paused = true)]
+async fn a_stale_copy_of_a_claim_since_bound_or_gone_makes_no_volume() {
+    for (case, now) in [
+        ("deleted and gone", json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})),
+        (
+            "bound to another PV",
+            json!({"spec": {"volumeName": "pv-other"}, "status": {"phase": "Bound"},
+                   "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}}),
+        ),
+    ] {
+        let mut bench = Bench::new();
+        bench.create(CLAIMS, claim(json!({})));
+        bench.sync();
+        // What the watch has not brought yet.
+        bench.api.state.lock().unwrap().update(CLAIMS, "c", now);
+        // The intent's write meets the claim as it is (a 404 is a failed pass, retried).
+        let key: ClaimKey = ObjectRef::new("c").within("ns");
+        let _ = bench.controller.sync_claim(&key).await;
+        assert!(bench.driver.creates().is_empty(), "{case}: {:?}", bench.driver.creates());
+        let made = bench
+            .writes()
+            .into_iter()
+            .filter(|w| w.starts_with("POST") && w.contains("persistentvolumes"))
+            .count();
+        assert_eq!(made, 0, "{case}: no PV: {:?}", bench.writes());
+    }
+}
+
+/// The same with the intent journal, which writes nothing on the claim before CreateVolume: the
+/// stale pass may make the volume, but its intent outlives the pass, and once the watch brings
+/// the claim's end the sweep takes the volume back. Nothing is left.
+#[tokio::test(start_paused = true)]
+async fn with_the_journal_a_stale_copy_of_a_claim_gone_leaves_no_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(crate::runtime::journal::Journal::open(dir.path()).unwrap());
+    let mut bench = Bench::with(|s| s.journal = Some(journal.clone()));
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    let gone = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
+    bench.api.state.lock().unwrap().update(CLAIMS, "c", gone);
+    let key: ClaimKey = ObjectRef::new("c").within("ns");
+    let _ = bench.controller.sync_claim(&key).await;
+    bench.sync();
+    bench.controller.sweep_journal().await;
+    let (made, deleted) = (bench.driver.creates().len(), bench.driver.deletes().len());
+    assert_eq!((made, deleted), (1, 1), "the volume the stale pass made is deleted");
+    assert!(journal.is_empty(), "the intent ends with its volume");
+    assert!(typed::<PersistentVolume>(&bench.api, VOLUMES).is_empty(), "no PV left");
+}
