@@ -19,6 +19,9 @@ use support::relayed::{Beside, Relayed};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
+/// A rewrite of CreateVolume's answer.
+type Rewrite = fn(&[u8]) -> Vec<u8>;
+
 /// The driver's answer, changed by `change`.
 fn rewritten(message: &[u8], change: fn(&mut csi::Volume)) -> Vec<u8> {
     let mut answer = csi::CreateVolumeResponse::decode(message).unwrap_or_default();
@@ -87,7 +90,7 @@ async fn malformed_create_volume_answers_are_refused_with_a_warning() {
     let world = Beside::start("hostile-driver", &[], &[]).await;
     world.create_class("std", json!({})).await;
     // (claim, rewrite, what its Warning says, a DeleteVolume for the bad ID)
-    let table: [(&str, fn(&[u8]) -> Vec<u8>, &str, bool); 6] = [
+    let table: [(&str, Rewrite, &str, bool); 6] = [
         ("empty-id", empty_id, "invalid response: empty volume_id", false),
         ("enormous-id", enormous_id, "a volume_id of 10000 bytes", true),
         ("too-small", smaller_than_asked, "with 1 bytes, less than", true),
@@ -127,10 +130,9 @@ async fn malformed_create_volume_answers_are_refused_with_a_warning() {
         );
     }
     // Topology a PV can hold (unknown keys, none at all) is recorded as the driver gave it.
-    for (claim, rewrite) in [
-        ("unknown-topology", unknown_topology as fn(&[u8]) -> Vec<u8>),
-        ("no-topology", no_topology),
-    ] {
+    for (claim, rewrite) in
+        [("unknown-topology", unknown_topology as Rewrite), ("no-topology", no_topology)]
+    {
         relay.inject("CreateVolume", Fault::Rewrite(rewrite));
         world.create_claim(claim, "std", "1Gi", json!({})).await;
         world.bound(claim, LIMIT).await;

@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 
@@ -38,7 +39,7 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
         .await
         .context("cannot list PersistentVolumes")?
         .items;
-    let claims = Api::<PersistentVolumeClaim>::all(client)
+    let claims = Api::<PersistentVolumeClaim>::all(client.clone())
         .list(&ListParams::default())
         .await
         .context("cannot list PersistentVolumeClaims")?
@@ -48,9 +49,14 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
             .context("cannot read the directory of --intent-journal")?,
         None => Vec::new(),
     };
+    let classes = Api::<StorageClass>::all(client)
+        .list(&ListParams::default())
+        .await
+        .context("cannot list StorageClasses")?
+        .items;
     let naming = config.volume_naming();
-    let known =
-        inventory::known(&pvs, &claims, journaled.iter().map(|c| c.as_ref()), driver, &naming);
+    let journaled = journaled.iter().map(|c| c.as_ref());
+    let known = inventory::known(&pvs, &claims, journaled, &classes, (driver, &naming));
     let census = inventory::census(
         &listing.volumes,
         listing.complete,
@@ -72,6 +78,9 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
             (State::Orphaned, _, Some(name)) => format!(
                 "{name}: no claim, PV or intent; deleted with --reconcile-delete-orphans after --reconcile-grace"
             ),
+            (State::Retained, _, _) => {
+                "no PV records it now, but a Retain PV did, or may have (a class of the driver retains); never deleted".to_string()
+            }
             _ => "not named by this controller's prefix; never deleted".to_string(),
         };
         println!(

@@ -41,6 +41,12 @@ pub struct Known {
     pub claims: HashSet<String>,
     /// The volume names of provisioning intents whose claim may be gone (the intent journal).
     pub intents: HashSet<String>,
+    /// Handles a Retain PV of this driver records, or recorded when this process saw it: the
+    /// admin keeps such a volume on purpose, and deletes its PV to keep it.
+    pub retained: HashSet<String>,
+    /// A StorageClass of this driver retains its volumes: a volume named for a claim that is
+    /// gone may be one whose Retain PV was deleted before this process saw it.
+    pub retain_classes: bool,
 }
 
 /// Where a listed volume stands.
@@ -52,19 +58,24 @@ pub enum State {
     InFlight,
     /// Named by us for a claim that no longer exists, with no PV and no intent.
     Orphaned,
+    /// As orphaned, but a Retain PV recorded it, or may have (a class of the driver retains):
+    /// kept on purpose, reported and never deleted.
+    Retained,
     /// Not named by our prefix and recorded by no PV: someone else's, or a driver whose IDs
     /// do not carry names.
     Unknown,
 }
 
 impl State {
-    pub const ALL: [State; 4] = [State::Adopted, State::InFlight, State::Orphaned, State::Unknown];
+    pub const ALL: [State; 5] =
+        [State::Adopted, State::InFlight, State::Orphaned, State::Retained, State::Unknown];
 
     pub fn as_str(self) -> &'static str {
         match self {
             State::Adopted => "adopted",
             State::InFlight => "in_flight",
             State::Orphaned => "orphaned",
+            State::Retained => "retained",
             State::Unknown => "unknown",
         }
     }
@@ -87,8 +98,10 @@ pub fn classify(id: &str, known: &Known, naming: &VolumeNaming) -> Verdict {
         return Verdict { state: State::Adopted, name, pv: Some(pv.clone()) };
     }
     let state = match &name {
+        _ if known.retained.contains(id) => State::Retained,
         None => State::Unknown,
         Some(n) if known.claims.contains(n) || known.intents.contains(n) => State::InFlight,
+        Some(_) if known.retain_classes => State::Retained,
         Some(_) => State::Orphaned,
     };
     Verdict { state, name, pv: None }
@@ -190,6 +203,8 @@ pub fn census<'a>(
 #[derive(Debug, Default)]
 pub struct Memory {
     orphaned_since: HashMap<String, Instant>,
+    /// Every handle a Retain PV recorded on any pass: still retained once its PV is deleted.
+    retained: HashSet<String>,
     lost_last_pass: HashSet<String>,
     announced_lost: HashSet<String>,
 }
@@ -232,6 +247,13 @@ impl Memory {
         Actions { deletable, announce_lost }
     }
 
+    /// `known` with every handle a Retain PV recorded on an earlier pass, remembered from now.
+    pub fn with_retained(&mut self, mut known: Known) -> Known {
+        self.retained.extend(known.retained.iter().cloned());
+        known.retained.clone_from(&self.retained);
+        known
+    }
+
     /// Forgets an orphan once it is deleted.
     pub fn deleted(&mut self, id: &str) {
         self.orphaned_since.remove(id);
@@ -255,23 +277,35 @@ pub fn orphan_secret(
     crate::provision::volume::class_provisioner_secret(class, volume_name, "", "")
 }
 
-/// What the cluster knows, from the PVs, the claims and the intent journal's claims.
+/// What the cluster knows, from the PVs, the claims, the intent journal's claims and the
+/// driver's classes.
 pub fn known<'a>(
     pvs: impl IntoIterator<Item = &'a PersistentVolume>,
     claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
     journaled: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
-    driver: &str,
-    naming: &VolumeNaming,
+    classes: impl IntoIterator<Item = &'a StorageClass>,
+    (driver, naming): (&str, &VolumeNaming),
 ) -> Known {
-    let handles = pvs
-        .into_iter()
-        .filter(|pv| pv.csi_driver() == Some(driver))
+    let ours: Vec<&PersistentVolume> =
+        pvs.into_iter().filter(|pv| pv.csi_driver() == Some(driver)).collect();
+    let handles = ours
+        .iter()
         .filter_map(|pv| Some((pv.csi_handle()?.to_string(), pv.name().to_string())))
+        .collect();
+    let retained = ours
+        .iter()
+        .filter(|pv| pv.reclaim_policy() == ReclaimPolicy::Retain)
+        .filter_map(|pv| Some(pv.csi_handle()?.to_string()))
         .collect();
     let named = |c: &PersistentVolumeClaim| c.metadata.uid.is_some().then(|| naming.for_claim(c));
     Known {
         handles,
         claims: claims.into_iter().filter_map(named).collect(),
         intents: journaled.into_iter().filter_map(named).collect(),
+        retained,
+        retain_classes: classes.into_iter().any(|c| {
+            c.provisioner == driver
+                && crate::model::ClassExt::reclaim_policy(c) == ReclaimPolicy::Retain
+        }),
     }
 }

@@ -161,7 +161,7 @@ impl Reconciler {
         Ok(census)
     }
 
-    fn census(&self, listing: &Listing, began: &Time) -> Census {
+    fn census(&mut self, listing: &Listing, began: &Time) -> Census {
         let (pvs, known) = self.known();
         super::census(
             &listing.volumes,
@@ -175,18 +175,19 @@ impl Reconciler {
     }
 
     /// The PVs as the cache holds them, and what the caches and the journal know.
-    fn known(&self) -> (Vec<Arc<PersistentVolume>>, Known) {
+    fn known(&mut self) -> (Vec<Arc<PersistentVolume>>, Known) {
         let pvs = open_all(&self.stores.volumes.held_state());
         let claims = open_all(&self.stores.claims.held_state());
         let journaled = self.journal.as_ref().map(|j| j.all()).unwrap_or_default();
+        let classes = self.stores.classes.state();
         let known = known(
             pvs.iter().map(|p| p.as_ref()),
             claims.iter().map(|c| c.as_ref()),
             journaled.iter().map(|c| c.as_ref()),
-            &self.driver,
-            &self.naming,
+            classes.iter().map(|c| c.as_ref()),
+            (&self.driver, &self.naming),
         );
-        (pvs, known)
+        (pvs, self.memory.with_retained(known))
     }
 
     async fn announce_lost(&self, name: &str) {

@@ -86,6 +86,62 @@ fn lost_only_for_settled_pvs_of_the_driver_made_before_the_listing() {
     assert!(lost(&pvs, "d", &listed, &at(0)).is_empty(), "nothing existed before the listing");
 }
 
+/// A volume a Retain PV recorded is never an orphan: not while the PV is there, not after the
+/// admin deletes the PV to keep the volume (remembered from the passes that saw the PV), and
+/// not when a class of the driver retains (its PV may have gone before this process saw it).
+/// An orphan is deleted only where none of that holds.
+#[test]
+fn a_volume_a_retain_pv_held_is_never_deletable() {
+    use crate::fixtures::storage_class;
+    let retained = format!("pvc-{GONE}");
+    let retain_pv = pv("kept-on-purpose").csi("d", &retained).reclaim("Retain").build();
+    let delete_class =
+        storage_class("fast").with(json!({"provisioner": "d", "reclaimPolicy": "Delete"})).build();
+    let retain_class =
+        storage_class("keep").with(json!({"provisioner": "d", "reclaimPolicy": "Retain"})).build();
+    let other_driver = storage_class("elsewhere")
+        .with(json!({"provisioner": "e", "reclaimPolicy": "Retain"}))
+        .build();
+    let grace = Duration::ZERO;
+    let t = Instant::now();
+    let listing = [Listed { id: retained.clone(), capacity_bytes: 1 }];
+    let pass = |memory: &mut Memory,
+                pvs: &[&PersistentVolume],
+                classes: &[&StorageClass],
+                at: Duration| {
+        let known =
+            super::known(pvs.iter().copied(), [], [], classes.iter().copied(), ("d", &naming()));
+        let known = memory.with_retained(known);
+        let c = census(&listing, true, pvs.iter().copied(), "d", &known, &naming(), &at0());
+        (c.verdicts[0].1.state, memory.after_pass(&c, t + at, grace).deletable)
+    };
+    // (the Retain PV on the passes before, and now; the driver's classes; the state; deletable)
+    let delete_only: &[&StorageClass] = &[&delete_class, &other_driver];
+    let retaining: &[&StorageClass] = &[&delete_class, &retain_class];
+    let rows: [(bool, bool, &[&StorageClass], State, bool); 4] = [
+        (true, true, delete_only, State::Adopted, false),
+        // The admin deleted the Retain PV: this process saw it, so the volume is kept.
+        (true, false, delete_only, State::Retained, false),
+        // Never seen with a PV, but a class of the driver retains: kept.
+        (false, false, retaining, State::Retained, false),
+        // Nothing says it was kept on purpose: an orphan, deletable on its second pass.
+        (false, false, delete_only, State::Orphaned, true),
+    ];
+    for (before, now, classes, state, deletable) in rows {
+        let mut memory = Memory::default();
+        let earlier: &[&PersistentVolume] = if before { &[&retain_pv] } else { &[] };
+        let current: &[&PersistentVolume] = if now { &[&retain_pv] } else { &[] };
+        pass(&mut memory, earlier, classes, Duration::ZERO);
+        let (got, due) = pass(&mut memory, current, classes, Duration::from_secs(1));
+        assert_eq!(got, state, "before {before}, now {now}");
+        assert_eq!(!due.is_empty(), deletable, "before {before}, now {now}: {due:?}");
+    }
+}
+
+fn at0() -> Time {
+    at(0)
+}
+
 fn census_of(ids: &[&str], lost: Option<&[&str]>) -> Census {
     let listing: Vec<Listed> =
         ids.iter().map(|id| Listed { id: id.to_string(), capacity_bytes: 1 }).collect();
