@@ -310,7 +310,10 @@ async fn offline_driver_waits_while_the_claim_is_in_use() {
     let claim = world.claim("data").await.unwrap();
     assert!(condition_types(&claim).contains(&"ControllerResizeError".to_string()));
     assert_eq!(resize_status(&claim).as_deref(), Some("ControllerResizeInProgress"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Two later passes over the claim (its retries): the driver would have been asked there.
+    let key = format!("claim={}/data", world.namespace);
+    let before = world.sidecar.passes(&key);
+    world.sidecar.passed_again(&key, before + 1, LIMIT).await;
     assert_eq!(expand_calls(&world).len(), 1, "the driver is not asked while a pod uses the claim");
 
     // The pod goes, the volume is unpublished: the next retry expands.
@@ -340,7 +343,8 @@ async fn shrink_below_capacity_is_refused_by_the_api_and_changes_nothing() {
         }
         other => panic!("a shrink below capacity was accepted: {other:?}"),
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A pass over the PV after the refusal: a wrong change would have been made by then.
+    world.nudge_volume(&pv.metadata.name.clone().unwrap(), LIMIT).await;
     let after = world.claim("data").await.unwrap();
     assert_eq!(after.metadata.resource_version, grown.metadata.resource_version, "claim untouched");
     let pv = volume(&world, &pv.metadata.name.clone().unwrap()).await;

@@ -184,7 +184,8 @@ async fn retain_keeps_the_volume_after_the_claim_is_gone() {
     })
     .await;
     assert!(released.is_some(), "{}", world.sidecar.log_text());
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A pass over the Released PV after it: a wrong deletion would have been made there.
+    world.nudge_volume(&name, BIND_LIMIT).await;
     assert!(world.volumes().get_opt(&name).await.unwrap().is_some());
     assert_eq!(world.driver.volumes().len(), 1, "Retain: the volume stays");
     assert!(delete_calls(&world).is_empty());
@@ -382,8 +383,22 @@ async fn claims_stranded_by_a_driver_outage_go_on_when_it_returns() {
     world.create_class("std", json!({})).await;
     world.driver.stop();
     let names = world.create_claims("c", "std", 5).await;
-    // Failures at about 0, 1, 3, 7 and 15 s: the next retries are due near 31 s.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    // Failures at about 0, 1, 3, 7 and 15 s: once each claim's has backed off 16 s, its next
+    // retry is due near 31 s.
+    let backed_off = eventually(Duration::from_secs(60), || async {
+        let log = world.sidecar.log_text();
+        names
+            .iter()
+            .all(|n| {
+                let key = format!("claim={}/{n}", world.namespace);
+                log.lines().any(|l| {
+                    l.contains("retry_in=\"16s\"") && l.split_whitespace().any(|w| w == key)
+                })
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(backed_off.is_some(), "no 16 s backoff for every claim:\n{}", world.sidecar.log_text());
     assert!(world.driver.volumes().is_empty());
     world.driver.restart().await.unwrap();
     let back = std::time::Instant::now();
@@ -408,7 +423,8 @@ async fn wait_for_first_consumer_waits_for_the_selected_node() {
     let world = World::start("prov-wffc", DriverConfig::default(), &[]).await;
     world.create_class("late", json!({"volumeBindingMode": "WaitForFirstConsumer"})).await;
     world.create_claim("late", "late", "1Gi", json!({})).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A pass over the claim after its creation: a CreateVolume would have been sent there.
+    world.nudge_claim("late", BIND_LIMIT).await;
     assert!(create_calls(&world).is_empty(), "no node chosen yet");
     assert_eq!(world.phase("late").await.as_deref(), Some("Pending"));
     world

@@ -91,8 +91,15 @@ async fn a_clone_holds_its_source_until_the_copy_is_made() {
     // kill -9 meanwhile: the finalizer, not the process's memory, holds the source; the
     // restarted sidecar's retry of the copy hangs in the driver as well.
     world.driver.inject("CreateVolume", Fault::Hang);
+    let copies = create_calls(&world).len();
     world.kill_and_restart();
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // The restarted sidecar's retry of the copy reaches the driver (and hangs there): it has
+    // decided on the source by then.
+    let retried = eventually(Duration::from_secs(60), || async {
+        (create_calls(&world).len() > copies).then_some(())
+    })
+    .await;
+    assert!(retried.is_some(), "no retry of the copy:\n{}", world.sidecar.log_text());
     let held = world.claim("origin").await;
     assert!(
         held.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some()),
