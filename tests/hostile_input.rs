@@ -88,8 +88,9 @@ async fn warnings(world: &World<Relayed>, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// With two claim workers, 17 hostile claims, then 10 good ones: every hostile claim has a
-/// Warning that says what is wrong, every good claim is Bound, the panics are counted, and the
+/// With two claim workers, 17 hostile claims, then 10 good ones and one with 10,000
+/// annotations: every hostile claim has a Warning that says what is wrong, every good claim is
+/// Bound, the panics are counted, and the
 /// driver holds exactly the good claims' volumes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hostile_claims_get_warnings_and_stop_no_worker() {
@@ -123,8 +124,15 @@ async fn hostile_claims_get_warnings_and_stop_no_worker() {
             world.sidecar.log_text()
         );
     }
+    // A claim the API takes but nobody writes by hand: 10,000 annotations. A pass over it costs
+    // what its size costs, and it is provisioned like any other.
+    let crowded: serde_json::Map<String, Value> =
+        (0..10_000).map(|i| (format!("example.com/a{i}"), json!("v"))).collect();
+    world
+        .create_claim("crowded", "plain", "1Gi", json!({"metadata": {"annotations": crowded}}))
+        .await;
     let good = world.create_claims("good", "plain", 10).await;
-    for name in &good {
+    for name in good.iter().chain(std::iter::once(&"crowded".to_string())) {
         world.bound(name, LIMIT).await;
     }
     for h in &hostile {
@@ -149,5 +157,5 @@ async fn hostile_claims_get_warnings_and_stop_no_worker() {
     );
     // The driver holds the good claims' volumes and nothing else.
     let held = world.hostpath().state_volumes();
-    assert_eq!(held.len(), good.len(), "{held:?}");
+    assert_eq!(held.len(), good.len() + 1, "{held:?}");
 }
