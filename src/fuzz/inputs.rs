@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Unstructured;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
 use serde_json::{Value, json};
 
 use crate::csi::v1 as csi;
@@ -167,4 +167,36 @@ pub fn volume(u: &mut Unstructured<'_>) -> Option<csi::Volume> {
         content_source: None,
         accessible_topology,
     })
+}
+
+/// A bound claim of the driver's PV, the VolumeAttributesClass it asks for, and that class, each
+/// with its names, status and parameters made up.
+pub fn modify(
+    u: &mut Unstructured<'_>,
+) -> Option<(PersistentVolumeClaim, PersistentVolume, VolumeAttributesClass)> {
+    let wanted = u.text().ok()?;
+    let status = ["", "InProgress", "Infeasible", "Pending"][u.choose_index(4).ok()?];
+    let claim = super::object(json!({
+        "metadata": {"name": u.text().ok()?, "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+        "spec": {"volumeName": "pv", "volumeAttributesClassName": wanted,
+                 "resources": {"requests": {"storage": u.text().ok()?}}},
+        "status": {"phase": "Bound", "currentVolumeAttributesClassName": u.text().ok()?,
+                   "modifyVolumeStatus": {"status": status, "targetVolumeAttributesClassName": u.text().ok()?},
+                   "capacity": {"storage": u.text().ok()?}},
+    }))?;
+    let pv = super::object(json!({
+        "metadata": {"name": "pv"},
+        "spec": {"csi": {"driver": DRIVER, "volumeHandle": u.text().ok()?},
+                 "volumeAttributesClassName": u.text().ok()?,
+                 "claimRef": {"namespace": "ns", "name": claim_name(&claim), "uid": "u"}},
+    }))?;
+    let driver = if u.arbitrary::<bool>().ok()? { DRIVER.to_string() } else { u.text().ok()? };
+    let class = super::object(json!({
+        "metadata": {"name": wanted}, "driverName": driver, "parameters": u.map(6).ok()?,
+    }))?;
+    Some((claim, pv, class))
+}
+
+fn claim_name(claim: &PersistentVolumeClaim) -> String {
+    claim.metadata.name.clone().unwrap_or_default()
 }

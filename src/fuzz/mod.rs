@@ -30,12 +30,13 @@ use inputs::Draw;
 pub type Target = fn(&[u8]);
 
 /// Every target by name, as `fuzz/fuzz_targets/` and the short run name them.
-pub const TARGETS: [(&str, Target); 5] = [
+pub const TARGETS: [(&str, Target); 6] = [
     ("secret_template", secret_template),
     ("quantity", quantity),
     ("provision_plan", provision_plan),
     ("create_volume_answer", create_volume_answer),
     ("list_volumes", list_volumes),
+    ("resize_and_modify", resize_and_modify),
 ];
 
 /// A StorageClass secret template, expanded for a claim with made-up names and annotations:
@@ -152,6 +153,38 @@ pub fn list_volumes(data: &[u8]) {
         }
         assert!(calls <= MAX_PAGES + 1, "more than {MAX_PAGES} pages");
     }
+}
+
+/// A bound claim whose size and VolumeAttributesClass change, with every field the user, an
+/// admin (the class's parameters and driver) or a driver (ControllerExpandVolume's capacity)
+/// writes made up: never a panic; a grown size recorded is at least what was asked, and a
+/// ControllerModifyVolume request carries the class's parameters and the PV's handle.
+pub fn resize_and_modify(data: &[u8]) {
+    use crate::model::copy::ClaimCopy;
+    let mut u = Unstructured::new(data);
+    let asked: u64 = u.arbitrary().unwrap_or_default();
+    let capacity: i64 = u.arbitrary().unwrap_or_default();
+    if let Ok(recorded) = crate::expand::answer(asked, capacity) {
+        assert!(recorded >= asked, "{capacity} for {asked} recorded as {recorded}");
+    }
+    let Some((claim, pv, class)) = inputs::modify(&mut u) else { return };
+    let now = std::time::Instant::now();
+    let lookup = |name: &str| (class.metadata.name.as_deref() == Some(name)).then(|| class.clone());
+    let _ = crate::modify::decide(
+        &claim,
+        &pv,
+        inputs::DRIVER,
+        lookup,
+        "2026-01-01T00:00:00Z",
+        (None, now),
+        ClaimCopy::Live,
+    );
+    let _ = crate::modify::class_error(&class, inputs::DRIVER);
+    let request = crate::modify::request(&claim, &pv, &class, u.arbitrary().unwrap_or_default());
+    for (key, value) in class.parameters.iter().flatten() {
+        assert_eq!(request.mutable_parameters.get(key), Some(value), "{key}");
+    }
+    assert_eq!(Some(request.volume_id.as_str()), crate::model::VolumeExt::csi_handle(&pv));
 }
 
 /// The settings of a sidecar with the flags' defaults.
