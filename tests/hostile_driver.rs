@@ -13,9 +13,9 @@ use csi_pv_controller::csi::v1 as csi;
 use prost::Message;
 use serde_json::json;
 
-use support::cluster::{World, eventually};
+use support::cluster::eventually;
 use support::csi_relay::Fault;
-use support::relayed::{Beside, Relayed};
+use support::relayed::Beside;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -72,16 +72,6 @@ fn no_topology(m: &[u8]) -> Vec<u8> {
     rewritten(m, |v| v.accessible_topology.clear())
 }
 
-/// Warnings about claim `name`, as "reason: note".
-async fn warnings(world: &World<Relayed>, name: &str) -> Vec<String> {
-    let events = world.events(name).await;
-    events
-        .into_iter()
-        .filter(|(t, _, _)| t == "Warning")
-        .map(|(_, r, n)| format!("{r}: {n}"))
-        .collect()
-}
-
 /// Each malformed answer once: a Warning that says what was wrong, then the retry's true answer
 /// bound, its PV holding the driver's real ID; the bad IDs asked to be deleted where there was
 /// one; the driver holding one volume per claim at the end.
@@ -104,7 +94,7 @@ async fn malformed_create_volume_answers_are_refused_with_a_warning() {
         relay.inject("CreateVolume", Fault::Rewrite(rewrite));
         world.create_claim(claim, "std", "1Gi", json!({})).await;
         let said = eventually(LIMIT, || async {
-            warnings(&world, claim).await.into_iter().find(|w| w.contains(says))
+            world.warnings(claim).await.into_iter().find(|w| w.contains(says))
         })
         .await;
         assert!(
@@ -137,9 +127,9 @@ async fn malformed_create_volume_answers_are_refused_with_a_warning() {
         world.create_claim(claim, "std", "1Gi", json!({})).await;
         world.bound(claim, LIMIT).await;
         assert!(
-            warnings(&world, claim).await.is_empty(),
+            world.warnings(claim).await.is_empty(),
             "{claim}: {:?}",
-            warnings(&world, claim).await
+            world.warnings(claim).await
         );
     }
     let held = world.hostpath().state_volumes();
@@ -159,7 +149,7 @@ async fn a_driver_that_always_answers_badly_is_retried_with_backoff() {
     relay.always("CreateVolume", Fault::Rewrite(empty_id));
     world.create_claim("data", "std", "1Gi", json!({})).await;
     let said = eventually(LIMIT, || async {
-        warnings(&world, "data").await.into_iter().find(|w| w.contains("empty volume_id"))
+        world.warnings("data").await.into_iter().find(|w| w.contains("empty volume_id"))
     })
     .await;
     assert!(said.is_some(), "{:?}", world.events("data").await);

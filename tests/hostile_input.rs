@@ -11,8 +11,8 @@ use std::time::Duration;
 use csi_pv_controller::runtime::crash_point::PANIC_ENV;
 use serde_json::{Value, json};
 
-use support::cluster::{World, eventually};
-use support::relayed::{Beside, Relayed};
+use support::cluster::eventually;
+use support::relayed::Beside;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -78,16 +78,6 @@ fn hostile_claims() -> Vec<Hostile> {
     ]
 }
 
-/// The Warnings about claim `name`.
-async fn warnings(world: &World<Relayed>, name: &str) -> Vec<String> {
-    let events = world.events(name).await;
-    events
-        .into_iter()
-        .filter(|(t, _, _)| t == "Warning")
-        .map(|(_, r, n)| format!("{r}: {n}"))
-        .collect()
-}
-
 /// With two claim workers, 17 hostile claims, then 10 good ones and one with 10,000
 /// annotations: every hostile claim has a Warning that says what is wrong, every good claim is
 /// Bound, the panics are counted, and the
@@ -112,7 +102,7 @@ async fn hostile_claims_get_warnings_and_stop_no_worker() {
     // Every hostile claim is looked at (and panics, where planted) before the good ones come.
     for h in &hostile {
         let said = eventually(LIMIT, || async {
-            warnings(&world, h.name).await.into_iter().find(|w| w.contains(h.says))
+            world.warnings(h.name).await.into_iter().find(|w| w.contains(h.says))
         })
         .await;
         assert!(
@@ -138,7 +128,7 @@ async fn hostile_claims_get_warnings_and_stop_no_worker() {
     for h in &hostile {
         // Only the planted bugs are bugs: every other claim is refused for what it is.
         let internal =
-            warnings(&world, h.name).await.into_iter().find(|w| w.starts_with("InternalError"));
+            world.warnings(h.name).await.into_iter().find(|w| w.starts_with("InternalError"));
         assert_eq!(internal.is_some(), h.name.starts_with("panics-"), "{}: {internal:?}", h.name);
         let claim = world.claim(h.name).await.unwrap();
         let phase = claim.status.and_then(|s| s.phase);

@@ -439,6 +439,13 @@ impl<D> World<D> {
             .collect()
     }
 
+    /// The Warnings about object `name` in this namespace, each as "reason: note".
+    pub async fn warnings(&self, name: &str) -> Vec<String> {
+        let events = self.events(name).await;
+        let warnings = events.into_iter().filter(|(t, _, _)| t == "Warning");
+        warnings.map(|(_, reason, note)| format!("{reason}: {note}")).collect()
+    }
+
     /// Waits for an event about `name` with `reason` whose note contains `text`.
     pub async fn event(&self, name: &str, reason: &str, text: &str, limit: Duration) -> String {
         let found = eventually(limit, || async {
