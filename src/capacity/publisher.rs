@@ -158,10 +158,7 @@ impl Publisher {
 
     /// A round that panics is counted and logged; what it left is the next round's to mend.
     async fn contained_round(&self, items: Vec<Item>) {
-        if let Err(p) = crate::runtime::panics::contain(self.round(items)).await {
-            crate::metrics::metrics().panicked("capacity");
-            tracing::error!(error = %p, "a capacity round panicked; the next round publishes again");
-        }
+        crate::runtime::panics::contain_or_log("capacity", self.round(items)).await;
     }
 
     /// The (class, segment) pairs that should have an object, from the stores.

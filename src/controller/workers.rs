@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use super::*;
 use crate::cluster::held::object_key;
 use crate::model::reason::Reason;
-use crate::runtime::panics::{Panicked, contain};
+use crate::runtime::panics::{contain, contain_or_log};
 
 impl Controller {
     /// Runs `workers` claim workers and as many volume workers until `stop` resolves.
@@ -66,10 +66,7 @@ impl Controller {
                         }
                         me.sweep_journal().await;
                     };
-                    if let Err(p) = contain(pass).await {
-                        crate::metrics::metrics().panicked("periodic");
-                        error!(error = %p, "the periodic pass panicked; the next one comes as usual");
-                    }
+                    contain_or_log("periodic", pass).await;
                 }
             })
         };
@@ -193,26 +190,32 @@ impl Controller {
         while let Some(key) = self.intake.claims.next().await {
             let name = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
             let span = info_span!("sync", claim = %name, op = field::Empty);
-            let result = contain(self.sync_claim(&key).instrument(span.clone())).await;
-            let result = result.unwrap_or_else(|p| Err(SyncError::Panicked(p)));
-            if let Err(SyncError::Panicked(p)) = &result {
-                let claim = self.stores.claims.get(&key);
-                self.report_panic("claim", claim.as_deref().map(reference), p)
-                    .instrument(span.clone())
-                    .await;
-            }
+            let object = || self.stores.claims.get(&key).as_deref().map(reference);
+            let pass = self.contained("claim", self.sync_claim(&key), object);
+            let result = pass.instrument(span.clone()).await;
             self.intake.claims.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.claims, key, result));
         }
     }
 
-    /// A pass that panicked: counted, and a Warning on its object, which the retry follows.
-    async fn report_panic(&self, pass: &str, object: Option<ObjectReference>, panicked: &Panicked) {
+    /// A pass over one key whose panic is a failed pass (runtime::panics): counted, and a
+    /// Warning on its object, which the retry follows.
+    async fn contained(
+        &self,
+        pass: &str,
+        work: impl Future<Output = Result<Outcome, SyncError>>,
+        object: impl FnOnce() -> Option<ObjectReference>,
+    ) -> Result<Outcome, SyncError> {
+        let panicked = match contain(work).await {
+            Ok(result) => return result,
+            Err(panicked) => panicked,
+        };
         crate::metrics::metrics().panicked(pass);
-        if let Some(object) = object {
+        if let Some(object) = object() {
             let note = format!("{panicked}; retried with backoff");
             self.events.warning(&object, Reason::InternalError, note).await;
         }
+        Err(SyncError::Panicked(panicked))
     }
 
     /// A class changed (or appeared): its unbound claims may now be provisionable.
@@ -233,10 +236,7 @@ impl Controller {
                     }
                 }
             };
-            if let Err(p) = contain(pass).await {
-                crate::metrics::metrics().panicked("class");
-                error!(class, error = %p, "the pass over the class panicked; its claims come again with the next change or resync");
-            }
+            contain_or_log("class", pass.instrument(info_span!("sync", class = %class))).await;
             self.intake.classes.done(&class);
         }
     }
@@ -244,14 +244,10 @@ impl Controller {
     async fn volume_worker(&self) {
         while let Some(key) = self.intake.volumes.next().await {
             let span = info_span!("sync", volume = %key, op = field::Empty);
-            let result = contain(self.sync_volume(&key).instrument(span.clone())).await;
-            let result = result.unwrap_or_else(|p| Err(SyncError::Panicked(p)));
-            if let Err(SyncError::Panicked(p)) = &result {
-                let volume = self.stores.volumes.get(&ObjectRef::new(&key));
-                self.report_panic("volume", volume.as_deref().map(reference), p)
-                    .instrument(span.clone())
-                    .await;
-            }
+            let object =
+                || self.stores.volumes.get(&ObjectRef::new(&key)).as_deref().map(reference);
+            let pass = self.contained("volume", self.sync_volume(&key), object);
+            let result = pass.instrument(span.clone()).await;
             self.intake.volumes.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.volumes, key, result));
         }

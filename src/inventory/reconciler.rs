@@ -114,15 +114,9 @@ impl Reconciler {
                 _ = &mut stop => return,
                 _ = ticks.tick() => {}
             }
-            match crate::runtime::panics::contain(self.pass()).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    warn!(error = %e, "volume reconciler: ListVolumes failed; trying again next period");
-                }
-                Err(p) => {
-                    crate::metrics::metrics().panicked("reconciler");
-                    tracing::error!(error = %p, "volume reconciler: the pass panicked; trying again next period");
-                }
+            let pass = crate::runtime::panics::contain_or_log("reconciler", self.pass()).await;
+            if let Some(Err(e)) = pass {
+                warn!(error = %e, "volume reconciler: ListVolumes failed; trying again next period");
             }
         }
     }

@@ -52,6 +52,20 @@ pub async fn contain<F: Future>(pass: F) -> Result<F::Output, Panicked> {
     })
 }
 
+/// As [`contain`], for a pass with no object to tell: a panic is counted
+/// (`csi_pv_controller_panics_total{pass}`) and logged, and gives None; the pass comes again at
+/// its next turn.
+pub async fn contain_or_log<F: Future>(pass: &'static str, work: F) -> Option<F::Output> {
+    match contain(work).await {
+        Ok(output) => Some(output),
+        Err(panicked) => {
+            crate::metrics::metrics().panicked(pass);
+            tracing::error!(pass, error = %panicked, "a pass panicked; it comes again at its next turn");
+            None
+        }
+    }
+}
+
 fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
     payload
         .downcast_ref::<&str>()
@@ -82,6 +96,23 @@ mod tests {
         let plain = contain(async { std::panic::panic_any(7_u8) }).await.unwrap_err();
         assert_eq!(plain.message, "a panic with no message");
         assert_eq!(contain(async { 5 }).await, Ok(5));
+    }
+
+    #[tokio::test]
+    async fn a_pass_with_no_object_is_counted_and_gives_none() {
+        install_hook();
+        let counted = || {
+            let text = crate::metrics::metrics().encode();
+            text.lines()
+                .find(|l| l.starts_with("csi_pv_controller_panics_total{pass=\"test-pass\"}"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let before = counted();
+        assert_eq!(contain_or_log("test-pass", async { panic!("planted") }).await, None::<()>);
+        assert_eq!(counted(), before + 1.0);
+        assert_eq!(contain_or_log("test-pass", async { 3 }).await, Some(3));
+        assert_eq!(counted(), before + 1.0);
     }
 
     #[test]
