@@ -34,7 +34,12 @@ pub struct Panicked {
 /// happened in (so it names the object), and its place is kept for [`contain`]. Replaces the
 /// default hook, whose plain stderr text the log format would not carry.
 pub fn install_hook() {
-    std::panic::set_hook(Box::new(|info| {
+    // The unit tests' harness shows a failed test's message through the hook it installed.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if cfg!(test) {
+            previous(info);
+        }
         let location = info
             .location()
             .map_or_else(|| "unknown".to_string(), |l| format!("{}:{}", l.file(), l.line()));
