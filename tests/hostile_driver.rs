@@ -68,6 +68,10 @@ fn unknown_topology(m: &[u8]) -> Vec<u8> {
     })
 }
 
+fn zero_capacity(m: &[u8]) -> Vec<u8> {
+    rewritten(m, |v| v.capacity_bytes = 0)
+}
+
 fn no_topology(m: &[u8]) -> Vec<u8> {
     rewritten(m, |v| v.accessible_topology.clear())
 }
@@ -119,10 +123,14 @@ async fn malformed_create_volume_answers_are_refused_with_a_warning() {
             "{claim}: {deleted:.80?}"
         );
     }
-    // Topology a PV can hold (unknown keys, none at all) is recorded as the driver gave it.
-    for (claim, rewrite) in
-        [("unknown-topology", unknown_topology as Rewrite), ("no-topology", no_topology)]
-    {
+    // Topology a PV can hold (unknown keys, none at all) is recorded as the driver gave it, and
+    // a capacity of 0 ("not said") as the size asked for.
+    let valid: [(&str, Rewrite); 3] = [
+        ("unknown-topology", unknown_topology),
+        ("no-topology", no_topology),
+        ("zero-capacity", zero_capacity),
+    ];
+    for (claim, rewrite) in valid {
         relay.inject("CreateVolume", Fault::Rewrite(rewrite));
         world.create_claim(claim, "std", "1Gi", json!({})).await;
         world.bound(claim, LIMIT).await;
@@ -132,8 +140,11 @@ async fn malformed_create_volume_answers_are_refused_with_a_warning() {
             world.warnings(claim).await
         );
     }
+    let (_, zero) = world.bound("zero-capacity", LIMIT).await;
+    let size = zero.spec.and_then(|s| s.capacity).and_then(|c| c.get("storage").cloned());
+    assert_eq!(size.map(|q| q.0).as_deref(), Some("1Gi"), "capacity 0 records the request");
     let held = world.hostpath().state_volumes();
-    assert_eq!(held.len(), table.len() + 2, "one volume per claim: {held:?}");
+    assert_eq!(held.len(), table.len() + valid.len(), "one volume per claim: {held:?}");
     let pvs = world.driver_volumes_in_api().await;
     assert_eq!(pvs.len(), held.len(), "one PV per volume");
 }

@@ -400,3 +400,45 @@ async fn one_shot_commands_take_the_controllers_flags() {
     let typed = one_shot(&["--volume-name-prefix=typed", "explain", &claim, &from_pod]).0;
     assert!(typed.contains(&format!("CreateVolume typed-{uid}")), "{typed}");
 }
+
+/// ListVolumes' answer with its next token rewritten by the relay: "1" every time.
+fn same_token(message: &[u8]) -> Vec<u8> {
+    use prost::Message;
+    let mut page = csi::ListVolumesResponse::decode(message).unwrap_or_default();
+    page.next_token = "1".into();
+    page.encode_to_vec()
+}
+
+/// A token never handed out before, every time: "01", "001", … (hostpathplugin reads each as 1).
+fn fresh_token(message: &[u8]) -> Vec<u8> {
+    use prost::Message;
+    static ISSUED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+    let width = ISSUED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    let mut page = csi::ListVolumesResponse::decode(message).unwrap_or_default();
+    page.next_token = format!("{:0>width$}", 1);
+    page.encode_to_vec()
+}
+
+/// A driver whose pages repeat their token, and one whose tokens never end, in the shipped
+/// mode: each listing stops in a bounded number of calls (2, and the 10,000-page bound) and
+/// says it may be incomplete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostpath_pages_that_repeat_or_never_end_stop() {
+    use support::csi_relay::Fault;
+    let world = Beside::start("inventory-pages", &[], &[]).await;
+    world.create_class("std", json!({})).await;
+    for name in ["a", "b"] {
+        world.create_claim(name, "std", "1Gi", json!({})).await;
+        world.bound(name, LIMIT).await;
+    }
+    let args = ["--reconcile-page-size=1", "--reconcile-page-interval=0s"];
+    let endpoint = world.relay().endpoint();
+    for (rewrite, calls) in [(same_token as fn(&[u8]) -> Vec<u8>, 2), (fresh_token, 10_000)] {
+        world.relay().always("ListVolumes", Fault::Rewrite(rewrite));
+        let before = world.relay().calls("ListVolumes");
+        let report =
+            reconcile_json(&world.plane.admin_kubeconfig, &endpoint, &world.driver_name, &args);
+        assert_eq!(report["complete"], json!(false), "{report}");
+        assert_eq!(world.relay().calls("ListVolumes") - before, calls);
+    }
+}
