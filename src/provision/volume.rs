@@ -49,13 +49,13 @@ fn unrecordable(answer: &csi::Volume, topology: bool) -> Option<String> {
     if context > MAX_CONTEXT_BYTES {
         return Some(format!("a volume_context of {context} bytes, over {MAX_CONTEXT_BYTES}"));
     }
-    let segments = answer.accessible_topology.iter().flat_map(|t| &t.segments);
-    let bad = topology
-        .then(|| segments.clone().find(|(k, v)| !is_qualified_name(k) || !is_label_value(v)));
-    if let Some((key, value)) = bad.flatten() {
-        return Some(format!("topology segment {key:.64?}={value:.64?} is not a valid label"));
+    // Segments become node affinity only where topology is used.
+    if !topology {
+        return None;
     }
-    None
+    let mut segments = answer.accessible_topology.iter().flat_map(|t| &t.segments);
+    let (key, value) = segments.find(|(k, v)| !is_qualified_name(k) || !is_label_value(v))?;
+    Some(format!("topology segment {key:.64?}={value:.64?} is not a valid label"))
 }
 
 /// The PV for `answer`: volume handle, attributes, capacity and (with topology) node affinity

@@ -136,13 +136,8 @@ const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
 /// still alive then is a second controller.
 pub(super) fn hold(dir: &Path, wait: std::time::Duration) -> Result<File, JournalError> {
     let path = dir.join(LOCK);
-    let mut file = File::options()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(io(&path))?;
+    let mut file =
+        File::options().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
     let started = std::time::Instant::now();
     let mut told = false;
     loop {
