@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-from-source image-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
+.PHONY: image image-from-source image-check swap-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -119,7 +119,14 @@ test: peers lint unit
 	wait $$build || { echo "the image's static build failed"; status=1; }; \
 	cat target/build-static.log; \
 	[ $$status = 0 ] || exit $$status; \
-	$(MAKE) image-check ARCHES=amd64
+	$(MAKE) image-check ARCHES=amd64 && $(MAKE) swap-check
+
+# What users apply, as they apply it: deploy/swap/ with `kubectl apply -k` on csi-driver-host-path's
+# plugin manifest, our image (`make image`) in its pod on a real node, and wrong manifests
+# (docs/testing.md, "The driver's pod").
+swap-check: peers
+	test -f target/csi-pv-controller-image.tar || $(MAKE) image ARCHES=amd64
+	$(CARGO) test --locked $(TEST_FEATURES) --test swap_on_node -- --test-threads=1
 
 # The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
 # Built with the tests' features, so that the library is not compiled a second time.

@@ -5,11 +5,13 @@
 #   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin,
 #             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs, csi-provisioner
 #             and csi-resizer (the rollback test), and a node: kubelet, kube-scheduler,
-#             containerd with its runc shim and ctr, the plugin registrar (peers/registrar), and
-#             the pause and busybox images (the pod tests): what `make test` needs
+#             containerd with its runc shim and ctr, the plugin registrar (peers/registrar), the
+#             pause and busybox images (the pod tests), and csi-driver-host-path's deployment
+#             with csi-attacher and an image per container of its plugin pod
+#             (peers/driver-images.sh, the swap tests): what `make test` needs
 #   bench     the same: the upstream stack of the side-by-side benchmark (`make bench-stacks`)
-#   e2e       the same plus Kubernetes' storage e2e binary, ginkgo, kubectl, csi-attacher and
-#             the agnhost image (`make e2e`)
+#   e2e       the same plus Kubernetes' storage e2e binary, ginkgo and the agnhost image
+#             (`make e2e`)
 #
 # hostpathplugin is built offline from a source archive with its vendor/ folder (see
 # peers/hostpath/source), found in $PEER_SOURCES: by default shared/peers beside the clone.
@@ -163,20 +165,23 @@ build containerd-shim-runc-v2 "$CONTAINERD_VERSION" containerd \
 build ctr "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/ctr \
   -ldflags="$containerd_ldflags"
 # The registrar that announces the driver to kubelet (peers/registrar), keyed by its source.
-build csi-pv-registrar "$(cat "$here/registrar/main.go" "$here/registrar/go.sum" | sha256sum | cut -c1-12)" \
+build csi-pv-registrar "$(cat "$here/registrar/"*.go "$here/registrar/go.sum" | sha256sum | cut -c1-12)" \
   registrar . -ldflags="-s -w"
 # kubectl: `kubectl kustomize` of deploy/ in make test, and the e2e suite's commands.
 build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
+# csi-attacher: a container of csi-driver-host-path's plugin pod, and the e2e suite's attacher.
+build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \
+  github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher -ldflags="-s -w -X main.version=$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)"
 if [[ $mode == e2e ]]; then
   build ginkgo "$(pinned k8s github.com/onsi/ginkgo/v2)" k8s github.com/onsi/ginkgo/v2/ginkgo -ldflags="-s -w"
   build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
-  build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \
-    github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher -ldflags="-s -w -X main.version=$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)"
   # Kubernetes' storage e2e binary, the test package in k8s/e2e, keyed by the release and the
   # package's source.
   e2e_version="$KUBE_VERSION-$(cat "$here/k8s/e2e/"*.go | sha256sum | cut -c1-12)"
   GO_BUILD="test -c" build e2e.test "$e2e_version" k8s ./e2e -ldflags="$(kube_ldflags)"
 fi
 "$here/images.sh" "$cache" "$KUBE_VERSION" "$mode"
+# csi-driver-host-path's deployment, its sidecars' RBAC and its pod's images (the swap tests).
+"$here/driver-images.sh" "$cache"
 
 echo "peers: ready in $cache/bin"

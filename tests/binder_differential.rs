@@ -66,7 +66,8 @@ fn the_binder_ends_where_kube_controller_managers_ends() {
     let mut differences = Vec::new();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let options = PlaneOptions { audit: false, protection_finalizers: false };
+    let options =
+        PlaneOptions { audit: false, protection_finalizers: false, service_accounts: false };
     let batches = states.len().div_ceil(BATCH);
     for (i, batch) in states.chunks(BATCH).enumerate() {
         // make fuzz-binder runs for minutes: say where it is.

@@ -284,13 +284,18 @@ fn kustomize_builds_deploy_and_the_two_container_swap() {
     assert_eq!(others, kept, "the containers that stay are upstream's, unchanged");
     let mut want = vec!["--args-of=csi-provisioner".to_string()];
     want.extend(support::hostpath::container_args("csi-provisioner").0);
+    // The one arg beyond the two lists: the endpoint our probes ask.
+    want.push("--http-endpoint=:8080".into());
     want.push("--args-of=csi-resizer".into());
     want.extend(support::hostpath::container_args("csi-resizer").0);
     let args: Vec<String> = sidecar[0]["args"]
         .as_array()
         .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
-    assert_eq!(args, want, "our args are the two lists verbatim, each after its marker");
+    assert_eq!(
+        args, want,
+        "our args are the two lists verbatim, each after its marker, and a port"
+    );
     let mut pod = ours["spec"]["template"]["spec"].clone();
     let mut upstream_pod = theirs["spec"]["template"]["spec"].clone();
     pod["containers"] = serde_json::Value::Null;

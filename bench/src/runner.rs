@@ -115,7 +115,11 @@ impl Bench {
             self.args.runs,
             self.started.elapsed().as_secs_f64()
         );
-        let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
+        let plane = OwnedPlane::start(PlaneOptions {
+            audit: false,
+            protection_finalizers: true,
+            service_accounts: false,
+        })?;
         let dir = plane.plane.dir.join("run");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let args = &self.args;
@@ -314,7 +318,11 @@ impl Bench {
             self.args.runs,
             self.started.elapsed().as_secs_f64()
         );
-        let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
+        let plane = OwnedPlane::start(PlaneOptions {
+            audit: false,
+            protection_finalizers: true,
+            service_accounts: false,
+        })?;
         let (clients, in_flight, window) =
             (self.args.ceiling_clients, self.args.ceiling_in_flight, self.args.ceiling_window);
         let mut roles = Roles::default();

@@ -1,9 +1,11 @@
-// The test node's plugin registrar (main.go), on kubelet's registration API of Kubernetes v1.36.
+// The test node's plugin registrar (main.go) and the test-only stand-ins for three containers of
+// csi-driver-host-path's plugin pod (standins.go), on kubelet's registration API of Kubernetes v1.36.
 module peers/registrar
 
 go 1.26.0
 
 require (
+	github.com/container-storage-interface/spec v1.12.0
 	google.golang.org/grpc v1.79.3
 	k8s.io/kubelet v0.36.3
 )

@@ -47,6 +47,9 @@ func (r *registrar) NotifyRegistrationStatus(_ context.Context, status *registra
 }
 
 func main() {
+	if standin := standinFor(os.Args[0]); standin != nil {
+		os.Exit(standin(os.Args[1:]))
+	}
 	socket := flag.String("socket", "", "where kubelet finds the registrar: <kubelet root>/plugins_registry/<name>.sock")
 	driver := flag.String("driver", "", "the CSI driver's name")
 	endpoint := flag.String("endpoint", "", "the path of the driver's socket, which kubelet dials for the Node service")

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod control_plane;
 pub mod csi_relay;
+pub mod driver_pod;
 pub mod fake_driver;
 pub mod hostpath;
 pub mod kcm;

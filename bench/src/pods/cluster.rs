@@ -57,7 +57,11 @@ impl Cluster {
         throttle: Throttle,
         sidecar: &Path,
     ) -> Result<Cluster, String> {
-        let plane = OwnedPlane::start(PlaneOptions { audit: false, protection_finalizers: true })?;
+        let plane = OwnedPlane::start(PlaneOptions {
+            audit: false,
+            protection_finalizers: true,
+            service_accounts: false,
+        })?;
         let dir = plane.plane.dir.join("run");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let (client, driver, relay, node) = runtime.block_on(async {

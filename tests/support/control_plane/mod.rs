@@ -37,6 +37,13 @@ pub use loopback::{http_get, http_get_with, http_ok, http_post};
 #[allow(unused_imports)]
 pub use owned::{OwnedPlane, runtime};
 
+/// The Services' range (`--service-cluster-ip-range`), a documentation range that is routed
+/// nowhere: the `kubernetes` Service gets its first address, which a node whose pods call the
+/// apiserver puts on its pods' bridge (`node::ServiceRelay`).
+pub const SERVICE_RANGE: &str = "203.0.113.0/24";
+/// The `kubernetes` Service's ClusterIP in `SERVICE_RANGE`.
+pub const KUBERNETES_SERVICE_IP: &str = "203.0.113.1";
+
 /// How long the apiserver may take to report /readyz on a busy 2-core machine.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -67,7 +74,18 @@ pub fn control_plane() -> &'static ControlPlane {
 /// whose kube-controller-manager the test starts and stops, with the protection finalizers on
 /// as in a real cluster.
 pub fn fresh_plane() -> &'static ControlPlane {
-    let options = PlaneOptions { audit: true, protection_finalizers: true };
+    let options =
+        PlaneOptions { audit: true, protection_finalizers: true, service_accounts: false };
+    match start_on_own_thread(options) {
+        Ok(plane) => Box::leak(Box::new(plane)),
+        Err(e) => panic!("control plane did not start: {e}"),
+    }
+}
+
+/// As `fresh_plane`, for a cluster whose pods call the apiserver with their ServiceAccount's
+/// token (a driver's controller pod).
+pub fn fresh_plane_for_pods() -> &'static ControlPlane {
+    let options = PlaneOptions { audit: true, protection_finalizers: true, service_accounts: true };
     match start_on_own_thread(options) {
         Ok(plane) => Box::leak(Box::new(plane)),
         Err(e) => panic!("control plane did not start: {e}"),
@@ -312,10 +330,14 @@ pub struct PlaneOptions {
     /// Keep the StorageObjectInUseProtection admission plugin (on in real clusters). Only when
     /// kube-controller-manager's protection controllers run, or nothing removes the finalizers.
     pub protection_finalizers: bool,
+    /// Mount ServiceAccount tokens into pods (the ServiceAccount admission), for pods that call
+    /// the apiserver; kube-controller-manager must then make the "default" accounts.
+    pub service_accounts: bool,
 }
 
 impl PlaneOptions {
-    pub const TESTS: PlaneOptions = PlaneOptions { audit: true, protection_finalizers: false };
+    pub const TESTS: PlaneOptions =
+        PlaneOptions { audit: true, protection_finalizers: false, service_accounts: false };
 }
 
 /// A fresh folder for this plane, after removing those of earlier runs whose process is gone.
@@ -413,12 +435,16 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
         .arg("--feature-gates=CrossNamespaceVolumeDataSource=true")
         // No ServiceAccount controller creates "default" accounts for Pods; without
         // kube-controller-manager nothing would remove the protection finalizers either.
-        .arg(if options.protection_finalizers {
-            "--disable-admission-plugins=ServiceAccount"
-        } else {
-            "--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection"
+        // kube-controller-manager makes each namespace's "default" ServiceAccount; a plane whose
+        // pods call the apiserver needs their tokens mounted, so the admission that mounts them.
+        .arg(match (options.protection_finalizers, options.service_accounts) {
+            (_, true) => "--disable-admission-plugins=",
+            (true, false) => "--disable-admission-plugins=ServiceAccount",
+            (false, false) => {
+                "--disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection"
+            }
         })
-        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg(format!("--service-cluster-ip-range={SERVICE_RANGE}"))
         // For a test node's kubelet (exec, logs): the admin certificate, which kubelet trusts
         // through the plane's CA, and the node's name, which resolves to loopback (kubelet
         // reports no loopback address, and its other addresses are not to be dialled).

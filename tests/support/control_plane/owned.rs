@@ -29,8 +29,12 @@ pub fn runtime() -> tokio::runtime::Runtime {
 impl OwnedPlane {
     /// A plane for one test: audited or not, no protection finalizers.
     pub fn for_test(audit: bool) -> OwnedPlane {
-        OwnedPlane::start(PlaneOptions { audit, protection_finalizers: false })
-            .unwrap_or_else(|e| panic!("{e}"))
+        OwnedPlane::start(PlaneOptions {
+            audit,
+            protection_finalizers: false,
+            service_accounts: false,
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts etcd and kube-apiserver. The processes get SIGKILL when the *calling thread* exits

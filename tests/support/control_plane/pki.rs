@@ -35,6 +35,8 @@ pub(super) fn make_pki(dir: &Path) -> Result<Pki, rcgen::Error> {
         "localhost".to_string(),
         "127.0.0.1".to_string(),
         "kubernetes.default.svc".to_string(),
+        // The `kubernetes` Service's ClusterIP, which pods' in-cluster configuration dials.
+        super::KUBERNETES_SERVICE_IP.to_string(),
     ])?;
     server.distinguished_name.push(DnType::CommonName, "kube-apiserver");
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];

@@ -82,6 +82,9 @@ impl Saved {
     }
 }
 
+/// Where csi-driver-host-path's manifest keeps its volumes on the node.
+pub const HOSTPATH_DATA: &str = "/var/lib/csi-hostpath-data";
+
 /// Kills the pods' processes (every process in kubelet's cgroups) and the runc shims that
 /// served a test node.
 pub fn stop_pods() {
@@ -107,12 +110,16 @@ pub fn remove_leftovers() {
     stop_pods();
     unmount_all();
     detach_loops();
+    super::service_relay::remove_address();
     if Path::new("/sys/class/net").join(BRIDGE).exists() {
         let _ = Command::new("ip").args(["link", "delete", BRIDGE]).status();
     }
     for root in kubepods_cgroups() {
         remove_cgroup_tree(&root);
     }
+    // csi-driver-host-path's plugin pod keeps its volumes here, on the node (its manifest's
+    // hostPath).
+    let _ = fs::remove_dir_all(HOSTPATH_DATA);
     let root = Path::new(KUBELET_ROOT);
     let left: Vec<String> = mount_points().into_iter().filter(|m| ours(m)).collect();
     if !left.is_empty() {
@@ -132,7 +139,8 @@ pub fn remove_leftovers() {
 /// control plane (containerd's root file systems, shm and network namespaces).
 fn ours(mount_point: &str) -> bool {
     let planes = std::env::temp_dir().join("csi-pv-controller-control-planes");
-    mount_point == KUBELET_ROOT
+    mount_point.starts_with(&format!("{HOSTPATH_DATA}/"))
+        || mount_point == KUBELET_ROOT
         || mount_point.starts_with(&format!("{KUBELET_ROOT}/"))
         || (mount_point.starts_with(&format!("{}/", planes.display()))
             && mount_point.contains("/node-"))

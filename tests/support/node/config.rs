@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use super::super::control_plane::SERVICE_RANGE;
+
 /// The host-side bridge of the pods' network. It gets no address: pods can reach each other
 /// on it, and nothing else.
 pub const BRIDGE: &str = "csipv-node0";
@@ -51,10 +53,17 @@ state = "{dir}/containerd/state"
     )
 }
 
-/// One bridge network for the pods, with no gateway, no route and no masquerade. Addresses
-/// come from a documentation range that is routed nowhere; the allocator's files stay in `dir`.
-pub fn cni(dir: &Path) -> String {
+/// One bridge network for the pods, with no masquerade. Addresses come from a documentation
+/// range that is routed nowhere; the allocator's files stay in `dir`. With `to_services`, the
+/// bridge is the pods' gateway to `SERVICE_RANGE` and to nothing else; without it, the bridge
+/// has no address on the host side and pods can reach only each other.
+pub fn cni(dir: &Path, to_services: bool) -> String {
     let data = dir.join("cni-ipam");
+    let routes = if to_services {
+        serde_json::json!([{"dst": SERVICE_RANGE}])
+    } else {
+        serde_json::json!([])
+    };
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "csipv-node",
@@ -62,7 +71,7 @@ pub fn cni(dir: &Path) -> String {
             {
                 "type": "bridge",
                 "bridge": BRIDGE,
-                "isGateway": false,
+                "isGateway": to_services,
                 "isDefaultGateway": false,
                 "ipMasq": false,
                 "hairpinMode": false,
@@ -70,7 +79,7 @@ pub fn cni(dir: &Path) -> String {
                     "type": "host-local",
                     "dataDir": data.display().to_string(),
                     "ranges": [[{"subnet": "198.51.100.0/24"}]],
-                    "routes": [],
+                    "routes": routes,
                 },
             },
             {"type": "loopback"},

@@ -18,6 +18,7 @@
 mod cleanup;
 mod config;
 pub mod registrar;
+mod service_relay;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,11 @@ use super::control_plane::{ControlPlane, spawn, tail};
 use super::hostpath::Hostpath;
 use super::peers::peer;
 use registrar::{Registrar, Verdict};
+use service_relay::ServiceRelay;
+
+// Only the tests of the driver's pod read it.
+#[allow(unused_imports)]
+pub use cleanup::HOSTPATH_DATA;
 
 /// kubelet's root folder, as upstream's default and the e2e suite's paths assume.
 pub const KUBELET_ROOT: &str = "/var/lib/kubelet";
@@ -57,6 +63,20 @@ pub const NODE_NAME: &str = "localhost";
 /// The default test image, under the name Kubernetes' e2e suite uses for it.
 pub const BUSYBOX: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
 
+/// An image to import into the node's containerd.
+#[derive(Debug, Clone)]
+pub struct ImageArchive {
+    pub path: PathBuf,
+    /// The image's full name, for an OCI archive; a docker archive names its images itself.
+    pub name: Option<String>,
+}
+
+impl ImageArchive {
+    pub fn docker(path: PathBuf) -> ImageArchive {
+        ImageArchive { path, name: None }
+    }
+}
+
 /// A running node; stopped, and every trace of it removed, when dropped.
 pub struct Node {
     pub name: String,
@@ -69,6 +89,7 @@ pub struct Node {
     /// Stopped in reverse order: the scheduler, kubelet, containerd.
     children: Vec<Child>,
     registrar: Option<Registrar>,
+    relay: Option<ServiceRelay>,
     saved: cleanup::Saved,
     _lock: fs::File,
 }
@@ -84,7 +105,46 @@ impl Node {
     /// As `start`, with kubelet sent to `endpoint` for the driver's calls (a relay in front of
     /// it, which times every call).
     pub async fn start_via(plane: &ControlPlane, driver: &Hostpath, endpoint: &Path) -> Node {
-        let name = driver.config.node_id.clone();
+        let mut node = Node::prepare(driver.config.node_id.clone(), plane, false);
+        node.import_images(&[]);
+        node.start_kubelet(plane);
+        node.start_scheduler(plane);
+        let socket = Path::new(KUBELET_ROOT)
+            .join("plugins_registry")
+            .join(format!("{}-reg.sock", driver.config.driver_name));
+        let log = node.dir.join("registrar.log");
+        let registrar = Registrar::start(&socket, &driver.config.driver_name, endpoint, &log)
+            .unwrap_or_else(|e| {
+                panic!("the plugin registrar cannot serve {}: {e}", socket.display())
+            });
+        node.registrar = Some(registrar);
+        node.wait_ready(plane, Some(&driver.config.driver_name)).await;
+        node
+    }
+
+    /// A node named `NODE_NAME` for a driver that runs in pods, as its users deploy it: no
+    /// driver on the host; `images` (docker or OCI archives) imported besides the base ones; the
+    /// pods' bridge is their way to the `kubernetes` Service (`ServiceRelay`), so that they
+    /// reach the apiserver with their in-cluster configuration. Ready when the Node is; the
+    /// driver registers itself from its pod. `plane` must mount ServiceAccount tokens
+    /// (`fresh_plane_for_pods`).
+    pub async fn start_for_pods(plane: &ControlPlane, images: &[ImageArchive]) -> Node {
+        let mut node = Node::prepare(NODE_NAME.to_string(), plane, true);
+        node.import_images(images);
+        node.start_kubelet(plane);
+        node.start_scheduler(plane);
+        node.wait_ready(plane, None).await;
+        node
+    }
+
+    /// Until kubelet lists `driver` in the node's CSINode (a driver registering from its pod).
+    pub async fn wait_registered(&mut self, plane: &ControlPlane, driver: &str) {
+        self.wait_ready(plane, Some(driver)).await;
+    }
+
+    /// The machine locked, leftovers of earlier nodes removed, containerd running (and the
+    /// Service relay, `for_pods`).
+    fn prepare(name: String, plane: &ControlPlane, for_pods: bool) -> Node {
         let lock = cleanup::lock_machine();
         cleanup::remove_leftovers();
         cleanup::make_root();
@@ -101,32 +161,26 @@ impl Node {
             dir,
             children: Vec::new(),
             registrar: None,
+            relay: None,
             saved,
             _lock: lock,
         };
-        node.start_containerd();
-        node.import_images();
-        node.start_kubelet(plane);
-        node.start_scheduler(plane);
-        let socket = Path::new(KUBELET_ROOT)
-            .join("plugins_registry")
-            .join(format!("{}-reg.sock", driver.config.driver_name));
-        let log = node.dir.join("registrar.log");
-        let registrar = Registrar::start(&socket, &driver.config.driver_name, endpoint, &log)
-            .unwrap_or_else(|e| {
-                panic!("the plugin registrar cannot serve {}: {e}", socket.display())
-            });
-        node.registrar = Some(registrar);
-        node.wait_ready(plane, &driver.config.driver_name).await;
+        if for_pods {
+            let apiserver = plane.server.trim_start_matches("https://");
+            let relay = ServiceRelay::start(apiserver)
+                .unwrap_or_else(|e| panic!("the kubernetes Service's relay cannot start: {e}"));
+            node.relay = Some(relay);
+        }
+        node.start_containerd(for_pods);
         node
     }
 
-    fn start_containerd(&mut self) {
+    fn start_containerd(&mut self, to_services: bool) {
         let config = config::containerd(&self.dir, &self.containerd_socket);
         let path = self.dir.join("containerd.toml");
         fs::write(&path, config).expect("containerd config");
         fs::create_dir_all(self.dir.join("cni")).expect("cni folder");
-        fs::write(self.dir.join("cni/10-node.conflist"), config::cni(&self.dir))
+        fs::write(self.dir.join("cni/10-node.conflist"), config::cni(&self.dir, to_services))
             .expect("cni config");
         let mut command = Command::new(peer("containerd"));
         command.arg(format!("--config={}", path.display())).env("PATH", search_path());
@@ -138,19 +192,23 @@ impl Node {
 
     /// Imports the images into containerd's Kubernetes namespace, each under the name its
     /// archive carries.
-    fn import_images(&self) {
+    fn import_images(&self, extra: &[ImageArchive]) {
         let folder = super::peers::bin_dir().join("images");
         let optional = E2E_IMAGES.iter().filter(|f| folder.join(f).is_file());
-        for file in IMAGES.iter().chain(optional) {
-            let archive = folder.join(file);
+        let base =
+            IMAGES.iter().chain(optional).map(|file| ImageArchive::docker(folder.join(file)));
+        for ImageArchive { path: archive, name } in base.chain(extra.iter().cloned()) {
             assert!(
                 archive.is_file(),
-                "image archive {} not found: run `make peers` first",
+                "image archive {} not found: run `make peers` (and `make image` for ours) first",
                 archive.display()
             );
             let out = Command::new(peer("ctr"))
                 .arg(format!("--address={}", self.containerd_socket.display()))
                 .args(["--namespace=k8s.io", "images", "import"])
+                // An OCI archive (`make image`'s) names its image by annotation only, which
+                // ctr does not read: the image list gets the name here.
+                .args(name.iter().flat_map(|n| ["--index-name", n.as_str()]))
                 .arg(&archive)
                 .output()
                 .expect("cannot run ctr");
@@ -195,8 +253,8 @@ impl Node {
         self.children.push(child);
     }
 
-    /// Until the Node is Ready and kubelet has registered `driver` in its CSINode.
-    async fn wait_ready(&mut self, plane: &ControlPlane, driver: &str) {
+    /// Until the Node is Ready and kubelet has registered `driver` (if any) in its CSINode.
+    async fn wait_ready(&mut self, plane: &ControlPlane, driver: Option<&str>) {
         let client = plane.client().await;
         let nodes: Api<NodeObject> = Api::all(client.clone());
         let csi_nodes: Api<CSINode> = Api::all(client);
@@ -219,18 +277,16 @@ impl Node {
                     .iter()
                     .any(|c| c.type_ == "Ready" && c.status == "True")
             });
-            let registered = csi_nodes
-                .get_opt(&self.name)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|n| n.spec.drivers.iter().any(|d| d.name == driver));
+            let registered =
+                csi_nodes.get_opt(&self.name).await.ok().flatten().is_some_and(|n| {
+                    n.spec.drivers.iter().any(|d| Some(d.name.as_str()) == driver)
+                }) || driver.is_none();
             if ready && registered {
                 return;
             }
             assert!(
                 start.elapsed() < READY_TIMEOUT,
-                "node {} not Ready with driver {driver} registered after {READY_TIMEOUT:?} \
+                "node {} not Ready with driver {driver:?} registered after {READY_TIMEOUT:?} \
                  (Ready: {ready}, registered: {registered}):\n{}\n{}",
                 self.name,
                 tail(&self.kubelet_log),
@@ -252,6 +308,7 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.registrar = None;
+        self.relay = None;
         // The scheduler and kubelet first, so that nothing starts a container meanwhile; then
         // the pods' processes and their shims; then containerd.
         for child in self.children.iter_mut().skip(1).rev() {

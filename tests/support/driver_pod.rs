@@ -1,0 +1,286 @@
+//! csi-driver-host-path deployed as its users deploy it, on a real node: its plugin StatefulSet
+//! (hostpathplugin, node-driver-registrar, livenessprobe, csi-attacher, csi-snapshotter and the
+//! rest as containers of one pod) applied with kubectl from its own manifest, either unmodified
+//! (upstream's stack) or through deploy/swap/ with `kubectl apply -k` (ours: our image, built by
+//! `make image`, in place of csi-provisioner and csi-resizer). The images are those
+//! peers/driver-images.sh made under the manifest's names, and ours; nothing is pulled.
+//!
+//! The one change to what users apply: deploy/swap/ names csi-driver-host-path's manifest by
+//! its URL, which this machine cannot fetch, so the test's copy of deploy/swap/ names the same
+//! file from the release's source archive (peers/driver-images.sh copied it).
+//!
+//! The pods reach the apiserver with their in-cluster configuration, through the `kubernetes`
+//! Service (node::ServiceRelay, the test-only stand-in for kube-proxy).
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::api::{Api, LogParams};
+
+use super::control_plane::{ControlPlane, fresh_plane_for_pods};
+use super::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
+use super::node::{ImageArchive, NODE_CONTROLLERS, NODE_NAME, Node};
+use super::peers::{bin_dir, peer};
+
+/// The driver's name, as csi-driver-host-path's manifest names it.
+pub const DRIVER: &str = "hostpath.csi.k8s.io";
+/// The namespace csi-driver-host-path's manifest deploys into.
+pub const NAMESPACE: &str = "default";
+/// The StatefulSet's one pod.
+pub const POD: &str = "csi-hostpathplugin-0";
+/// Our container's name in deploy/swap/.
+pub const OURS: &str = "csi-pv-controller";
+
+/// How long the plugin pod may take to be Ready with every container on a busy 2-core machine:
+/// eight containers from local images, node-driver-registrar's 30 s probe delay.
+const READY_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// kube-controller-manager's controllers for a driver deployed as a StatefulSet whose pods use
+/// their ServiceAccount: the StatefulSet's pod, each namespace's "default" account and the root
+/// CA ConfigMap that a projected token volume needs.
+const POD_CONTROLLERS: &str =
+    "statefulset-controller,serviceaccount-controller,root-ca-certificate-publisher-controller";
+
+/// Which stack the plugin pod runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stack {
+    /// csi-driver-host-path's manifest as it is: csi-provisioner and csi-resizer.
+    Upstream,
+    /// deploy/swap/ applied with `kubectl apply -k`: our image in their place.
+    Swap,
+}
+
+/// A cluster with the driver's plugin pod running; everything stops when dropped.
+pub struct DriverCluster {
+    pub plane: &'static ControlPlane,
+    pub node: Node,
+    pub stack: Stack,
+    /// The test's copy of the manifests (deploy/swap/ and deploy/rbac, and the driver's).
+    pub manifests: PathBuf,
+    _kcm: Kcm,
+}
+
+/// `make image`'s OCI archive: `CSI_PV_CONTROLLER_IMAGE`, or target/csi-pv-controller-image.tar.
+pub fn our_image() -> ImageArchive {
+    let path =
+        std::env::var_os("CSI_PV_CONTROLLER_IMAGE").map(PathBuf::from).unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/csi-pv-controller-image.tar")
+        });
+    assert!(path.is_file(), "our image {} is missing: run `make image` first", path.display());
+    ImageArchive { path, name: Some(our_image_name()) }
+}
+
+/// The name deploy/swap/ gives our image, as kubelet completes it.
+pub fn our_image_name() -> String {
+    format!("docker.io/library/csi-pv-controller:v{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// csi-driver-host-path's deployment folder (deploy/kubernetes-1.34 and deploy/util of its
+/// release, and the sidecars' RBAC), as peers/driver-images.sh left it.
+pub fn hostpath_deploy() -> PathBuf {
+    let dir = bin_dir().join("hostpath-deploy");
+    assert!(dir.join("kubernetes-1.34").is_dir(), "{} is missing: run `make peers`", dir.display());
+    dir
+}
+
+fn driver_images() -> Vec<ImageArchive> {
+    let dir = bin_dir().join("driver-images");
+    let mut images: Vec<ImageArchive> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}: run `make peers`", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
+        .map(ImageArchive::docker)
+        .collect();
+    images.sort_by(|a, b| a.path.cmp(&b.path));
+    assert!(images.len() >= 8, "{} holds {} images, not 8", dir.display(), images.len());
+    images
+}
+
+impl DriverCluster {
+    /// A fresh plane, kube-controller-manager, a node, and the driver's plugin pod of `stack`
+    /// Ready with the driver registered. `edit` may change the test's copy of deploy/ (the
+    /// folder holding swap/ and rbac/) before it is applied: a wrong manifest's test.
+    pub async fn start(stack: Stack, edit: impl FnOnce(&Path)) -> DriverCluster {
+        let cluster = Self::start_unready(stack, edit).await;
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    /// As `start`, without waiting for the pod: for manifests that must not become Ready.
+    pub async fn start_unready(stack: Stack, edit: impl FnOnce(&Path)) -> DriverCluster {
+        let plane = fresh_plane_for_pods();
+        let controllers = format!("{KCM_STORAGE_CONTROLLERS},{NODE_CONTROLLERS},{POD_CONTROLLERS}");
+        let root_ca = format!("--root-ca-file={}", plane.ca_file.display());
+        let kcm = Kcm::start_with(plane, &controllers, &[&root_ca]);
+        let mut images = driver_images();
+        if stack == Stack::Swap {
+            images.push(our_image());
+        }
+        let node = Node::start_for_pods(plane, &images).await;
+        let manifests = plane.dir.join("manifests");
+        let cluster = DriverCluster { plane, node, stack, manifests, _kcm: kcm };
+        cluster.stage_manifests();
+        edit(&cluster.manifests.join("deploy"));
+        cluster.apply().await;
+        cluster
+    }
+
+    /// The test's copies: deploy/swap/ and deploy/rbac/ as they are in the checkout, but for the
+    /// driver manifest's URL, and the driver's deployment folder.
+    fn stage_manifests(&self) {
+        let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let ours = self.manifests.join("deploy");
+        copy_dir(&deploy.join("rbac"), &ours.join("rbac"));
+        copy_dir(&deploy.join("swap"), &ours.join("swap"));
+        let plugin = hostpath_deploy().join("kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
+        fs::copy(&plugin, ours.join("swap/csi-hostpath-plugin.yaml")).expect("driver manifest");
+        let kustomization = ours.join("swap/kustomization.yaml");
+        let text = fs::read_to_string(&kustomization).expect("deploy/swap/kustomization.yaml");
+        let url = text
+            .lines()
+            .map(|l| l.trim().trim_start_matches("- ").trim())
+            .find(|l| l.starts_with("https://") && l.ends_with("/csi-hostpath-plugin.yaml"))
+            .expect("deploy/swap/ names csi-driver-host-path's plugin manifest by URL")
+            .to_string();
+        fs::write(&kustomization, text.replace(&url, "csi-hostpath-plugin.yaml"))
+            .expect("kustomization");
+    }
+
+    /// What csi-driver-host-path's deploy script applies (the sidecars' RBAC, the CSIDriver,
+    /// the snapshot class and its CRDs), then the plugin: its manifest, or deploy/swap/.
+    async fn apply(&self) {
+        let hostpath = hostpath_deploy();
+        // kubectl reads a symbolic link to a folder as a file.
+        let crds = fs::canonicalize(bin_dir().join("snapshot-crds")).expect("snapshot CRDs");
+        self.kubectl(&["apply", "-f", &crds.display().to_string()]);
+        // The sidecars' own RBAC; with ours, only that of the sidecars that stay, so that our
+        // RBAC (deploy/rbac) is all our container has.
+        for sidecar in ["csi-attacher", "csi-snapshotter", "csi-provisioner", "csi-resizer"] {
+            let replaced = matches!(sidecar, "csi-provisioner" | "csi-resizer");
+            if self.stack == Stack::Upstream || !replaced {
+                let file = hostpath.join("rbac").join(format!("{sidecar}.yaml"));
+                self.kubectl(&["apply", "-f", &file.display().to_string()]);
+            }
+        }
+        let driver = hostpath.join("kubernetes-1.34/hostpath");
+        for file in ["csi-hostpath-driverinfo.yaml", "csi-hostpath-snapshotclass.yaml"] {
+            self.kubectl(&["apply", "-f", &driver.join(file).display().to_string()]);
+        }
+        match self.stack {
+            Stack::Upstream => {
+                let plugin = driver.join("csi-hostpath-plugin.yaml");
+                self.kubectl(&["apply", "-f", &plugin.display().to_string()]);
+            }
+            Stack::Swap => {
+                let swap = self.manifests.join("deploy/swap");
+                self.kubectl(&["apply", "-k", &swap.display().to_string()]);
+            }
+        }
+    }
+
+    /// Runs kubectl as the cluster's admin; panics with its output when it fails.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let out = Command::new(peer("kubectl"))
+            .arg(format!("--kubeconfig={}", self.plane.admin_kubeconfig.display()))
+            .args(args)
+            .output()
+            .expect("cannot run kubectl");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "kubectl {} failed:\n{text}", args.join(" "));
+        text
+    }
+
+    /// Until the plugin pod is Ready (every container's probes pass) and kubelet lists the
+    /// driver in the node's CSINode.
+    pub async fn wait_ready(&self) {
+        let client = self.plane.client().await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        let nodes: Api<CSINode> = Api::all(client);
+        let start = Instant::now();
+        loop {
+            let pod = pods.get_opt(POD).await.ok().flatten();
+            let ready = pod.as_ref().is_some_and(pod_ready);
+            let registered = nodes
+                .get_opt(NODE_NAME)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|n| n.spec.drivers.iter().any(|d| d.name == DRIVER));
+            if ready && registered {
+                return;
+            }
+            if start.elapsed() > READY_TIMEOUT {
+                panic!(
+                    "{POD} not Ready with {DRIVER} registered after {READY_TIMEOUT:?} (Ready: \
+                     {ready}, registered: {registered}):\n{}\n{}",
+                    self.describe().await,
+                    self.node.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// The plugin pod's containers' states and each one's last log lines, for a failure.
+    pub async fn describe(&self) -> String {
+        let client = self.plane.client().await;
+        let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+        let Some(pod) = pods.get_opt(POD).await.ok().flatten() else {
+            return format!("no pod {POD}");
+        };
+        let mut text = String::new();
+        let statuses = pod.status.and_then(|s| s.container_statuses).unwrap_or_default();
+        for status in statuses {
+            text.push_str(&format!(
+                "container {}: ready {}, restarts {}, state {:?}\n",
+                status.name, status.ready, status.restart_count, status.state
+            ));
+            let params = LogParams {
+                container: Some(status.name.clone()),
+                tail_lines: Some(15),
+                ..Default::default()
+            };
+            if let Ok(log) = pods.logs(POD, &params).await {
+                text.push_str(&log);
+            }
+        }
+        text
+    }
+
+    /// A container's log in the plugin pod (the current instance, or the previous one).
+    pub async fn logs(&self, container: &str, previous: bool) -> String {
+        let client = self.plane.client().await;
+        let pods: Api<Pod> = Api::namespaced(client, NAMESPACE);
+        let params =
+            LogParams { container: Some(container.into()), previous, ..Default::default() };
+        pods.logs(POD, &params).await.unwrap_or_default()
+    }
+}
+
+/// Whether every container of `pod` is ready.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+    for entry in fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let entry = entry.expect("directory entry");
+        if entry.path().is_file() {
+            fs::copy(entry.path(), to.join(entry.file_name())).expect("copy manifest");
+        }
+    }
+}
