@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-from-source image-check swap-check image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
+.PHONY: image image-from-source image-check swap-check e2e-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -77,13 +77,30 @@ integration: peers
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test faults_default_mode --test flags_default_mode --test flag_effects --test merged_args --test crash_points --test rollback_default_mode --test cut_over --test inventory --test waiting --test hostile_input --test hostile_driver -- --test-threads=2 || failed=1; \
 	exit $$failed
 
-# Kubernetes' storage e2e suite ("External Storage") on one real node, with upstream's stack and
-# with ours as deploy/ runs it, each with csi-driver-host-path's driver definition and ours;
-# E2E_ARGS narrows it (`storage-e2e --help`). Results in tests/e2e/results/<date>-e2e/.
+# Kubernetes' storage e2e suite ("External Storage") on one real node, against csi-driver-host-path's
+# plugin pod as users deploy it: from its own manifest (upstream's stack) and through deploy/swap/
+# with our image (intents on finalizers, and in deploy/'s journal), each with csi-driver-host-path's
+# driver definition and ours; E2E_ARGS narrows it (`storage-e2e --help`). Results, with the commit
+# and the image's digest, in tests/e2e/results/<date>-e2e/.
+E2E_RUN = $(CURDIR)/target/debug/storage-e2e --image $(CURDIR)/target/csi-pv-controller-image.tar --out $(CURDIR)/tests/e2e/results
 e2e: peers-e2e
-	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
+	$(MAKE) image ARCHES=amd64
 	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
-	$(CURDIR)/target/debug/storage-e2e --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/tests/e2e/results $(E2E_ARGS)
+	$(E2E_RUN) $(E2E_ARGS)
+
+# The gate `.ci/run` runs on every commit: every spec that exercises our code (provisioning with
+# its data sources, volume-expand, volume-modify, capacity, topology) against deploy/swap/ with our
+# driver definition. It fails on a failed spec, a ginkgo run that does not succeed, a missing or
+# unreadable report, or fewer passed specs than tests/e2e/gate-floor. Results in
+# target/e2e-gate/ (not committed).
+E2E_GATE_FOCUS := provisioning|volume-expand|volume-modify|capacity|topology
+e2e-gate: peers-e2e
+	test -f target/csi-pv-controller-image.tar || $(MAKE) image ARCHES=amd64
+	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
+	rm -rf target/e2e-gate
+	$(CURDIR)/target/debug/storage-e2e --image $(CURDIR)/target/csi-pv-controller-image.tar --out $(CURDIR)/target \
+	  --name e2e-gate --stacks ours --driver-files ours --runs parallel,features \
+	  --focus '$(E2E_GATE_FOCUS)' --floor $$(grep -v '^#' tests/e2e/gate-floor)
 
 # Every fuzz target of src/fuzz/ under libFuzzer (cargo-fuzz, nightly Rust), all at once, each
 # for FUZZ_SECONDS (30 minutes): the corpus in fuzz/corpus/ grows, is minimized, and is committed
@@ -122,11 +139,12 @@ test: peers lint unit
 	$(MAKE) image-check ARCHES=amd64 && $(MAKE) swap-check
 
 # What users apply, as they apply it: deploy/swap/ with `kubectl apply -k` on csi-driver-host-path's
-# plugin manifest, our image (`make image`) in its pod on a real node, and wrong manifests
-# (docs/testing.md, "The driver's pod").
+# plugin manifest, our image (`make image`) in its pod on a real node, wrong manifests, and
+# rollouts during a 200-claim burst and its deletion in both intent modes (docs/testing.md,
+# "The driver's pod").
 swap-check: peers
 	test -f target/csi-pv-controller-image.tar || $(MAKE) image ARCHES=amd64
-	$(CARGO) test --locked $(TEST_FEATURES) --test swap_on_node -- --test-threads=1
+	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test swap_on_node --test rollout_on_node -- --test-threads=1
 
 # The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
 # Built with the tests' features, so that the library is not compiled a second time.

@@ -112,6 +112,8 @@ container liveness-probe "$standin" "test-only stand-in" livenessprobe
 container csi-external-health-monitor-controller "$standin" "test-only stand-in" csi-external-health-monitor-controller
 
 touch "$out.tmp/done"
+# Earlier builds' images are of no further use.
+find "$cache" -maxdepth 1 -name "driver-images-*" ! -name "driver-images-$key*" -exec rm -rf {} +
 rm -rf "$out" && mv "$out.tmp" "$out"
 ln -sfn "$out" "$bin/driver-images"
 echo "peers: driver images in $out"

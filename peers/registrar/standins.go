@@ -20,9 +20,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	csi "github.com/container-storage-interface/spec/lib/go/csi"
@@ -34,7 +36,25 @@ import (
 // standinFor returns the stand-in named by the program's file name, or nil for the registrar's
 // own command line (main.go).
 func standinFor(program string) func(args []string) int {
-	switch filepath.Base(program) {
+	standin := standinByName(filepath.Base(program))
+	if standin == nil {
+		return nil
+	}
+	return func(args []string) int {
+		// As the sidecars: SIGTERM ends the container at once, not after the grace period.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		go func() {
+			<-stop
+			logf("stopping on a signal")
+			os.Exit(0)
+		}()
+		return standin(args)
+	}
+}
+
+func standinByName(name string) func(args []string) int {
+	switch name {
 	case "csi-node-driver-registrar":
 		return nodeDriverRegistrar
 	case "livenessprobe":

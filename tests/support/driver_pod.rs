@@ -25,7 +25,7 @@ use kube::api::{Api, LogParams};
 
 use super::control_plane::{ControlPlane, fresh_plane_for_pods};
 use super::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
-use super::node::{ImageArchive, NODE_CONTROLLERS, NODE_NAME, Node};
+use super::node::{ImageArchive, JOURNAL_DIR, NODE_CONTROLLERS, NODE_NAME, Node};
 use super::peers::{bin_dir, peer};
 
 /// The driver's name, as csi-driver-host-path's manifest names it.
@@ -52,8 +52,31 @@ const POD_CONTROLLERS: &str =
 pub enum Stack {
     /// csi-driver-host-path's manifest as it is: csi-provisioner and csi-resizer.
     Upstream,
-    /// deploy/swap/ applied with `kubectl apply -k`: our image in their place.
+    /// deploy/swap/ applied with `kubectl apply -k`: our image in their place, provisioning
+    /// intents on claim finalizers.
     Swap,
+    /// deploy/swap/ with deploy/'s intent journal: `--intent-journal` in a folder of the node,
+    /// as deploy/hostpath/ runs it.
+    SwapJournal,
+}
+
+impl Stack {
+    pub fn ours(self) -> bool {
+        self != Stack::Upstream
+    }
+}
+
+/// A cluster's make-up beyond its stack.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    /// kube-controller-manager's controllers beyond the storage, node and pod ones.
+    pub controllers: &'a str,
+    /// hostpathplugin's flags after its manifest's.
+    pub driver_flags: &'a [&'a str],
+    /// The provisioner's flags after its manifest's list (csi-provisioner's, or ours after
+    /// `--args-of=csi-provisioner`); with any, the container also gets `NAMESPACE` (its pod's),
+    /// where storage capacity objects go.
+    pub provisioner_flags: &'a [&'a str],
 }
 
 /// A cluster with the driver's plugin pod running; everything stops when dropped.
@@ -107,25 +130,47 @@ impl DriverCluster {
     /// Ready with the driver registered. `edit` may change the test's copy of deploy/ (the
     /// folder holding swap/ and rbac/) before it is applied: a wrong manifest's test.
     pub async fn start(stack: Stack, edit: impl FnOnce(&Path)) -> DriverCluster {
-        let cluster = Self::start_unready(stack, edit).await;
+        Self::start_with(stack, Extras::default(), edit).await
+    }
+
+    /// As `start`, with `extras`.
+    pub async fn start_with(
+        stack: Stack,
+        extras: Extras<'_>,
+        edit: impl FnOnce(&Path),
+    ) -> DriverCluster {
+        let cluster = Self::start_unready_with(stack, extras, edit).await;
         cluster.wait_ready().await;
         cluster
     }
 
     /// As `start`, without waiting for the pod: for manifests that must not become Ready.
     pub async fn start_unready(stack: Stack, edit: impl FnOnce(&Path)) -> DriverCluster {
+        Self::start_unready_with(stack, Extras::default(), edit).await
+    }
+
+    async fn start_unready_with(
+        stack: Stack,
+        extras: Extras<'_>,
+        edit: impl FnOnce(&Path),
+    ) -> DriverCluster {
         let plane = fresh_plane_for_pods();
-        let controllers = format!("{KCM_STORAGE_CONTROLLERS},{NODE_CONTROLLERS},{POD_CONTROLLERS}");
+        let mut controllers =
+            format!("{KCM_STORAGE_CONTROLLERS},{NODE_CONTROLLERS},{POD_CONTROLLERS}");
+        if !extras.controllers.is_empty() {
+            controllers = format!("{controllers},{}", extras.controllers);
+        }
         let root_ca = format!("--root-ca-file={}", plane.ca_file.display());
         let kcm = Kcm::start_with(plane, &controllers, &[&root_ca]);
         let mut images = driver_images();
-        if stack == Stack::Swap {
+        if stack.ours() {
             images.push(our_image());
         }
         let node = Node::start_for_pods(plane, &images).await;
         let manifests = plane.dir.join("manifests");
         let cluster = DriverCluster { plane, node, stack, manifests, _kcm: kcm };
         cluster.stage_manifests();
+        cluster.add_extras(&extras);
         edit(&cluster.manifests.join("deploy"));
         cluster.apply().await;
         cluster
@@ -152,6 +197,45 @@ impl DriverCluster {
             .expect("kustomization");
     }
 
+    /// deploy/'s intent journal (SwapJournal) and `extras`' flags, into the test's copies: the
+    /// driver manifest's own markers (`# end hostpath args`, `# end csi-provisioner args`)
+    /// and our container's provisioner list say where.
+    fn add_extras(&self, extras: &Extras<'_>) {
+        let deploy = self.manifests.join("deploy");
+        let plugin = deploy.join("swap/csi-hostpath-plugin.yaml");
+        let containers = deploy.join("swap/containers.yaml");
+        let list = |flags: &[&str]| -> String {
+            flags.iter().map(|f| format!("            - \"{f}\"\n")).collect()
+        };
+        let env = "          env:\n            - name: NAMESPACE\n              valueFrom:\n                fieldRef:\n                  fieldPath: metadata.namespace\n";
+        insert_before(&plugin, "            # end hostpath args\n", &list(extras.driver_flags));
+        if !extras.provisioner_flags.is_empty() {
+            let flags = list(extras.provisioner_flags);
+            match self.stack {
+                Stack::Upstream => {
+                    insert_before(&plugin, "            # end csi-provisioner args\n", &flags);
+                    insert_after(&plugin, "            # end csi-provisioner args\n", env);
+                }
+                Stack::Swap | Stack::SwapJournal => {
+                    insert_after(&containers, "            - --http-endpoint=:8080\n", &flags);
+                    insert_before(&containers, "          securityContext:\n", env);
+                }
+            }
+        }
+        if self.stack == Stack::SwapJournal {
+            let journal = "            - --intent-journal=/var/lib/csi-pv-controller/intents\n";
+            insert_after(&containers, "            - --http-endpoint=:8080\n", journal);
+            let mount = "            - mountPath: /var/lib/csi-pv-controller\n              name: intent-journal\n";
+            insert_after(&containers, "              name: socket-dir\n", mount);
+            let mut text = fs::read_to_string(&containers).expect("containers.yaml");
+            text.truncate(text.trim_end().len());
+            text.push_str(&format!(
+                "\n      volumes:\n        - name: intent-journal\n          hostPath: {{path: {JOURNAL_DIR}, type: DirectoryOrCreate}}\n"
+            ));
+            fs::write(&containers, text).expect("containers.yaml");
+        }
+    }
+
     /// What csi-driver-host-path's deploy script applies (the sidecars' RBAC, the CSIDriver,
     /// the snapshot class and its CRDs), then the plugin: its manifest, or deploy/swap/.
     async fn apply(&self) {
@@ -163,7 +247,7 @@ impl DriverCluster {
         // RBAC (deploy/rbac) is all our container has.
         for sidecar in ["csi-attacher", "csi-snapshotter", "csi-provisioner", "csi-resizer"] {
             let replaced = matches!(sidecar, "csi-provisioner" | "csi-resizer");
-            if self.stack == Stack::Upstream || !replaced {
+            if !self.stack.ours() || !replaced {
                 let file = hostpath.join("rbac").join(format!("{sidecar}.yaml"));
                 self.kubectl(&["apply", "-f", &file.display().to_string()]);
             }
@@ -174,10 +258,11 @@ impl DriverCluster {
         }
         match self.stack {
             Stack::Upstream => {
-                let plugin = driver.join("csi-hostpath-plugin.yaml");
+                // The manifest as released, with only `Extras`' flags added.
+                let plugin = self.manifests.join("deploy/swap/csi-hostpath-plugin.yaml");
                 self.kubectl(&["apply", "-f", &plugin.display().to_string()]);
             }
-            Stack::Swap => {
+            Stack::Swap | Stack::SwapJournal => {
                 let swap = self.manifests.join("deploy/swap");
                 self.kubectl(&["apply", "-k", &swap.display().to_string()]);
             }
@@ -273,6 +358,20 @@ pub fn pod_ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Puts `text` before the first `marker` line of `path`; panics if there is none.
+fn insert_before(path: &Path, marker: &str, text: &str) {
+    let old = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(old.contains(marker), "{} has no line {marker:?}", path.display());
+    fs::write(path, old.replacen(marker, &format!("{text}{marker}"), 1)).expect("manifest");
+}
+
+/// Puts `text` after the first `marker` line of `path`; panics if there is none.
+fn insert_after(path: &Path, marker: &str, text: &str) {
+    let old = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(old.contains(marker), "{} has no line {marker:?}", path.display());
+    fs::write(path, old.replacen(marker, &format!("{marker}{text}"), 1)).expect("manifest");
 }
 
 fn copy_dir(from: &Path, to: &Path) {

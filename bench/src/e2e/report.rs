@@ -29,14 +29,24 @@ pub struct RunResult {
     pub stack: StackKind,
     pub file: DriverFile,
     pub specs: Vec<SpecResult>,
+    /// What makes the run's result untrustworthy whatever its specs say: a report missing or
+    /// unreadable, ginkgo ending other than with success.
+    pub problems: Vec<String>,
 }
 
-/// The specs that ran in one ginkgo report (a missing report: none ran, which the table shows).
-pub fn read(path: &Path, run: Run) -> Vec<SpecResult> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
-    };
-    let suites: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+/// The file a run's ginkgo exit status is written to, beside its reports.
+pub const EXIT_FILE: &str = "ginkgo-exit";
+
+/// The specs that ran in one ginkgo report; a report missing, unreadable or holding no suite is
+/// an error, never "nothing ran".
+pub fn read(path: &Path, run: Run) -> Result<Vec<SpecResult>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("report {}: {e}", path.display()))?;
+    let suites: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("report {} does not parse: {e}", path.display()))?;
+    if suites.as_array().is_none_or(|a| a.is_empty()) {
+        return Err(format!("report {} holds no suite", path.display()));
+    }
     let mut specs = Vec::new();
     for suite in suites.as_array().into_iter().flatten() {
         for spec in suite["SpecReports"].as_array().into_iter().flatten() {
@@ -62,23 +72,41 @@ pub fn read(path: &Path, run: Run) -> Vec<SpecResult> {
             });
         }
     }
-    specs
+    Ok(specs)
 }
 
-/// Every run whose report is in `out`, by stack and definition.
+/// Every run whose folder is in `out`, by stack and definition, with its problems.
 pub fn on_disk(out: &Path) -> Vec<RunResult> {
     let mut results = Vec::new();
     for file in [DriverFile::Upstream, DriverFile::Ours] {
-        for stack in [StackKind::Upstream, StackKind::Ours] {
+        for stack in StackKind::ALL {
             let dir = crate::runs::folder(out, stack, file);
             if !dir.is_dir() {
                 continue;
             }
-            let specs = [Run::Parallel, Run::Features, Run::Serial]
-                .into_iter()
-                .flat_map(|run| read(&dir.join(run.label()).join("logs/report.json"), run))
-                .collect();
-            results.push(RunResult { stack, file, specs });
+            let mut specs = Vec::new();
+            let mut problems = Vec::new();
+            for run in [Run::Parallel, Run::Features, Run::Serial] {
+                let run_dir = dir.join(run.label());
+                if !run_dir.is_dir() {
+                    continue;
+                }
+                match read(&run_dir.join("logs/report.json"), run) {
+                    Ok(found) => specs.extend(found),
+                    Err(e) => problems.push(e),
+                }
+                let exit = std::fs::read_to_string(run_dir.join(EXIT_FILE));
+                match exit.as_deref().map(str::trim) {
+                    Ok("0") => {}
+                    Ok(code) => {
+                        problems.push(format!("{}: ginkgo exited with {code}", run_dir.display()))
+                    }
+                    Err(e) => {
+                        problems.push(format!("{}: no ginkgo exit status: {e}", run_dir.display()))
+                    }
+                }
+            }
+            results.push(RunResult { stack, file, specs, problems });
         }
     }
     results
@@ -127,6 +155,9 @@ impl Progress {
     }
 }
 
+/// The file of a results folder that names what ran: the commit and our image's digest.
+pub const PROVENANCE: &str = "provenance.md";
+
 /// (passed, failed) over every run.
 pub fn totals(results: &[RunResult]) -> (usize, usize) {
     let all = results.iter().flat_map(|r| &r.specs);
@@ -139,6 +170,7 @@ pub fn totals(results: &[RunResult]) -> (usize, usize) {
 /// returns their text.
 pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
     let mut all = String::new();
+    let provenance = std::fs::read_to_string(out.join(PROVENANCE)).unwrap_or_default();
     for file in [DriverFile::Upstream, DriverFile::Ours] {
         let runs: Vec<&RunResult> = results.iter().filter(|r| r.file == file).collect();
         if runs.is_empty() {
@@ -150,6 +182,7 @@ pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
             "# Kubernetes storage e2e, {}: upstream's stack and ours\n",
             file.label()
         );
+        let _ = writeln!(text, "{provenance}");
         for r in &runs {
             let passed = r.specs.iter().filter(|s| s.passed()).count();
             let _ = writeln!(
@@ -199,6 +232,14 @@ pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
             for (stack, s) in failures {
                 let _ = writeln!(text, "- {stack}: {} — {}", s.name, s.failure);
             }
+        }
+        let problems: Vec<String> = runs
+            .iter()
+            .flat_map(|r| r.problems.iter().map(|p| format!("- {}: {p}", r.stack.label())))
+            .collect();
+        if !problems.is_empty() {
+            let _ =
+                writeln!(text, "\nRuns whose result cannot be trusted:\n\n{}", problems.join("\n"));
         }
         let _ = writeln!(text, "\n## Skipped by name (tests/e2e/skips.txt)\n");
         for (regex, reason) in &skips.0 {

@@ -14,17 +14,33 @@ use crate::support::sidecar::repo_root;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StackKind {
-    /// kube-controller-manager's binder and expander with csi-provisioner and csi-resizer.
+    /// csi-driver-host-path's manifest: csi-provisioner and csi-resizer in the driver's pod,
+    /// beside kube-controller-manager's binder and expander.
     Upstream,
-    /// csi-pv-controller beside kube-controller-manager's binder, as deploy/ runs it.
+    /// deploy/swap/: our image in their place, intents on claim finalizers.
     Ours,
+    /// deploy/swap/ with deploy/'s intent journal (`--intent-journal` in an emptyDir).
+    OursJournal,
 }
 
 impl StackKind {
+    pub const ALL: [StackKind; 3] = [StackKind::Upstream, StackKind::Ours, StackKind::OursJournal];
+
     pub fn label(self) -> &'static str {
         match self {
             StackKind::Upstream => "upstream",
             StackKind::Ours => "ours",
+            StackKind::OursJournal => "ours-journal",
+        }
+    }
+
+    /// What the driver's pod runs.
+    pub fn pod(self) -> crate::support::driver_pod::Stack {
+        use crate::support::driver_pod::Stack;
+        match self {
+            StackKind::Upstream => Stack::Upstream,
+            StackKind::Ours => Stack::Swap,
+            StackKind::OursJournal => Stack::SwapJournal,
         }
     }
 }
@@ -52,9 +68,10 @@ impl DriverFile {
         }
     }
 
-    /// The provisioner's flags beyond deploy/'s (ours) and csi-driver-host-path's (upstream's),
-    /// the same in both stacks: ours declares capacity, published for the suite's classes, which
-    /// bind at once, with no owner (the sidecars run as processes, not in a pod).
+    /// The provisioner's flags beyond deploy/swap/'s (ours) and csi-driver-host-path's
+    /// (upstream's), the same in both stacks: ours declares capacity, published for the suite's
+    /// classes, which bind at once, with no owner (the driver's manifest gives its containers
+    /// no POD_NAME to find the owner by).
     pub fn provisioner_flags(self) -> &'static [&'static str] {
         match self {
             DriverFile::Upstream => &[],
@@ -163,7 +180,6 @@ impl Skips {
 pub struct Setup {
     pub stack: StackKind,
     pub file: DriverFile,
-    pub sidecar: PathBuf,
     pub procs: u32,
     pub focus: Option<String>,
     pub out: PathBuf,
@@ -187,7 +203,7 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
     let work = tempfile::tempdir().unwrap_or_else(|e| panic!("temporary folder: {e}"));
     println!("e2e {}: starting the cluster and the node", setup.label());
     let started = Instant::now();
-    let cluster = Cluster::start(setup.stack, setup.file, &setup.sidecar, work.path()).await;
+    let cluster = Cluster::start(setup.stack, setup.file, work.path()).await;
     println!("e2e {}: cluster up in {:.0?}", setup.label(), started.elapsed());
     let driver_file = write_driver_file(setup.file, work.path());
     for run in runs {
@@ -216,9 +232,9 @@ pub async fn run_all(setup: &Setup, runs: &[Run], skips: &Skips) {
     let logs = dir.join("logs");
     let _ = std::fs::create_dir_all(&logs);
     for log in ["kubelet.log", "containerd.log", "kube-scheduler.log"] {
-        let _ = std::fs::copy(cluster.node.dir.join(log), logs.join(log));
+        let _ = std::fs::copy(cluster.driver.node.dir.join(log), logs.join(log));
     }
-    let _ = std::fs::write(logs.join("provisioner.log"), cluster.provisioner_log());
+    let _ = std::fs::write(logs.join("provisioner.log"), cluster.provisioner_log().await);
     drop(cluster);
 }
 
@@ -272,7 +288,7 @@ async fn ginkgo(
     command
         .arg(peer("e2e.test"))
         .arg("--")
-        .arg(format!("--kubeconfig={}", cluster.plane.admin_kubeconfig.display()))
+        .arg(format!("--kubeconfig={}", cluster.driver.plane.admin_kubeconfig.display()))
         .arg(format!("--storage.testdriver={}", driver_file.display()))
         .arg(format!("--kubectl-path={}", bin_dir().join("kubectl").display()))
         // Files a definition names (our VolumeAttributesClass) by absolute path.
@@ -297,6 +313,12 @@ async fn ginkgo(
     }
     let status = child.wait().await;
     println!("e2e {label}: ginkgo ended with {status:?}; {}", progress.summary());
+    // Read again with the reports: a run that did not end in success fails the gate.
+    let code = match status {
+        Ok(s) => s.code().map_or_else(|| format!("{s}"), |c| c.to_string()),
+        Err(e) => format!("not waited for: {e}"),
+    };
+    let _ = std::fs::write(dir.join(crate::report::EXIT_FILE), format!("{code}\n"));
 }
 
 /// gzip `path` in place (the JUnit report names every spec with its output: megabytes of text).

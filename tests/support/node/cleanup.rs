@@ -85,6 +85,10 @@ impl Saved {
 /// Where csi-driver-host-path's manifest keeps its volumes on the node.
 pub const HOSTPATH_DATA: &str = "/var/lib/csi-hostpath-data";
 
+/// Where deploy/ keeps our intent journal on the node (its hostPath), which the driver pod's
+/// tests use too.
+pub const JOURNAL_DIR: &str = "/var/lib/csi-pv-controller/hostpath.csi.k8s.io";
+
 /// Kills the pods' processes (every process in kubelet's cgroups) and the runc shims that
 /// served a test node.
 pub fn stop_pods() {
@@ -120,6 +124,7 @@ pub fn remove_leftovers() {
     // csi-driver-host-path's plugin pod keeps its volumes here, on the node (its manifest's
     // hostPath).
     let _ = fs::remove_dir_all(HOSTPATH_DATA);
+    let _ = fs::remove_dir_all(JOURNAL_DIR);
     let root = Path::new(KUBELET_ROOT);
     let left: Vec<String> = mount_points().into_iter().filter(|m| ours(m)).collect();
     if !left.is_empty() {

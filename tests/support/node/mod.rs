@@ -37,7 +37,7 @@ use service_relay::ServiceRelay;
 
 // Only the tests of the driver's pod read it.
 #[allow(unused_imports)]
-pub use cleanup::HOSTPATH_DATA;
+pub use cleanup::{HOSTPATH_DATA, JOURNAL_DIR};
 
 /// kubelet's root folder, as upstream's default and the e2e suite's paths assume.
 pub const KUBELET_ROOT: &str = "/var/lib/kubelet";
