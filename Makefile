@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: image image-from-source image-check swap-check e2e-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
+.PHONY: image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -33,8 +33,11 @@ peers:
 # The same set: kept for the scripts that name it.
 peers-bench: peers
 
-# The test set plus what Kubernetes' storage e2e suite needs: its test binary, ginkgo, kubectl,
-# csi-attacher and the agnhost image.
+# The test set plus what Kubernetes' storage e2e suite needs: its test binary and ginkgo (the
+# gate's set), and the agnhost, nginx and glibc-dns-testing images (the whole suite's).
+peers-gate:
+	./peers/build.sh gate
+
 peers-e2e:
 	./peers/build.sh e2e
 
@@ -94,9 +97,11 @@ e2e: peers-e2e
 # unreadable report, or fewer passed specs than tests/e2e/gate-floor. Results in
 # target/e2e-gate/ (not committed).
 E2E_GATE_FOCUS := provisioning|volume-expand|volume-modify|capacity|topology
-e2e-gate: peers-e2e
+# The library as `make test` built it for the benchmark's tests, so that it is not compiled again.
+GATE_FEATURES := --features csi-pv-controller/failpoints
+e2e-gate: peers-gate
 	test -f target/csi-pv-controller-image.tar || $(MAKE) image ARCHES=amd64
-	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
+	$(CARGO) build --locked $(GATE_FEATURES) -p csi-pv-bench --bin storage-e2e
 	rm -rf target/e2e-gate
 	$(CURDIR)/target/debug/storage-e2e --image $(CURDIR)/target/csi-pv-controller-image.tar --out $(CURDIR)/target \
 	  --name e2e-gate --stacks ours --driver-files ours --runs parallel,features \

@@ -10,8 +10,10 @@
 #             with csi-attacher and an image per container of its plugin pod
 #             (peers/driver-images.sh, the swap tests): what `make test` needs
 #   bench     the same: the upstream stack of the side-by-side benchmark (`make bench-stacks`)
-#   e2e       the same plus Kubernetes' storage e2e binary, ginkgo and the agnhost image
-#             (`make e2e`)
+#   gate      the same plus Kubernetes' storage e2e binary and ginkgo: what the e2e gate's
+#             specs need (`make e2e-gate`, in .ci/run)
+#   e2e       the same plus the agnhost, nginx and glibc-dns-testing images the whole suite
+#             needs (`make e2e`)
 #
 # hostpathplugin is built offline from a source archive with its vendor/ folder (see
 # peers/hostpath/source), found in $PEER_SOURCES: by default shared/peers beside the clone.
@@ -23,8 +25,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/csi-pv-controller/peers}
 mode=${1:-test}
 case $mode in
-  test | bench | e2e) ;;
-  *) echo "usage: peers/build.sh [test|bench|e2e]" >&2; exit 2 ;;
+  test | bench | gate | e2e) ;;
+  *) echo "usage: peers/build.sh [test|bench|gate|e2e]" >&2; exit 2 ;;
 esac
 
 export GOTOOLCHAIN=local   # a module asking for a newer Go must fail, not download a toolchain
@@ -172,14 +174,16 @@ build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube
 # csi-attacher: a container of csi-driver-host-path's plugin pod, and the e2e suite's attacher.
 build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \
   github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher -ldflags="-s -w -X main.version=$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)"
-if [[ $mode == e2e ]]; then
+if [[ $mode == gate || $mode == e2e ]]; then
   build ginkgo "$(pinned k8s github.com/onsi/ginkgo/v2)" k8s github.com/onsi/ginkgo/v2/ginkgo -ldflags="-s -w"
-  build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
   # Kubernetes' storage e2e binary, the test package in k8s/e2e, keyed by the release and the
   # package's source.
   e2e_version="$KUBE_VERSION-$(cat "$here/k8s/e2e/"*.go | sha256sum | cut -c1-12)"
   # -vet=off: `go test -c` vets the package first, minutes of a cold build for nothing run.
   GO_BUILD="test -c -vet=off" build e2e.test "$e2e_version" k8s ./e2e -ldflags="$(kube_ldflags)"
+fi
+if [[ $mode == e2e ]]; then
+  build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
 fi
 "$here/images.sh" "$cache" "$KUBE_VERSION" "$mode"
 # csi-driver-host-path's deployment, its sidecars' RBAC and its pod's images (the swap tests).

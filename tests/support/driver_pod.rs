@@ -27,6 +27,7 @@ use super::control_plane::{ControlPlane, fresh_plane_for_pods};
 use super::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 use super::node::{ImageArchive, JOURNAL_DIR, NODE_CONTROLLERS, NODE_NAME, Node};
 use super::peers::{bin_dir, peer};
+use super::sidecar::repo_root;
 
 /// The driver's name, as csi-driver-host-path's manifest names it.
 pub const DRIVER: &str = "hostpath.csi.k8s.io";
@@ -91,17 +92,29 @@ pub struct DriverCluster {
 
 /// `make image`'s OCI archive: `CSI_PV_CONTROLLER_IMAGE`, or target/csi-pv-controller-image.tar.
 pub fn our_image() -> ImageArchive {
-    let path =
-        std::env::var_os("CSI_PV_CONTROLLER_IMAGE").map(PathBuf::from).unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/csi-pv-controller-image.tar")
-        });
+    let path = std::env::var_os("CSI_PV_CONTROLLER_IMAGE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/csi-pv-controller-image.tar"));
     assert!(path.is_file(), "our image {} is missing: run `make image` first", path.display());
     ImageArchive { path, name: Some(our_image_name()) }
 }
 
-/// The name deploy/swap/ gives our image, as kubelet completes it.
+/// The name deploy/swap/ gives our image, as kubelet completes it (a name with no registry is
+/// Docker Hub's, and one with no path its `library`).
 pub fn our_image_name() -> String {
-    format!("docker.io/library/csi-pv-controller:v{}", env!("CARGO_PKG_VERSION"))
+    let path = repo_root().join("deploy/swap/containers.yaml");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let image = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("image:"))
+        .map(str::trim)
+        .next()
+        .unwrap_or_else(|| panic!("{} names no image", path.display()));
+    match image.split_once('/') {
+        Some((host, _)) if host.contains('.') || host.contains(':') => image.to_string(),
+        Some(_) => format!("docker.io/{image}"),
+        None => format!("docker.io/library/{image}"),
+    }
 }
 
 /// csi-driver-host-path's deployment folder (deploy/kubernetes-1.34 and deploy/util of its
@@ -179,7 +192,7 @@ impl DriverCluster {
     /// The test's copies: deploy/swap/ and deploy/rbac/ as they are in the checkout, but for the
     /// driver manifest's URL, and the driver's deployment folder.
     fn stage_manifests(&self) {
-        let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let deploy = repo_root().join("deploy");
         let ours = self.manifests.join("deploy");
         copy_dir(&deploy.join("rbac"), &ours.join("rbac"));
         copy_dir(&deploy.join("swap"), &ours.join("swap"));
@@ -221,6 +234,14 @@ impl DriverCluster {
                     insert_before(&containers, "          securityContext:\n", env);
                 }
             }
+        }
+        // What deploy/rbac/ says to do with --enable-capacity.
+        if self.stack.ours() && extras.provisioner_flags.contains(&"--enable-capacity") {
+            let kustomization = deploy.join("rbac/kustomization.yaml");
+            let text = fs::read_to_string(&kustomization).expect("rbac/kustomization.yaml");
+            assert!(text.contains("# - rbac-capacity.yaml"), "{text}");
+            let text = text.replace("# - rbac-capacity.yaml", "- rbac-capacity.yaml");
+            fs::write(&kustomization, text).expect("rbac/kustomization.yaml");
         }
         if self.stack == Stack::SwapJournal {
             let journal = "            - --intent-journal=/var/lib/csi-pv-controller/intents\n";
