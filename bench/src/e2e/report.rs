@@ -251,3 +251,56 @@ pub fn write(out: &Path, results: &[RunResult], skips: &Skips) -> String {
     }
     all
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report the gate can trust is one ginkgo wrote; anything else is an error, never "no
+    /// spec ran".
+    #[test]
+    fn a_missing_unreadable_or_empty_report_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        assert!(read(&path, Run::Parallel).unwrap_err().contains("No such file"));
+        std::fs::write(&path, "not json").unwrap();
+        assert!(read(&path, Run::Parallel).unwrap_err().contains("does not parse"));
+        std::fs::write(&path, "[]").unwrap();
+        assert!(read(&path, Run::Parallel).unwrap_err().contains("holds no suite"));
+        let report = serde_json::json!([{"SpecReports": [
+            {"LeafNodeType": "It", "State": "passed", "ContainerHierarchyTexts": ["a"],
+             "LeafNodeText": "b", "RunTime": 2e9},
+            {"LeafNodeType": "It", "State": "failed", "ContainerHierarchyTexts": ["a"],
+             "LeafNodeText": "c", "RunTime": 1e9, "Failure": {"Message": "why\nmore"}},
+            {"LeafNodeType": "It", "State": "skipped", "LeafNodeText": "d"},
+            {"LeafNodeType": "BeforeSuite", "State": "passed"},
+        ]}]);
+        std::fs::write(&path, report.to_string()).unwrap();
+        let specs = read(&path, Run::Parallel).unwrap();
+        assert_eq!(specs.len(), 2, "skipped specs and suite nodes are not specs that ran");
+        assert_eq!(
+            (specs[0].name.as_str(), specs[0].passed(), specs[0].seconds),
+            ("a b", true, 2.0)
+        );
+        assert_eq!((specs[1].passed(), specs[1].failure.as_str()), (false, "why"));
+    }
+
+    /// A run folder without ginkgo's exit status, or with a failing one, is a problem of the run.
+    #[test]
+    fn a_run_without_a_successful_ginkgo_exit_is_a_problem() {
+        let out = tempfile::tempdir().unwrap();
+        let run =
+            crate::runs::folder(out.path(), StackKind::Ours, DriverFile::Ours).join("parallel");
+        std::fs::create_dir_all(run.join("logs")).unwrap();
+        let report = r#"[{"SpecReports": [{"LeafNodeType": "It", "State": "passed", "LeafNodeText": "x"}]}]"#;
+        std::fs::write(run.join("logs/report.json"), report).unwrap();
+        let problems =
+            |out: &Path| on_disk(out).into_iter().flat_map(|r| r.problems).collect::<Vec<_>>();
+        assert!(problems(out.path())[0].contains("no ginkgo exit status"));
+        std::fs::write(run.join(EXIT_FILE), "1\n").unwrap();
+        assert!(problems(out.path())[0].contains("ginkgo exited with 1"));
+        std::fs::write(run.join(EXIT_FILE), "0\n").unwrap();
+        assert!(problems(out.path()).is_empty());
+        assert_eq!(totals(&on_disk(out.path())), (1, 0));
+    }
+}
