@@ -22,7 +22,7 @@ use support::control_plane::fresh_plane;
 use support::hostpath::Hostpath;
 use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 use support::node::registrar::{self, Registrar, Verdict};
-use support::node::{BUSYBOX, NODE_CONTROLLERS, NODE_NAME, Node};
+use support::node::{NODE_CONTROLLERS, NODE_NAME, Node, writer};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -43,26 +43,6 @@ async fn create_csi_driver(world: &World<Hostpath>) {
         .create(&PostParams::default(), &driver)
         .await
         .unwrap();
-}
-
-/// A pod that writes a file into the claim's volume, says so on stdout, and keeps running.
-fn writer(claim: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": "writer"},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "writer",
-                "image": BUSYBOX,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c",
-                    "echo written-by-a-pod > /data/hello && sync && echo wrote /data/hello && exec sleep 100000"],
-                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-            }],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
-        },
-    }))
-    .unwrap()
 }
 
 async fn pod_phase(pods: &Api<Pod>, name: &str) -> Option<String> {

@@ -18,7 +18,7 @@ use serde_json::json;
 use support::cluster::eventually;
 use support::control_plane::create_namespace;
 use support::driver_pod::{DRIVER, DriverCluster, NAMESPACE, OURS, POD, Stack};
-use support::node::BUSYBOX;
+use support::node::writer;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -39,26 +39,6 @@ fn claim(name: &str, class: &str, size: &str) -> PersistentVolumeClaim {
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": class,
             "resources": {"requests": {"storage": size}},
-        },
-    }))
-    .unwrap()
-}
-
-/// A pod that writes into the claim's volume, says so, and keeps running.
-fn writer(claim: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": "writer"},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "writer",
-                "image": BUSYBOX,
-                "imagePullPolicy": "Never",
-                "command": ["sh", "-c",
-                    "echo hello > /data/hello && sync && echo wrote && exec sleep 100000"],
-                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-            }],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
         },
     }))
     .unwrap()
@@ -105,7 +85,7 @@ async fn deploy_swap_in_the_driver_pod_provisions_grows_and_deletes() {
     // kubelet publishes through the driver's pod.
     let said = eventually(LIMIT, || async {
         let logs = user_pods.logs("writer", &LogParams::default()).await.ok()?;
-        logs.contains("wrote").then_some(())
+        logs.contains("wrote /data/hello").then_some(())
     })
     .await;
     assert!(

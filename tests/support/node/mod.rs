@@ -343,3 +343,23 @@ fn wait_until(what: &str, child: &mut Child, log: &Path, ready: impl Fn() -> boo
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A pod that writes a file into the claim's volume, says so on stdout, and keeps running.
+pub fn writer(claim: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "writer"},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "writer",
+                "image": BUSYBOX,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c",
+                    "echo written-by-a-pod > /data/hello && sync && echo wrote /data/hello && exec sleep 100000"],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+    }))
+    .expect("a Pod")
+}
