@@ -125,6 +125,10 @@ pub fn remove_leftovers() {
     // hostPath).
     let _ = fs::remove_dir_all(HOSTPATH_DATA);
     let _ = fs::remove_dir_all(JOURNAL_DIR);
+    // Its parent too, when nothing else is in it.
+    if let Some(parent) = Path::new(JOURNAL_DIR).parent() {
+        let _ = fs::remove_dir(parent);
+    }
     let root = Path::new(KUBELET_ROOT);
     let left: Vec<String> = mount_points().into_iter().filter(|m| ours(m)).collect();
     if !left.is_empty() {
