@@ -15,6 +15,7 @@ use kube::discovery::{Discovery, Scope};
 use serde_json::json;
 use support::cluster::eventually;
 use support::control_plane::{OwnedPlane, client_from_kubeconfig};
+use support::driver_pod::kubectl;
 use support::hostpath::{Hostpath, HostpathConfig};
 use support::sidecar::Sidecar;
 
@@ -197,35 +198,8 @@ fn deploy_copy(dir: &Path) -> std::path::PathBuf {
         .expect("cp");
     assert!(status.success(), "cannot copy deploy/");
     let copy = dir.join("deploy");
-    let upstream =
-        support::hostpath::source_file("deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
-    std::fs::write(copy.join("swap/upstream.yaml"), upstream).expect("upstream manifest");
-    let kustomization = copy.join("swap/kustomization.yaml");
-    let text = std::fs::read_to_string(&kustomization).expect("swap/kustomization.yaml");
-    let url = "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-host-path/v1.18.0/deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml";
-    assert!(text.contains(url), "deploy/swap names another manifest:\n{text}");
-    std::fs::write(&kustomization, text.replace(url, "upstream.yaml")).expect("kustomization");
+    support::driver_pod::offline_swap(&copy.join("swap"));
     copy
-}
-
-/// `kubectl` with the admin kubeconfig; its stdout, or a panic with its stderr.
-fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<&str>) -> String {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new(support::peers::peer("kubectl"))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl");
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input.unwrap_or_default().as_bytes());
-    }
-    let out = child.wait_with_output().expect("kubectl");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "kubectl {args:?}: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn yaml_documents(text: &str) -> Vec<serde_json::Value> {

@@ -196,18 +196,7 @@ impl DriverCluster {
         let ours = self.manifests.join("deploy");
         copy_dir(&deploy.join("rbac"), &ours.join("rbac"));
         copy_dir(&deploy.join("swap"), &ours.join("swap"));
-        let plugin = hostpath_deploy().join("kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml");
-        fs::copy(&plugin, ours.join("swap/csi-hostpath-plugin.yaml")).expect("driver manifest");
-        let kustomization = ours.join("swap/kustomization.yaml");
-        let text = fs::read_to_string(&kustomization).expect("deploy/swap/kustomization.yaml");
-        let url = text
-            .lines()
-            .map(|l| l.trim().trim_start_matches("- ").trim())
-            .find(|l| l.starts_with("https://") && l.ends_with("/csi-hostpath-plugin.yaml"))
-            .expect("deploy/swap/ names csi-driver-host-path's plugin manifest by URL")
-            .to_string();
-        fs::write(&kustomization, text.replace(&url, "csi-hostpath-plugin.yaml"))
-            .expect("kustomization");
+        offline_swap(&ours.join("swap"));
     }
 
     /// deploy/'s intent journal (SwapJournal) and `extras`' flags, into the test's copies: the
@@ -215,7 +204,7 @@ impl DriverCluster {
     /// and our container's provisioner list say where.
     fn add_extras(&self, extras: &Extras<'_>) {
         let deploy = self.manifests.join("deploy");
-        let plugin = deploy.join("swap/csi-hostpath-plugin.yaml");
+        let plugin = deploy.join("swap").join(PLUGIN_MANIFEST);
         let containers = deploy.join("swap/containers.yaml");
         let list = |flags: &[&str]| -> String {
             flags.iter().map(|f| format!("            - \"{f}\"\n")).collect()
@@ -280,7 +269,7 @@ impl DriverCluster {
         match self.stack {
             Stack::Upstream => {
                 // The manifest as released, with only `Extras`' flags added.
-                let plugin = self.manifests.join("deploy/swap/csi-hostpath-plugin.yaml");
+                let plugin = self.manifests.join("deploy/swap").join(PLUGIN_MANIFEST);
                 self.kubectl(&["apply", "-f", &plugin.display().to_string()]);
             }
             Stack::Swap | Stack::SwapJournal => {
@@ -290,20 +279,9 @@ impl DriverCluster {
         }
     }
 
-    /// Runs kubectl as the cluster's admin; panics with its output when it fails.
+    /// Runs kubectl as the cluster's admin: its standard output, or a panic with its error.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let out = Command::new(peer("kubectl"))
-            .arg(format!("--kubeconfig={}", self.plane.admin_kubeconfig.display()))
-            .args(args)
-            .output()
-            .expect("cannot run kubectl");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "kubectl {} failed:\n{text}", args.join(" "));
-        text
+        kubectl(&self.plane.admin_kubeconfig, args, None)
     }
 
     /// Until the plugin pod is Ready (every container's probes pass) and kubelet lists the
@@ -371,6 +349,47 @@ impl DriverCluster {
             LogParams { container: Some(container.into()), previous, ..Default::default() };
         pods.logs(POD, &params).await.unwrap_or_default()
     }
+}
+
+/// The file name a staged deploy/swap/ gives csi-driver-host-path's plugin manifest.
+pub const PLUGIN_MANIFEST: &str = "csi-hostpath-plugin.yaml";
+
+/// Makes a copy of deploy/swap/ in `swap` buildable offline: the plugin manifest it names by
+/// URL, which this machine cannot fetch, is put beside it from the release's source archive
+/// (as `PLUGIN_MANIFEST`) and named instead.
+pub fn offline_swap(swap: &Path) {
+    let manifest = "deploy/kubernetes-1.34/hostpath/csi-hostpath-plugin.yaml";
+    fs::write(swap.join(PLUGIN_MANIFEST), super::hostpath::source_file(manifest))
+        .expect("driver manifest");
+    let kustomization = swap.join("kustomization.yaml");
+    let text = fs::read_to_string(&kustomization).expect("deploy/swap/kustomization.yaml");
+    let url = format!(
+        "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-host-path/v1.18.0/{manifest}"
+    );
+    assert!(text.contains(&url), "deploy/swap/ names another manifest:\n{text}");
+    fs::write(&kustomization, text.replace(&url, PLUGIN_MANIFEST)).expect("kustomization");
+}
+
+/// `kubectl` with `kubeconfig`, `input` on its standard input: its standard output, or a panic
+/// with its error.
+pub fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<&str>) -> String {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = Command::new(peer("kubectl"))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run kubectl");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.unwrap_or_default().as_bytes());
+    }
+    let out = child.wait_with_output().expect("kubectl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "kubectl {} failed: {stderr}", args.join(" "));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Whether every container of `pod` is ready.
