@@ -86,8 +86,7 @@ integration: peers
 # driver definition and ours; E2E_ARGS narrows it (`storage-e2e --help`). Results, with the commit
 # and the image's digest, in tests/e2e/results/<date>-e2e/.
 E2E_RUN = $(CURDIR)/target/debug/storage-e2e --image $(CURDIR)/target/csi-pv-controller-image.tar --out $(CURDIR)/tests/e2e/results
-e2e: peers-e2e
-	$(MAKE) image ARCHES=amd64
+e2e: peers-e2e target/csi-pv-controller-image.tar
 	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
 	$(E2E_RUN) $(E2E_ARGS)
 
@@ -99,8 +98,7 @@ e2e: peers-e2e
 E2E_GATE_FOCUS := provisioning|volume-expand|volume-modify|capacity|topology
 # The library as `make test` built it for the benchmark's tests, so that it is not compiled again.
 GATE_FEATURES := --features csi-pv-controller/failpoints
-e2e-gate: peers-gate
-	test -f target/csi-pv-controller-image.tar || $(MAKE) image ARCHES=amd64
+e2e-gate: peers-gate target/csi-pv-controller-image.tar
 	$(CARGO) build --locked $(GATE_FEATURES) -p csi-pv-bench --bin storage-e2e
 	rm -rf target/e2e-gate
 	$(CURDIR)/target/debug/storage-e2e --image $(CURDIR)/target/csi-pv-controller-image.tar --out $(CURDIR)/target \
@@ -147,8 +145,7 @@ test: peers lint unit
 # plugin manifest, our image (`make image`) in its pod on a real node, wrong manifests, and
 # rollouts during a 200-claim burst and its deletion in both intent modes (docs/testing.md,
 # "The driver's pod").
-swap-check: peers
-	test -f target/csi-pv-controller-image.tar || $(MAKE) image ARCHES=amd64
+swap-check: peers target/csi-pv-controller-image.tar
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test swap_on_node --test rollout_on_node -- --test-threads=1
 
 # The demo's whole narrated lifecycle, non-interactively; fails if any step does not happen.
@@ -207,6 +204,12 @@ image:
 	rm -f target/csi-pv-controller-image.tar
 	buildah --storage-driver vfs manifest push --all $(IMAGE) oci-archive:target/csi-pv-controller-image.tar:$(IMAGE)
 	@echo "$(IMAGE) ($(ARCHES)): $$(du -h target/csi-pv-controller-image.tar | cut -f1) as an OCI archive"
+
+# The image archive the node's tests import: built again when a file it is made from is newer,
+# so that swap-check and e2e-gate never test a stale image.
+IMAGE_SOURCES := $(shell git ls-files src proto build.rs Cargo.toml Cargo.lock Dockerfile deploy/build-static.sh deploy/image-root.sh 2>/dev/null)
+target/csi-pv-controller-image.tar: $(IMAGE_SOURCES)
+	$(MAKE) image ARCHES=amd64
 
 # The whole Dockerfile from this checkout, its compile stage included, for amd64, then the same
 # checks as image-check's first part. RUST_IMAGE is the Rust build image: the official one by

@@ -27,12 +27,10 @@ use tracing::{error, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
-    #[error("intent journal {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The I/O error is part of the message rather than a `source`, so that a cause chain
+    /// printed whole says it once.
+    #[error("intent journal {path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
     #[error("intent journal: the claim has no UID")]
     NoUid,
     #[error("intent journal {path}: another process holds it (and did not exit while we waited)")]
@@ -42,7 +40,7 @@ pub enum JournalError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io { path: path.to_path_buf(), source }
+    move |cause| JournalError::Io { path: path.to_path_buf(), cause }
 }
 
 /// Once the dead lines (ended intents) pass this many bytes and outweigh the live ones, the log
