@@ -19,7 +19,7 @@ pub enum StackKind {
     Upstream,
     /// deploy/swap/: our image in their place, intents on claim finalizers.
     Ours,
-    /// deploy/swap/ with deploy/'s intent journal (`--intent-journal` in an emptyDir).
+    /// deploy/swap/ with deploy/'s intent journal (`--intent-journal` on a hostPath folder of the node).
     OursJournal,
 }
 
