@@ -223,7 +223,14 @@ impl Publisher {
             self.stores.classes.get(&kube::runtime::reflector::ObjectRef::new(&item.class))?;
         let request = csi::GetCapacityRequest {
             volume_capabilities: Vec::new(),
-            parameters: class.parameters.clone().unwrap_or_default().into_iter().collect(),
+            // The class's parameters as csi-provisioner passes them, less our own options.
+            parameters: class
+                .parameters
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(key, _)| !key.starts_with(crate::provision::claim_metadata::PREFIX))
+                .collect(),
             accessible_topology: (!item.segment.is_empty())
                 .then(|| csi::Topology { segments: item.segment.clone().into_iter().collect() }),
         };

@@ -4,6 +4,7 @@
 
 pub mod answer;
 pub mod claim;
+pub mod claim_metadata;
 pub mod facts;
 pub mod parameters;
 pub mod patches;

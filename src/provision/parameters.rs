@@ -80,6 +80,8 @@ pub struct ClassParameters {
     pub driver_parameters: BTreeMap<String, String>,
     pub fs_type: Option<String>,
     pub secrets: BTreeMap<SecretKind, SecretTemplate>,
+    /// Which of a claim's labels and annotations go to CreateVolume (`claim_metadata`).
+    pub claim_metadata: Option<super::claim_metadata::MetadataOption>,
 }
 
 /// A StorageClass parameter problem; the message names the key and what to change.
@@ -99,6 +101,8 @@ pub enum ParameterError {
         "StorageClass parameters hold {bytes} bytes, over the {limit} a CreateVolume call is given; shorten them"
     )]
     TooLarge { bytes: usize, limit: usize },
+    #[error(transparent)]
+    ClaimMetadata(#[from] super::claim_metadata::MetadataError),
 }
 
 /// The most parameter text (keys and values) a class may hand the driver: far past what
@@ -111,8 +115,14 @@ pub fn parse(parameters: &BTreeMap<String, String>) -> Result<ClassParameters, P
     if bytes > MAX_PARAMETER_BYTES {
         return Err(ParameterError::TooLarge { bytes, limit: MAX_PARAMETER_BYTES });
     }
-    let mut out = ClassParameters::default();
+    let mut out = ClassParameters {
+        claim_metadata: super::claim_metadata::option(parameters)?,
+        ..ClassParameters::default()
+    };
     for (key, value) in parameters {
+        if key.starts_with(super::claim_metadata::PREFIX) {
+            continue; // ours, read above; never the driver's
+        }
         if key.starts_with(RESERVED_PREFIX) {
             if !is_known_reserved(key) {
                 return Err(ParameterError::UnknownReservedKey(key.clone()));

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttributesClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::claim_metadata;
 pub use super::facts::{Features, PlanError, PlanFacts};
 use super::parameters::{self, SecretKind};
 use super::request;
@@ -183,6 +184,19 @@ impl Inputs<'_> {
             add("csi.storage.k8s.io/pvc/name", self.name());
             add("csi.storage.k8s.io/pvc/namespace", self.namespace());
             add("csi.storage.k8s.io/pv/name", self.volume_name.to_string());
+        }
+        if let Some(option) = &parameters.claim_metadata {
+            let meta = &self.claim.metadata;
+            let empty = BTreeMap::new();
+            let secrets: Vec<&parameters::SecretTemplate> = parameters.secrets.values().collect();
+            let passed = claim_metadata::parameters(
+                option,
+                meta.labels.as_ref().unwrap_or(&empty),
+                meta.annotations.as_ref().unwrap_or(&empty),
+                &secrets,
+            )
+            .map_err(parameters::ParameterError::from)?;
+            driver_parameters.extend(passed);
         }
         Ok(csi::CreateVolumeRequest {
             name: self.volume_name.to_string(),

@@ -115,6 +115,21 @@ fn expand(
     Ok(out)
 }
 
+/// The annotation keys a template reads (`${pvc.annotations['<key>']}`), in order.
+pub fn annotation_keys(template: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find("${") {
+        let body = &rest[open + 2..];
+        let Some(close) = body.find('}') else { break };
+        if let Some(key) = annotation_key(&body[..close]) {
+            keys.push(key.to_string());
+        }
+        rest = &body[close + 1..];
+    }
+    keys
+}
+
 /// The key of a `pvc.annotations['<key>']` token. `pvc.annotations[']` is no such token: its
 /// prefix and suffix overlap, and it is refused as an unknown token.
 fn annotation_key(token: &str) -> Option<&str> {
