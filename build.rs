@@ -15,6 +15,7 @@ const PROTO: &str = "proto/csi.proto";
 const REGISTRATION_PROTO: &str = "proto/pluginregistration.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    commit_env();
     println!("cargo:rerun-if-changed={PROTO}");
     let source = std::fs::read_to_string(PROTO)?;
     let secrets = secret_fields(&source);
@@ -40,6 +41,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(false)
         .compile_fds(protox::compile([REGISTRATION_PROTO], ["proto"])?)?;
     Ok(())
+}
+
+/// CSI_PV_CONTROLLER_COMMIT for the build_info series: the variable if set (a build from a
+/// copy without .git), else git's HEAD, else "unknown". The script runs again when HEAD moves.
+fn commit_env() {
+    println!("cargo:rerun-if-env-changed=CSI_PV_CONTROLLER_COMMIT");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        out.status.success().then(|| text.trim().to_string())
+    };
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        // Only files that exist: a missing one would run the script at every build.
+        let branch = git(&["symbolic-ref", "-q", "HEAD"]);
+        let files = ["HEAD".to_string(), "packed-refs".to_string()].into_iter().chain(branch);
+        for file in files.map(|f| format!("{dir}/{f}")) {
+            if std::path::Path::new(&file).exists() {
+                println!("cargo:rerun-if-changed={file}");
+            }
+        }
+    }
+    let commit = std::env::var("CSI_PV_CONTROLLER_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| git(&["rev-parse", "HEAD"]))
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=CSI_PV_CONTROLLER_COMMIT={commit}");
 }
 
 /// Top-level message name -> names of its fields marked `(csi_secret) = true`, read from the text

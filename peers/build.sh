@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the real peers the tests run against, from the Go modules pinned in this folder, into a
 # cache outside the clone keyed by version. A peer already in the cache is not rebuilt, so a second
-# run is a no-op. Usage: peers/build.sh [test|bench|e2e]
+# run is a no-op. Usage: peers/build.sh [demo|test|bench|gate|e2e]
+#   demo      etcd, kube-apiserver, kube-controller-manager and hostpathplugin: what `make demo`
+#             runs
 #   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin,
 #             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs, csi-provisioner
 #             and csi-resizer (the rollback test), and a node: kubelet, kube-scheduler,
-#             containerd with its runc shim and ctr, the plugin registrar (peers/registrar), the
+#             containerd with its runc shim and ctr, the plugin registrar (peers/registrar),
+#             Prometheus' scrape parser (peers/promparse), the
 #             pause and busybox images (the pod tests), and csi-driver-host-path's deployment
 #             with csi-attacher and an image per container of its plugin pod
 #             (peers/driver-images.sh, the swap tests): what `make test` needs
@@ -25,8 +28,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/csi-pv-controller/peers}
 mode=${1:-test}
 case $mode in
-  test | bench | gate | e2e) ;;
-  *) echo "usage: peers/build.sh [test|bench|gate|e2e]" >&2; exit 2 ;;
+  demo | test | bench | gate | e2e) ;;
+  *) echo "usage: peers/build.sh [demo|test|bench|gate|e2e]" >&2; exit 2 ;;
 esac
 
 export GOTOOLCHAIN=local   # a module asking for a newer Go must fail, not download a toolchain
@@ -111,13 +114,17 @@ build_hostpath() {
 }
 
 build etcd "$ETCD_VERSION" etcd go.etcd.io/etcd/server/v3 -ldflags="-s -w"
-build csi-sanity "$SANITY_VERSION" csi github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity \
+[[ $mode == demo ]] || build csi-sanity "$SANITY_VERSION" csi github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity \
   -ldflags="-s -w -X main.VERSION=$SANITY_VERSION"
 build kube-apiserver "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver \
   -tags=selinux,notest -ldflags="$(kube_ldflags)"
 build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
   -tags=selinux,notest -ldflags="$(kube_ldflags)"
 build_hostpath
+if [[ $mode == demo ]]; then
+  echo "peers: the demo's set ready in $cache/bin"
+  exit 0
+fi
 
 # The VolumeSnapshot CRDs of the same release, from the client module's config/crd.
 snapshot_crds() {
@@ -169,6 +176,9 @@ build ctr "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/c
 # The registrar that announces the driver to kubelet (peers/registrar), keyed by its source.
 build csi-pv-registrar "$(cat "$here/registrar/"*.go "$here/registrar/go.sum" | sha256sum | cut -c1-12)" \
   registrar . -ldflags="-s -w"
+# Prometheus 2's own parser of a scrape (peers/promparse), for the metrics' golden test.
+build promparse "$(cat "$here/promparse/"*.go "$here/promparse/go.sum" | sha256sum | cut -c1-12)" \
+  promparse . -ldflags="-s -w"
 # kubectl: `kubectl kustomize` of deploy/ in make test, and the e2e suite's commands.
 build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
 # csi-attacher: a container of csi-driver-host-path's plugin pod, and the e2e suite's attacher.

@@ -79,19 +79,26 @@ pub fn fence(config: &Config) -> Fence {
 }
 
 /// `/healthz`, `/readyz` and the metrics on every address the sidecars' args name: a probe or
-/// a scrape on either port still answers.
+/// a scrape on either port still answers, and a role's own port has that role's series.
 pub async fn serve_http(
     config: &Config,
     health: &Arc<Health>,
     stop: &Stop,
 ) -> anyhow::Result<Vec<JoinHandle<std::io::Result<()>>>> {
+    use csi_pv_controller::config::merged::Role;
+    use csi_pv_controller::metrics::exposition::Scope;
     let mut servers = Vec::new();
-    for address in config.http_addresses()? {
+    for (address, role) in config.http_listeners()? {
         let path = config.metrics_path.clone();
-        let server = http::serve(address.clone(), path, health.clone(), stop.stopped())
+        let scope = match role {
+            None => Scope::All,
+            Some(Role::Provisioner) => Scope::Provisioner,
+            Some(Role::Resizer) => Scope::Resizer,
+        };
+        let server = http::serve(address.clone(), path, scope, health.clone(), stop.stopped())
             .await
             .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
-        info!(%address, metrics = %config.metrics_path, "serving /healthz, /readyz and the metrics");
+        info!(%address, metrics = %config.metrics_path, series = ?scope, "serving /healthz, /readyz and the metrics");
         servers.push(tokio::spawn(server));
     }
     Ok(servers)

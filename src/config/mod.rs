@@ -1,7 +1,7 @@
 //! Command-line flags. Names and defaults follow external-provisioner / external-resizer
 //! (csi-lib-utils standard flags) wherever the meaning is the same.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -44,6 +44,12 @@ pub struct Config {
     /// Each role's --timeout, from the lists marked --args-of.
     #[arg(skip)]
     pub role_timeouts: merged::RoleTimeouts,
+
+    /// Every --http-endpoint / --metrics-address value with the role of the list marked
+    /// --args-of it came in (None: unmarked): an address only one role named serves that
+    /// role's series.
+    #[arg(skip)]
+    pub endpoint_roles: Vec<(Option<merged::Role>, String)>,
 
     /// How long to wait at start for the driver's socket to answer Probe before giving up with an
     /// error (0: wait forever, as upstream does).
@@ -366,7 +372,9 @@ where
             None => FlagError::Clap(e),
         })?;
     config.role_timeouts = merged.timeouts;
-    let mut notes = translated.ignored;
+    config.endpoint_roles = merged.endpoints;
+    let mut notes = merged.notes;
+    notes.extend(translated.ignored);
     notes.extend(config.feature_gates.no_effect.iter().cloned());
     Ok(Read { config, notes, warnings: merged.warnings })
 }
@@ -498,7 +506,8 @@ impl Config {
     }
 
     /// The distinct --http-endpoint addresses, each as `host:port` for the listener: `:8080`
-    /// means every interface, as in Go; a host name is looked up when the server starts.
+    /// means every interface, IPv6 and IPv4, as in Go; a host name is looked up when the server
+    /// starts.
     pub fn http_addresses(&self) -> Result<Vec<String>, ConfigError> {
         let mut out: Vec<String> = Vec::new();
         for value in self.http_endpoint.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
@@ -511,6 +520,33 @@ impl Config {
             }
         }
         Ok(out)
+    }
+
+    /// Each --http-endpoint address with the role whose series it serves: the role whose
+    /// marked list alone named it, else None (every series).
+    pub fn http_listeners(&self) -> Result<Vec<(String, Option<merged::Role>)>, ConfigError> {
+        let roles = |address: &str| -> Vec<Option<merged::Role>> {
+            let mut roles: Vec<Option<merged::Role>> = self
+                .endpoint_roles
+                .iter()
+                .filter(|(_, value)| http_address(value.trim()).is_ok_and(|a| a == address))
+                .map(|(role, _)| *role)
+                .collect();
+            roles.sort_unstable();
+            roles.dedup();
+            roles
+        };
+        let addresses = self.http_addresses()?;
+        Ok(addresses
+            .into_iter()
+            .map(|address| {
+                let role = match roles(&address)[..] {
+                    [Some(role)] => Some(role),
+                    _ => None,
+                };
+                (address, role)
+            })
+            .collect())
     }
 
     /// Who binds: `--binder`, or `all` with `--bind-all`.
@@ -562,7 +598,8 @@ fn http_address(value: &str) -> Result<String, String> {
     let (host, port) = value.rsplit_once(':').ok_or("no port")?;
     let port: u16 = port.parse().map_err(|e| format!("port: {e}"))?;
     match host {
-        "" => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port).to_string()),
+        // Every interface, IPv6 and IPv4 (runtime::http binds it dual-stack, as Go does).
+        "" => Ok(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port).to_string()),
         host if host.contains(':') || host.contains('/') || host.contains(' ') => {
             Err(format!("{host:?} is not a host name"))
         }

@@ -68,7 +68,7 @@ fn go_style_values_parse() {
     ])
     .unwrap();
     assert_eq!(c.timeout, Duration::from_secs(90));
-    assert_eq!(c.http_addresses().unwrap(), ["0.0.0.0:8080"]);
+    assert_eq!(c.http_addresses().unwrap(), ["[::]:8080"]);
 }
 
 #[test]
@@ -77,8 +77,8 @@ fn every_http_endpoint_is_served_once_host_names_included() {
     let rows: [(&[&str], &[&str]); 4] = [
         (&["--http-endpoint=127.0.0.1:9808"], &["127.0.0.1:9808"]),
         (&["--http-endpoint=localhost:8080"], &["localhost:8080"]),
-        (&["--http-endpoint=[::1]:8080", "--http-endpoint=:8081"], &["[::1]:8080", "0.0.0.0:8081"]),
-        (&["--http-endpoint=:8080", "-http-endpoint=:8080", "--http-endpoint="], &["0.0.0.0:8080"]),
+        (&["--http-endpoint=[::1]:8080", "--http-endpoint=:8081"], &["[::1]:8080", "[::]:8081"]),
+        (&["--http-endpoint=:8080", "-http-endpoint=:8080", "--http-endpoint="], &["[::]:8080"]),
     ];
     for (args, want) in rows {
         assert_eq!(addresses(args).unwrap(), want, "{args:?}");
@@ -238,4 +238,41 @@ fn every_flag_has_a_test_showing_its_effect() {
         .filter(|long| !covered.iter().any(|c| c == long))
         .collect();
     assert!(missing.is_empty(), "flags with no test of their effect: {missing:?}");
+}
+
+#[test]
+fn an_address_named_by_one_roles_list_serves_that_roles_series() {
+    use merged::Role;
+    let c = parse(&[
+        "--http-endpoint=127.0.0.1:9000",
+        "--args-of=csi-provisioner",
+        "--http-endpoint=:8080",
+        "--args-of=csi-resizer",
+        "--http-endpoint=localhost:8081",
+        "--args-of=csi-resizer",
+        "--http-endpoint=127.0.0.1:9000",
+        "--args-of=csi-provisioner",
+        "--feature-gates=Topology=true",
+        "--args-of=csi-resizer",
+        "--feature-gates=AnnotateFsResize=true",
+        "--args-of=csi-provisioner",
+        "--kube-api-qps=5",
+        "--kube-api-burst=10",
+        "--args-of=csi-resizer",
+        "--kube-api-qps=5",
+        "--kube-api-burst=10",
+    ])
+    .unwrap();
+    let listeners = c.http_listeners().unwrap();
+    assert_eq!(
+        listeners,
+        [
+            ("127.0.0.1:9000".to_string(), None),
+            ("[::]:8080".to_string(), Some(Role::Provisioner)),
+            ("localhost:8081".to_string(), Some(Role::Resizer)),
+        ]
+    );
+    // Both lists' gates, merged; both lists' limits, added.
+    assert!(c.feature_gates.annotate_fs_resize && !c.feature_gates.topology_off);
+    assert_eq!((c.kube_api_qps, c.kube_api_burst), (10.0, 20));
 }

@@ -138,21 +138,42 @@ series! {
     leader: Family<QueueLabels, Gauge> = Family::default(), "leader_election_master_status", "1 while this replica holds the leader election Lease of that name, else 0";
     leader_slowpath: Family<QueueLabels, Counter> = Family::default(), "leader_election_slowpath", "Renewals of the Lease of that name that had to read it first, because the write on the Lease as last written failed";
     fenced: Family<QueueLabels, Counter> = Family::default(), "csi_pv_controller_fenced", "API writes and CSI calls refused because this replica's leadership may have lapsed";
-    capacity_goal: Gauge = Gauge::default(), "csistoragecapacities_desired_goal", "CSIStorageCapacity objects that should exist (classes times topology segments)";
-    capacity_current: Gauge = Gauge::default(), "csistoragecapacities_desired_current", "CSIStorageCapacity objects that should exist and do";
-    capacity_obsolete: Gauge = Gauge::default(), "csistoragecapacities_obsolete", "CSIStorageCapacity objects that exist but are no longer wanted";
+    capacity_goal: Family<NoLabels, Gauge> = Family::default(), "csistoragecapacities_desired_goal", "CSIStorageCapacity objects that should exist (classes times topology segments)";
+    capacity_current: Family<NoLabels, Gauge> = Family::default(), "csistoragecapacities_desired_current", "CSIStorageCapacity objects that should exist and do";
+    capacity_obsolete: Family<NoLabels, Gauge> = Family::default(), "csistoragecapacities_obsolete", "CSIStorageCapacity objects that exist but are no longer wanted";
     volumes: Family<StateLabels, Gauge> = Family::default(), "csi_pv_controller_volumes", "What the last volume reconciler pass found: the driver's volumes by state (adopted, in_flight, orphaned, unknown), and PVs whose volume the driver does not list (lost)";
     orphans_deleted: Counter = Counter::default(), "csi_pv_controller_orphans_deleted", "Orphaned volumes the volume reconciler deleted in the driver";
     list_volumes_pages: Counter = Counter::default(), "csi_pv_controller_list_volumes_pages", "ListVolumes pages the volume reconciler read";
+    build_info: Family<BuildLabels, Gauge> = build_info(), "csi_pv_controller_build_info", "Always 1: the version and commit this binary was built from";
+}
+
+/// A family's only series, made when first set (the label set is empty).
+type NoLabels = Vec<(String, String)>;
+
+/// The version and commit of this build (build.rs reads the commit from git).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+    pub commit: String,
+}
+
+fn build_info() -> Family<BuildLabels, Gauge> {
+    let family = Family::<BuildLabels, Gauge>::default();
+    let labels = BuildLabels {
+        version: format!("v{}", env!("CARGO_PKG_VERSION")),
+        commit: env!("CSI_PV_CONTROLLER_COMMIT").to_string(),
+    };
+    family.get_or_create(&labels).set(1);
+    family
 }
 
 fn csi_histogram() -> Histogram {
     Histogram::new(CSI_BUCKETS)
 }
 
-/// client-go's workqueue buckets: 10 ns to 10 s, by tens.
+/// client-go's workqueue buckets: 10 ns to 10 s, by tens, as Go multiplies them out.
 fn queue_histogram() -> Histogram {
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1e-8, 10.0, 10))
+    Histogram::new(exposition::go_exponential_buckets(10e-9, 10.0, 10))
 }
 
 /// Prometheus' default buckets, which the provisioner library's duration histograms use.
@@ -173,10 +194,24 @@ fn pass_histogram() -> Histogram {
 impl Metrics {
     /// What a capacity round found: objects wanted, wanted and present, present but unwanted.
     pub fn capacity(&self, goal: usize, current: usize, obsolete: usize) {
+        // Families without labels, empty until the first round: csi-provisioner registers
+        // these only with --enable-capacity.
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.capacity_goal.set(gauge(goal));
-        self.capacity_current.set(gauge(current));
-        self.capacity_obsolete.set(gauge(obsolete));
+        self.capacity_goal.get_or_create(&Vec::new()).set(gauge(goal));
+        self.capacity_current.get_or_create(&Vec::new()).set(gauge(current));
+        self.capacity_obsolete.get_or_create(&Vec::new()).set(gauge(obsolete));
+    }
+
+    /// A work queue named `labels` exists: client-go makes each of its series then, at zero,
+    /// so that a dashboard sees the queue before its first retry.
+    pub fn queue_created(&self, labels: &QueueLabels) {
+        let _ = self.queue_depth.get_or_create(labels);
+        let _ = self.queue_adds.get_or_create(labels);
+        let _ = self.queue_retries.get_or_create(labels);
+        let _ = self.queue_seconds.get_or_create(labels);
+        let _ = self.work_seconds.get_or_create(labels);
+        let _ = self.queue_unfinished.get_or_create(labels);
+        let _ = self.queue_longest.get_or_create(labels);
     }
 
     /// What a volume reconciler pass found, by state; `lost` is left as it was when the
@@ -244,7 +279,7 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// The text exposition of every series.
+    /// The OpenMetrics text of every series (prometheus-client's own encoding).
     pub fn encode(&self) -> String {
         self.process.refresh();
         let mut out = String::new();
@@ -252,6 +287,12 @@ impl Metrics {
             tracing::warn!(error = %e, "cannot encode metrics");
         }
         out
+    }
+
+    /// What a scrape of an address serving `scope` gets: Prometheus' text format as the Go
+    /// sidecars write it (`exposition`).
+    pub fn scrape(&self, scope: exposition::Scope) -> String {
+        exposition::to_prometheus_text(&self.encode(), scope)
     }
 }
 

@@ -14,6 +14,7 @@ use axum::routing::get;
 
 use crate::cluster::stores::WatchHealth;
 use crate::csi::CsiClient;
+use crate::metrics::exposition::Scope;
 
 /// A watch failing this long with no success is an outage, not a blip (its own retries start
 /// at 800 ms).
@@ -105,25 +106,25 @@ async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
     }
 }
 
-/// client_golang's answer to a scrape: Prometheus' text format unless `Accept` asks for
-/// OpenMetrics (see `metrics::exposition`).
+/// client_golang's answer to a scrape, as the Go sidecars configure it: Prometheus' text
+/// format whatever `Accept` prefers, with the series of the address's role
+/// (`metrics::exposition`).
 async fn metrics(
+    scope: Scope,
     headers: axum::http::HeaderMap,
-) -> ([(axum::http::header::HeaderName, &'static str); 1], String) {
+) -> ([(axum::http::header::HeaderName, String); 1], String) {
     use crate::metrics::exposition;
     let accept = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok());
-    let text = crate::metrics::metrics().encode();
-    let (kind, body) = match exposition::wants_openmetrics(accept) {
-        true => (exposition::OPENMETRICS_TEXT, text),
-        false => (exposition::PROMETHEUS_TEXT, exposition::to_prometheus_text(&text)),
-    };
-    ([(axum::http::header::CONTENT_TYPE, kind)], body)
+    let body = crate::metrics::metrics().scrape(scope);
+    ([(axum::http::header::CONTENT_TYPE, exposition::content_type(accept))], body)
 }
 
-/// Binds `address` (so that a busy port is reported at start) and returns the server future.
+/// Binds `address` (so that a busy port is reported at start) and returns the server future;
+/// its metrics are the series `scope` serves.
 pub async fn serve(
     address: String,
     metrics_path: String,
+    scope: Scope,
     health: Arc<Health>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<impl std::future::Future<Output = std::io::Result<()>>> {
@@ -131,8 +132,37 @@ pub async fn serve(
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/healthz/leader-election", get(leader_election))
-        .route(&metrics_path, get(metrics))
+        .route(&metrics_path, get(move |headers| metrics(scope, headers)))
         .with_state(health);
-    let listener = tokio::net::TcpListener::bind(address.as_str()).await?;
+    let listener = listen(&address).await?;
     Ok(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown).await })
+}
+
+/// A listener on `address`. The IPv6 wildcard (what `:port` becomes) takes IPv4 too, as Go's
+/// listener on `:port` does; on a host without IPv6 it falls back to IPv4's wildcard.
+async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
+    use std::io::ErrorKind;
+    use std::net::{Ipv4Addr, SocketAddr};
+    match address.parse::<SocketAddr>() {
+        Ok(SocketAddr::V6(v6)) if v6.ip().is_unspecified() => match dual_stack(v6.into()) {
+            Err(e) if !matches!(e.kind(), ErrorKind::AddrInUse | ErrorKind::PermissionDenied) => {
+                let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, v6.port()));
+                tokio::net::TcpListener::bind(v4).await
+            }
+            bound => bound,
+        },
+        _ => tokio::net::TcpListener::bind(address).await,
+    }
+}
+
+/// An IPv6 wildcard listener that accepts IPv4 too, whatever net.ipv6.bindv6only says.
+fn dual_stack(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_only_v6(false)?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(1024)?;
+    tokio::net::TcpListener::from_std(socket.into())
 }

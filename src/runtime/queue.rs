@@ -83,7 +83,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Exports the client-go workqueue series under `name` as well (once; later calls change
     /// nothing).
     pub fn also_export_as(&self, name: &str) {
-        let _ = self.inner.alias.set(crate::metrics::QueueLabels { name: name.to_string() });
+        let labels = crate::metrics::QueueLabels { name: name.to_string() };
+        crate::metrics::metrics().queue_created(&labels);
+        let _ = self.inner.alias.set(labels);
     }
 
     /// The names the client-go workqueue series are exported under.
@@ -115,6 +117,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     }
 
     fn build(backoff: Backoff, name: Option<crate::metrics::QueueLabels>) -> Self {
+        if let Some(labels) = &name {
+            crate::metrics::metrics().queue_created(labels);
+        }
         WorkQueue {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {

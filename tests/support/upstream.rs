@@ -9,11 +9,12 @@ use std::process::Child;
 use super::control_plane::{logs_text, spawn};
 use super::peers::peer;
 
-/// What csi-provisioner alone gets beyond csi-driver-host-path's args.
+/// What csi-provisioner alone (and csi-resizer alone) gets beyond csi-driver-host-path's args.
 #[derive(Debug, Clone, Default)]
 pub struct Extra {
     pub provisioner_args: Vec<String>,
     pub provisioner_env: Vec<(String, String)>,
+    pub resizer_args: Vec<String>,
 }
 
 pub struct Upstream {
@@ -50,9 +51,13 @@ impl Upstream {
             .into_iter()
             .chain(extra.provisioner_args.iter().map(String::as_str))
             .collect();
+        let resizer: Vec<&str> = ["--handle-volume-inuse-error=false"]
+            .into_iter()
+            .chain(extra.resizer_args.iter().map(String::as_str))
+            .collect();
         for (name, own, env) in [
             ("csi-provisioner", &provisioner[..], &extra.provisioner_env[..]),
-            ("csi-resizer", &["--handle-volume-inuse-error=false"][..], &[][..]),
+            ("csi-resizer", &resizer[..], &[][..]),
         ] {
             let mut command = std::process::Command::new(peer(name));
             command

@@ -1,10 +1,13 @@
 //! The args of csi-provisioner's and csi-resizer's containers, given to us one list after the
-//! other. Two flags mean something per sidecar and would lose one sidecar's value to the other:
-//! `--timeout` (the limit of that sidecar's own CSI calls) and `--http-endpoint` /
-//! `--metrics-address` (each sidecar's port). Every address is served; a timeout keeps its role
-//! when the list it came from is marked with `--args-of=csi-provisioner` or
-//! `--args-of=csi-resizer`. Any other flag given twice with different values is said at start,
-//! so that no value is lost silently.
+//! other. Some flags mean something per sidecar and would lose one sidecar's value to the other:
+//! `--timeout` (the limit of that sidecar's own CSI calls), `--http-endpoint` /
+//! `--metrics-address` (each sidecar's port, serving its series), and `--kube-api-qps` /
+//! `--kube-api-burst` (each sidecar's own API client). Every address is served; a timeout and
+//! an address keep their role when the list they came from is marked with
+//! `--args-of=csi-provisioner` or `--args-of=csi-resizer`; the two marked lists' API limits add
+//! up, for the one client that does both sidecars' work. Repeated `--feature-gates` lists merge,
+//! the last value of a gate winning, as each Go sidecar merges its own. Any other flag given
+//! twice with different values is said at start, so that no value is lost silently.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -46,8 +49,17 @@ impl Role {
 pub struct Merged {
     pub argv: Vec<OsString>,
     pub timeouts: RoleTimeouts,
+    /// Each address value given, with the role of its marked list (None: unmarked).
+    pub endpoints: Vec<(Option<Role>, String)>,
     pub warnings: Vec<String>,
+    /// What was merged rather than overridden (said at start).
+    pub notes: Vec<String>,
 }
+
+/// The flags whose values from the two marked lists add up.
+const SUMMED: [&str; 2] = ["kube-api-qps", "kube-api-burst"];
+/// The flag whose repeated lists merge.
+const GATES: &str = "feature-gates";
 
 /// Why merged args are refused: `exit` is the status upstream exits with for the same args.
 #[derive(Debug, PartialEq, Eq)]
@@ -69,9 +81,12 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
     if let Some(program) = args.next() {
         out.push(program);
     }
+    // Where the flags end: a merged value goes there, after every value it merges.
+    let mut flags_end = None;
     while let Some(arg) = args.next() {
         // A subcommand, a value, or `--`: the rest is theirs.
         let Some(text) = arg.to_str().and_then(flag_text).filter(|t| !t.is_empty()) else {
+            flags_end = Some(out.len());
             out.push(arg);
             out.extend(args.by_ref());
             break;
@@ -110,7 +125,50 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
         seen.entry(name).or_default().push((role, value));
     }
     address_conflicts(&seen)?;
-    Ok(Merged { argv: out, timeouts, warnings: differing(&seen) })
+    let endpoints = ["http-endpoint", "metrics-address"]
+        .iter()
+        .flat_map(|name| seen.get(*name).into_iter().flatten())
+        .cloned()
+        .collect();
+    let (merged, notes) = merged_values(&seen);
+    let at = flags_end.unwrap_or(out.len());
+    out.splice(at..at, merged.into_iter().map(OsString::from));
+    Ok(Merged { argv: out, timeouts, endpoints, warnings: differing(&seen), notes })
+}
+
+/// The flags that stand for several given values, placed after them so that they apply, and
+/// what each says at start: the `--feature-gates` lists joined; each summed flag's two roles'
+/// values added (the last of each marked list; a negative one, no limit, wins).
+fn merged_values(
+    seen: &BTreeMap<String, Vec<(Option<Role>, String)>>,
+) -> (Vec<String>, Vec<String>) {
+    let (mut flags, mut notes) = (Vec::new(), Vec::new());
+    if let Some(lists) = seen.get(GATES).filter(|v| v.len() > 1) {
+        let gates: Vec<&str> =
+            lists.iter().map(|(_, v)| v.trim()).filter(|v| !v.is_empty()).collect();
+        let joined = gates.join(",");
+        notes.push(format!("--{GATES} is given {} times: merged into {joined}", lists.len()));
+        flags.push(format!("--{GATES}={joined}"));
+    }
+    for name in SUMMED {
+        let last = |role: Role| {
+            let values = seen.get(name).map(Vec::as_slice).unwrap_or_default();
+            values.iter().rfind(|(r, _)| *r == Some(role)).map(|(_, v)| v.clone())
+        };
+        let (Some(provisioner), Some(resizer)) = (last(Role::Provisioner), last(Role::Resizer))
+        else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (provisioner.parse::<f64>(), resizer.parse::<f64>()) else {
+            continue; // clap says which value is not a number
+        };
+        let sum = if a < 0.0 || b < 0.0 { -1.0 } else { a + b };
+        notes.push(format!(
+            "--{name}: csi-provisioner's {provisioner} and csi-resizer's {resizer} add up to {sum} for the one API client that does the work of both"
+        ));
+        flags.push(format!("--{name}={sum}"));
+    }
+    (flags, notes)
 }
 
 /// `name[=value]` of a flag: `--name`, or a short one (`-v=5`, whose long name is `v` too);
@@ -151,8 +209,9 @@ fn differing(seen: &BTreeMap<String, Vec<(Option<Role>, String)>>) -> Vec<String
     for (name, values) in seen {
         let all_marked = values.iter().all(|(role, _)| role.is_some());
         match name.as_str() {
-            "http-endpoint" | "metrics-address" => continue,
+            "http-endpoint" | "metrics-address" | GATES => continue,
             "timeout" if all_marked => continue,
+            n if SUMMED.contains(&n) && all_marked => continue,
             _ => {}
         }
         let mut distinct: Vec<&str> = values.iter().map(|(_, v)| v.as_str()).collect();

@@ -108,3 +108,76 @@ fn subcommands_and_values_after_double_dash_pass_untouched() {
     assert_eq!(argv(&m), ["--timeout=5s", "explain", "--all", "--", "--timeout=9s"]);
     assert!(m.warnings.is_empty());
 }
+
+#[test]
+fn repeated_feature_gates_merge_as_each_go_sidecar_merges_its_own() {
+    let m = merged(&[
+        "--args-of=csi-provisioner",
+        "--feature-gates=Topology=true",
+        "--args-of=csi-resizer",
+        "--feature-gates=AnnotateFsResize=true,Topology=false",
+    ])
+    .unwrap();
+    // The joined list comes last, so that it is the one the flag parser keeps; a gate given
+    // twice takes its last value, as a Go feature gate set twice does.
+    assert_eq!(
+        argv(&m).last().map(String::as_str),
+        Some("--feature-gates=Topology=true,AnnotateFsResize=true,Topology=false")
+    );
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    assert_eq!(m.notes.len(), 1, "{:?}", m.notes);
+    // A subcommand's args stay after the flags.
+    let m =
+        merged(&["--feature-gates=A=true", "--feature-gates=B=true", "explain", "--all"]).unwrap();
+    assert_eq!(argv(&m)[2..], ["--feature-gates=A=true,B=true", "explain", "--all"]);
+}
+
+#[test]
+fn the_two_marked_lists_api_limits_add_up() {
+    let lists = |p_qps: &str, r_qps: &str| {
+        merged(&[
+            "--args-of=csi-provisioner",
+            &format!("--kube-api-qps={p_qps}"),
+            "--kube-api-burst=10",
+            "--args-of=csi-resizer",
+            &format!("--kube-api-qps={r_qps}"),
+            "--kube-api-burst=20",
+        ])
+        .unwrap()
+    };
+    let rows = [
+        ("5", "5", "--kube-api-qps=10"),
+        ("2.5", "5", "--kube-api-qps=7.5"),
+        ("-1", "5", "--kube-api-qps=-1"),
+    ];
+    for (p, r, want) in rows {
+        let m = lists(p, r);
+        let args = argv(&m);
+        assert_eq!(args[args.len() - 2..], [want, "--kube-api-burst=30"], "{p} + {r}");
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+        assert_eq!(m.notes.len(), 2, "{:?}", m.notes);
+    }
+    // Unmarked repeats keep the last value, and say so.
+    let m = merged(&["--kube-api-qps=5", "--kube-api-qps=20"]).unwrap();
+    assert_eq!(argv(&m), ["--kube-api-qps=5", "--kube-api-qps=20"]);
+    assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+}
+
+#[test]
+fn each_marked_address_keeps_its_role() {
+    let m = merged(&[
+        "--args-of=csi-provisioner",
+        "--http-endpoint=:8080",
+        "--args-of=csi-resizer",
+        "--metrics-address",
+        ":8081",
+    ])
+    .unwrap();
+    assert_eq!(
+        m.endpoints,
+        [
+            (Some(Role::Provisioner), ":8080".to_string()),
+            (Some(Role::Resizer), ":8081".to_string())
+        ]
+    );
+}
