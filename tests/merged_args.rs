@@ -189,3 +189,45 @@ async fn a_scrape_reads_as_the_go_sidecars_series_whatever_accept_prefers() {
     assert_eq!(provisioned.iter().map(|s| s.value).sum::<f64>(), 1.0, "{text}");
     assert_eq!(world.relay().calls("CreateVolume"), 1, "the refused claim never reached it");
 }
+
+/// csi-driver-host-path's two lists, each marked, as a storage team merges them, with what each
+/// sidecar of theirs may add: a gate in each list and an API budget in each. Both gates apply
+/// (csi-provisioner's Topology and csi-resizer's AnnotateFsResize), and the budgets add up;
+/// each is said at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_manifests_lists_keep_each_sidecars_gates_and_budget() {
+    let socket = "{dir}/relay.sock";
+    let list = |name: &str, own: &[&str]| -> Vec<String> {
+        let (args, _) = support::hostpath::container_args(name);
+        let args = args.iter().map(|a| a.replace("/csi/csi.sock", socket));
+        std::iter::once(format!("--args-of={name}"))
+            .chain(args)
+            .chain(own.iter().map(|a| a.to_string()))
+            .collect()
+    };
+    let mut args = list("csi-provisioner", &["--kube-api-qps=5", "--kube-api-burst=10"]);
+    args.extend(list(
+        "csi-resizer",
+        &["--feature-gates=AnnotateFsResize=true", "--kube-api-qps=5", "--kube-api-burst=10"],
+    ));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let world = Beside::start("merged-gates", &[], &args).await;
+    let log = world.sidecar.log_text();
+    for said in [
+        "--feature-gates is given 2 times: merged into Topology=true,AnnotateFsResize=true",
+        "--kube-api-qps: csi-provisioner's 5 and csi-resizer's 5 add up to 10",
+        "--kube-api-burst: csi-provisioner's 10 and csi-resizer's 10 add up to 20",
+    ] {
+        assert!(log.contains(said), "not said: {said}\n{log}");
+    }
+    assert!(
+        !log.contains("is given 2 times: Topology"),
+        "a merged gate list is not a warning:\n{log}"
+    );
+    // The merged process works as both: a claim is provisioned with topology.
+    world.create_class("std", json!({})).await;
+    world.create_claim("data", "std", "1Gi", json!({})).await;
+    let (_, pv) = world.bound("data", LIMIT).await;
+    let affinity = pv.spec.and_then(|s| s.node_affinity);
+    assert!(affinity.is_some(), "Topology=true from csi-provisioner's list was lost");
+}
