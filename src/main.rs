@@ -130,7 +130,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     };
     health.watch(stores.watches.clone());
     let parts = (&fence, &csi, &stores, &driver);
-    let publisher = startup::publisher(&config, parts, &intake).await?;
+    let publisher = startup::publisher(&config, parts, &intake, &health).await?;
     let identity = config::provisioner_identity(&driver.name);
     let parts = (&csi, &stores, &clients, &driver);
     let reconciler = startup::reconciler(&config, parts, (&identity, journal.clone()));

@@ -183,6 +183,29 @@ fn deploy_manifests_apply_and_the_container_runs_as_written() {
         .await;
         assert!(left.is_some(), "the journal keeps an entry:\n{}", sidecar.log_text());
         println!("deploy/ applied; the container ran with {args:?} as {namespace}/{account} and provisioned pvc-{uid}");
+
+        // --enable-capacity without rbac-capacity.yaml (commented out in deploy/rbac/): the
+        // leader's capacity rounds are refused, and /readyz says so rather than stay green.
+        assert_eq!(sidecar.terminate(LIMIT).await, Some(0), "{}", sidecar.log_text());
+        let mut capacity = all.clone();
+        capacity.extend(["--enable-capacity".into(), "--capacity-ownerref-level=-1".into()]);
+        capacity.push("--capacity-poll-interval=2s".into());
+        let mut env = env.clone();
+        env.push(("NAMESPACE", namespace));
+        let sidecar = Sidecar::start_with_env(dir.path(), &capacity, &env);
+        let port = sidecar.http_port;
+        let said = eventually(LIMIT, || async move {
+            let answer = tokio::task::spawn_blocking(move || {
+                support::control_plane::http_get_status(port, "/readyz")
+            });
+            let (code, body) = answer.await.ok()??;
+            (code == 503 && body.contains("capacity publishing has failed")).then_some(body)
+        })
+        .await;
+        let said = said.unwrap_or_else(|| panic!("/readyz stayed green:\n{}", sidecar.log_text()));
+        assert!(said.contains("forbidden"), "{said}");
+        assert!(sidecar.log_text().contains("cannot list CSIStorageCapacity objects"));
+        println!("--enable-capacity without its RBAC: {said}");
     });
 }
 

@@ -41,6 +41,19 @@ pub struct Publisher {
     pub topology: bool,
     pub options: Options,
     pub nudge: Nudge,
+    /// Where a round the API refuses is reported, for /readyz.
+    pub checks: Arc<crate::runtime::http::Checks>,
+}
+
+/// The name /readyz gives this work when it fails.
+const CHECK: &str = "capacity publishing";
+
+/// An API error in one line: the server's own message where it gave one.
+fn said(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} (HTTP {})", status.message, status.code),
+        other => other.to_string(),
+    }
 }
 
 /// Why capacity publishing cannot start; the process stops with it, as csi-provisioner does.
@@ -67,7 +80,7 @@ impl Publisher {
         csi: &CsiClient,
         stores: &Stores,
         driver: &crate::csi::DriverInfo,
-        nudge: Nudge,
+        (nudge, checks): (Nudge, Arc<crate::runtime::http::Checks>),
     ) -> Result<Publisher, SetupError> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let namespace = env("NAMESPACE").ok_or(SetupError::NoNamespace)?;
@@ -103,6 +116,7 @@ impl Publisher {
                 threads: config.capacity_threads,
             },
             nudge,
+            checks,
         })
     }
 }
@@ -198,6 +212,8 @@ impl Publisher {
             Ok(list) => list.items,
             Err(e) => {
                 warn!(error = %e, "cannot list CSIStorageCapacity objects; trying at the next round");
+                self.checks
+                    .failed(CHECK, format!("cannot list CSIStorageCapacity objects: {}", said(&e)));
                 return;
             }
         };
@@ -210,10 +226,18 @@ impl Publisher {
         let created = changes.iter().filter(|c| matches!(c, Change::Create(_))).count();
         let obsolete = changes.iter().filter(|c| matches!(c, Change::Delete { .. })).count();
         crate::metrics::metrics().capacity(answers.len(), answers.len() - created, obsolete);
+        let mut refused = None;
         for change in changes {
             if let Err(e) = self.apply(&api, &existing, change).await {
                 warn!(error = %e, "cannot update storage capacity; trying at the next round");
+                refused = Some(e);
             }
+        }
+        match refused {
+            Some(e) => {
+                self.checks.failed(CHECK, format!("cannot write CSIStorageCapacity: {}", said(&e)));
+            }
+            None => self.checks.passed(CHECK),
         }
     }
 

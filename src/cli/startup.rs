@@ -233,12 +233,13 @@ pub async fn publisher(
     config: &Config,
     (fence, csi, stores, driver): (&Fence, &CsiClient, &Stores, &DriverInfo),
     intake: &Intake,
+    health: &Health,
 ) -> anyhow::Result<Option<Publisher>> {
     if !config.enable_capacity {
         return Ok(None);
     }
-    let nudge = intake.nudge.clone();
-    Ok(Some(Publisher::from_config(config, fence, csi, stores, driver, nudge).await?))
+    let report = (intake.nudge.clone(), health.checks.clone());
+    Ok(Some(Publisher::from_config(config, fence, csi, stores, driver, report).await?))
 }
 
 /// The volume reconciler, when --reconcile-period asks for one and the driver lists volumes;

@@ -51,3 +51,17 @@ pub fn http_get_with(port: u16, path: &str, headers: &str) -> Option<(String, St
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}\r\n").ok()?;
     ok_answer(s)
 }
+
+/// (status code, body) of a GET `path` on loopback `port`, whatever the status (a probe's 503
+/// says why in its body).
+pub fn http_get_status(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let code = answer.split_whitespace().nth(1)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((code, body))
+}

@@ -33,7 +33,7 @@ use pki::make_pki;
 
 // Each test binary uses a different part of these.
 #[allow(unused_imports)]
-pub use loopback::{http_get, http_get_with, http_ok, http_post};
+pub use loopback::{http_get, http_get_status, http_get_with, http_ok, http_post};
 #[allow(unused_imports)]
 pub use owned::{OwnedPlane, runtime};
 
