@@ -364,10 +364,10 @@ fn decide_new(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAct
         // Protected before the intent: were we killed between the two, the sweep takes an
         // unneeded protection off, whereas an intent whose snapshot went while we were down
         // could not be undone.
-        Ok(_) if let Some(snapshot) = snapshot::unprotected(&ctx.facts) => {
-            ClaimAction::ProtectSnapshot(Box::new(snapshot))
-        }
-        Ok(plan) => ClaimAction::RecordIntent(Box::new(plan)),
+        Ok(plan) => match snapshot::unprotected(&ctx.facts) {
+            Some(snapshot) => ClaimAction::ProtectSnapshot(Box::new(snapshot)),
+            None => ClaimAction::RecordIntent(Box::new(plan)),
+        },
         Err(e) => ClaimAction::Reject(e),
     }
 }
