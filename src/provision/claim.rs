@@ -157,9 +157,16 @@ fn next_step(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimActi
         && our_pv.is_some()
         && completes_binding(claim, &ctx.settings.driver, ctx.binder_takes_ours);
     if !has_intent {
+        let held = matches!(ctx.facts.snapshot, Some(SnapshotLookup::Found(s)) if s.held);
         if deleting {
-            let held = matches!(ctx.facts.snapshot, Some(SnapshotLookup::Found(s)) if s.held);
             return if held { ClaimAction::ReleaseSnapshot } else { ClaimAction::None };
+        }
+        // A restore done and bound, its snapshot still protected: the pass that bound it ended
+        // before the release (a conflict on the binding's last write, with the cluster's binder
+        // writing the same). The protection goes now rather than at the sweep.
+        if held && our_pv.is_some() && bound_to == Some(volume_name.as_str()) && claim_bound(claim)
+        {
+            return ClaimAction::ReleaseSnapshot;
         }
         return match (bound_to, our_pv) {
             // The volume is recorded (a journal entry went with it), the binding is not written.

@@ -420,4 +420,40 @@ fn the_claim_decision_protects_before_the_intent_and_releases_on_the_way_out() {
     for (case, extra, l, want) in table {
         assert_eq!(decide_with(&restore(extra), &l), want, "{case}");
     }
+
+    // Bound to the volume made for it, no intent left: a held snapshot is released (the pass
+    // that bound it may have ended before); one not held, or a claim not yet Bound, is left.
+    let bound = |phase: &str| {
+        let mut c = restore(json!({"metadata": {"uid": "u-1",
+            "annotations": {"pv.kubernetes.io/bind-completed": "yes"}}}));
+        let name = settings.naming.for_claim(&c);
+        c.spec.get_or_insert_with(Default::default).volume_name = Some(name.clone());
+        c.status = Some(k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        });
+        let pv = crate::fixtures::pv(&name).csi(&settings.driver, "h").bound_to(&c).build();
+        (c, pv)
+    };
+    for (case, phase, snapshot, want) in [
+        ("bound, held", "Bound", found(held()), "release-snapshot"),
+        ("bound, not held", "Bound", found(json!({})), "none"),
+        ("not yet Bound, held", "Pending", found(held()), "none"),
+    ] {
+        let (c, pv) = bound(phase);
+        let ctx = ClaimContext {
+            settings: &settings,
+            features: Features { snapshot: true, ..Features::default() },
+            class: Some(&gold),
+            volume: Some(&pv),
+            facts: PlanFacts { snapshot: Some(&snapshot), ..PlanFacts::default() },
+            binds: false,
+            journaled: false,
+            binder_takes_ours: false,
+            copy: crate::model::copy::ClaimCopy::Live,
+            hold: None,
+            now: std::time::Instant::now(),
+        };
+        assert_eq!(decide(&c, &ctx).name(), want, "{case}");
+    }
 }
