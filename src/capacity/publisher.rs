@@ -42,7 +42,7 @@ pub struct Publisher {
     pub options: Options,
     pub nudge: Nudge,
     /// Where a round the API refuses is reported, for /readyz.
-    pub checks: Arc<crate::runtime::http::Checks>,
+    pub checks: Arc<crate::runtime::failing::Failing>,
 }
 
 /// The name /readyz gives this work when it fails.
@@ -80,7 +80,7 @@ impl Publisher {
         csi: &CsiClient,
         stores: &Stores,
         driver: &crate::csi::DriverInfo,
-        (nudge, checks): (Nudge, Arc<crate::runtime::http::Checks>),
+        (nudge, checks): (Nudge, Arc<crate::runtime::failing::Failing>),
     ) -> Result<Publisher, SetupError> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let namespace = env("NAMESPACE").ok_or(SetupError::NoNamespace)?;

@@ -1,9 +1,8 @@
 //! One reflector per watched kind, feeding shared read-only stores.
 
-use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::Stream;
 use futures::StreamExt;
@@ -21,6 +20,7 @@ use tracing::warn;
 pub use super::held::Held;
 use super::held::{Compactable, object_key};
 use crate::model::compact::Compact;
+use crate::runtime::failing::Failing;
 
 /// Read-only caches of the objects this sidecar decides on. Reads may be slightly stale; every
 /// write is preconditioned on the resourceVersion it was decided from.
@@ -64,38 +64,23 @@ pub struct Watched {
 /// Per watched kind: since when its watch has been failing without a success in between.
 #[derive(Debug, Default)]
 pub struct WatchHealth {
-    failing: Mutex<BTreeMap<String, Instant>>,
+    failing: Failing,
 }
 
 impl WatchHealth {
-    fn failed(&self, kind: &str) {
-        self.lock().entry(kind.to_string()).or_insert_with(Instant::now);
-    }
-
-    fn succeeded(&self, kind: &str) {
-        self.lock().remove(kind);
-    }
-
     /// A watch event of `kind` arrived: a success or a failure.
     fn record<T>(&self, kind: &str, event: &watcher::Result<T>) {
         match event {
-            Ok(_) => self.succeeded(kind),
-            Err(_) => self.failed(kind),
+            Ok(_) => self.failing.passed(kind),
+            Err(e) => self.failing.failed(kind, e.to_string()),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Instant>> {
-        self.failing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The kinds whose watch has failed for at least `grace` with no success since, and for
     /// how long: their stores may be stale.
     pub fn stale(&self, grace: Duration) -> Vec<(String, Duration)> {
-        self.lock()
-            .iter()
-            .map(|(kind, since)| (kind.clone(), since.elapsed()))
-            .filter(|(_, d)| *d >= grace)
-            .collect()
+        let stale = self.failing.stale(grace).into_iter();
+        stale.map(|(kind, failing_for, _)| (kind, failing_for)).collect()
     }
 }
 
@@ -378,6 +363,7 @@ fn reflect_held<K: Compactable>(
 mod tests {
     use super::*;
     use crate::model::VolumeExt;
+    use std::sync::Mutex;
 
     fn pv(name: &str, version: &str) -> PersistentVolume {
         crate::fixtures::pv(name).version(version).build()

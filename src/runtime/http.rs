@@ -4,10 +4,9 @@
 //! ready),
 //! /healthz/leader-election and the metrics (`--metrics-path`, /metrics by default).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -17,54 +16,19 @@ use axum::routing::get;
 use crate::cluster::stores::WatchHealth;
 use crate::csi::CsiClient;
 use crate::metrics::exposition::Scope;
+use crate::runtime::failing::Failing;
 
 /// A watch failing this long with no success is an outage, not a blip (its own retries start
 /// at 800 ms).
 const STALE_AFTER: Duration = Duration::from_secs(5);
 
-/// Background work that can fail for good while the process serves (capacity publishing
-/// refused by RBAC, say): by name, since when it has failed with no success in between, and
-/// why. /readyz names each one failing past `STALE_AFTER`.
-#[derive(Debug, Default)]
-pub struct Checks {
-    failing: Mutex<BTreeMap<&'static str, (Instant, String)>>,
-}
-
-impl Checks {
-    /// `check` failed; the time of its first failure in a row is kept.
-    pub fn failed(&self, check: &'static str, why: String) {
-        let mut failing = self.lock();
-        failing
-            .entry(check)
-            .and_modify(|(_, w)| w.clone_from(&why))
-            .or_insert((Instant::now(), why));
-    }
-
-    pub fn passed(&self, check: &'static str) {
-        self.lock().remove(check);
-    }
-
-    /// Each check failing for at least `grace`, said in one line.
-    pub fn stale(&self, grace: Duration) -> Vec<String> {
-        let failing = self.lock();
-        let long = failing.iter().filter(|(_, (since, _))| since.elapsed() >= grace);
-        long.map(|(check, (since, why))| {
-            format!("{check} has failed for {}s: {why}", since.elapsed().as_secs())
-        })
-        .collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, (Instant, String)>> {
-        self.failing.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// What the probes report on.
 pub struct Health {
     csi: CsiClient,
     ready: AtomicBool,
-    /// Background work's failures (`Checks`).
-    pub checks: Arc<Checks>,
+    /// Background work that can fail for good while the process serves (capacity publishing
+    /// refused by RBAC, say): /readyz names each one failing past `STALE_AFTER`.
+    pub checks: Arc<Failing>,
     watches: OnceLock<Arc<WatchHealth>>,
     /// Set once this replica leads: the fence that says whether it still may.
     leading: OnceLock<crate::runtime::fence::Fence>,
@@ -136,7 +100,9 @@ async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, String) {
             ));
         }
     }
-    failing.extend(health.checks.stale(STALE_AFTER));
+    for (check, failing_for, why) in health.checks.stale(STALE_AFTER) {
+        failing.push(format!("{check} has failed for {}s: {why}", failing_for.as_secs()));
+    }
     match health.csi.probe().await {
         Ok(true) => {}
         Ok(false) => failing.push("the CSI driver answers Probe with ready=false".into()),
@@ -208,22 +174,4 @@ fn dual_stack(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpL
     socket.bind(&address.into())?;
     socket.listen(1024)?;
     tokio::net::TcpListener::from_std(socket.into())
-}
-
-#[cfg(test)]
-mod checks_tests {
-    use super::*;
-
-    #[test]
-    fn a_check_failing_past_the_grace_is_named_until_it_passes() {
-        let checks = Checks::default();
-        checks.failed("capacity publishing", "forbidden".into());
-        assert_eq!(checks.stale(Duration::from_secs(3600)), Vec::<String>::new());
-        checks.failed("capacity publishing", "still forbidden".into());
-        let said = checks.stale(Duration::ZERO);
-        assert_eq!(said.len(), 1, "{said:?}");
-        assert!(said[0].starts_with("capacity publishing has failed for 0s: still forbidden"));
-        checks.passed("capacity publishing");
-        assert!(checks.stale(Duration::ZERO).is_empty());
-    }
 }

@@ -4,6 +4,7 @@
 
 pub mod crash_point;
 pub mod events;
+pub mod failing;
 pub mod fence;
 pub mod http;
 pub mod journal;
