@@ -148,7 +148,12 @@ async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
         measure("pin-external", KCM_STORAGE_CONTROLLERS, &[INTENT_JOURNAL]).await
     {
         assert_eq!(provisioned.ours + provisioned.kcm, 5, "provisioned: {provisioned:?}");
-        assert!(provisioned.ours >= 1 && provisioned.kcm >= 3, "{provisioned:?}");
+        // The binding's three writes (claim, claim status, PV status) go to whoever is first:
+        // the binder (ours the PV alone, or one or two of the binding too), or us (the PV and
+        // the whole binding, the binder its hand-over alone).
+        let binder_first = provisioned.ours >= 1 && provisioned.kcm >= 3;
+        let we_first = (provisioned.ours, provisioned.kcm) == (4, 1);
+        assert!(binder_first || we_first, "{provisioned:?}");
         assert!(provisioned.ours_refused <= 2, "ours refused: {provisioned:?}");
         let deleted = (deleted.ours, deleted.kcm, deleted.ours_refused);
         assert_eq!(deleted, (2, 3, 0), "deleted: ours, kube-controller-manager's, ours refused");
