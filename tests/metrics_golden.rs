@@ -124,11 +124,20 @@ fn allow_list() -> Vec<Allowed> {
         .collect()
 }
 
-/// The work both stacks do: a claim provisioned, grown, and deleted with its volume.
-async fn work(world: &Beside, claim: &str) {
+/// The work both stacks do: a claim provisioned, grown, and deleted with its volume. A step
+/// that does not happen fails with `story`, the logs of the stack doing the work.
+async fn work(world: &Beside, claim: &str, story: &dyn Fn() -> String) {
     world.create_claim(claim, "grow", "1Gi", json!({})).await;
-    let (_, pv) = world.bound(claim, LIMIT).await;
-    let volume = pv.metadata.name.unwrap_or_default();
+    let bound = eventually(LIMIT, || async {
+        let found = world.claims().get_opt(claim).await.ok()??;
+        (found.status?.phase? == "Bound").then_some(())?;
+        found.spec?.volume_name
+    })
+    .await;
+    let Some(volume) = bound else {
+        let events = world.events(claim).await;
+        panic!("{claim}: not Bound within {LIMIT:?}; events: {events:?}\n{}", story());
+    };
     let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
     let params = kube::api::PatchParams::default();
     world.claims().patch(claim, &params, &kube::api::Patch::Merge(patch)).await.unwrap();
@@ -137,9 +146,20 @@ async fn work(world: &Beside, claim: &str) {
         (pv.spec?.capacity?.get("storage")?.0 == "2Gi").then_some(())
     })
     .await;
-    assert!(grown.is_some(), "{claim}: the volume did not grow");
+    assert!(grown.is_some(), "{claim}: the volume did not grow\n{}", story());
     world.claims().delete(claim, &Default::default()).await.unwrap();
-    assert!(world.volume_gone(&volume, LIMIT).await, "{claim}: the PV stayed");
+    let gone = world.volume_gone(&volume, LIMIT).await;
+    assert!(gone, "{claim}: the PV stayed\n{}", story());
+}
+
+/// Waits until something listens on loopback `port`: a Go sidecar that cannot serve its
+/// `--http-endpoint` exits, and the claim would then wait for nobody.
+async fn listening(port: u16, story: &dyn Fn() -> String) {
+    let up = eventually(Duration::from_secs(30), || async {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
+    })
+    .await;
+    assert!(up.is_some(), "nothing listens on 127.0.0.1:{port}\n{}", story());
 }
 
 /// The two lists of csi-driver-host-path's manifest, each marked, with the port given.
@@ -165,7 +185,7 @@ async fn each_roles_port_reads_as_its_go_sidecar_to_prometheus_2_and_3() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut world = Beside::start("golden", &["--disable-node-expansion"], &args).await;
     world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
-    work(&world, "ours").await;
+    work(&world, "ours", &|| format!("sidecar log:\n{}", world.sidecar.log_text())).await;
 
     // `:port` listens on IPv6 too, as Go's listener does.
     let v6 = std::net::TcpStream::connect(("::1", ours_p));
@@ -193,7 +213,10 @@ async fn each_roles_port_reads_as_its_go_sidecar_to_prometheus_2_and_3() {
         &[],
         &extra,
     );
-    work(&world, "upstream").await;
+    let story = || format!("upstream's logs:\n{}", upstream.log_text());
+    listening(up_p, &story).await;
+    listening(up_r, &story).await;
+    work(&world, "upstream", &story).await;
 
     let allowed = allow_list();
     let mut used = vec![false; allowed.len()];

@@ -205,12 +205,25 @@ fn write_kubeconfig(
     fs::write(path, yaml)
 }
 
-/// A loopback port that was free a moment ago.
+/// A port that was free a moment ago on every address. It is taken below the kernel's ephemeral
+/// range (32768 and up), where the port 0 trick would pick: there, any outgoing connection of
+/// the test's processes may take it as its source port before the server meant for it listens,
+/// and a Go sidecar that cannot listen exits.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 10_000;
+    const SPAN: u32 = 32_768 - FIRST;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Binaries of one run start apart; each from its own place, so two rarely try the same port.
+    let start = std::process::id().wrapping_mul(7919) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (FIRST + (start + n) % SPAN) as u16;
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between {FIRST} and {}", FIRST + SPAN)
 }
 
 /// Spawns `command` so that it is killed when this test binary exits, with its output in `log`.
