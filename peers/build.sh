@@ -6,7 +6,7 @@
 #             runs
 #   test      etcd, kube-apiserver, kube-controller-manager, csi-sanity, hostpathplugin,
 #             snapshot-controller, csi-snapshotter and the VolumeSnapshot CRDs, csi-provisioner
-#             and csi-resizer (the rollback test), and a node: kubelet, kube-scheduler,
+#             and csi-resizer (the uninstall test), and a node: kubelet, kube-scheduler,
 #             containerd with its runc shim and ctr, the plugin registrar (peers/registrar),
 #             Prometheus' scrape parser (peers/promparse), the
 #             pause and busybox images (the pod tests), and csi-driver-host-path's deployment
@@ -152,7 +152,7 @@ build csi-snapshotter "$SNAPSHOTTER_VERSION" snapshotter \
   github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter -ldflags="$snapshot_ldflags"
 snapshot_crds
 
-# The stack we replace: the rollback test runs it (so `make test` needs it), and the side-by-side
+# The stack we replace: the uninstall test runs it (so `make test` needs it), and the side-by-side
 # benchmark. Both report main.version in their logs and metrics; upstream's release builds set it.
 build csi-provisioner "$PROVISIONER_VERSION" provisioner \
   github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \

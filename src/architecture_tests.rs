@@ -7,6 +7,10 @@
 //! Paths are matched by segments, after `use` trees are expanded: `use kube::{Api, Client}` is
 //! `kube::Api` and `kube::Client`, while `my_tokio` or a comment naming `tokio` is nothing.
 
+mod layers;
+mod passes;
+mod paths;
+
 use std::path::{Path, PathBuf};
 
 /// The decision modules: folders and files under src/.
@@ -226,19 +230,39 @@ fn ends_with(path: &str, tail: &str) -> bool {
 /// Every `file:line: path` in `files` that names one of `forbidden` (and, outside test files,
 /// reads one of `CLOCKS`).
 fn violations(files: &[PathBuf], forbidden: &[&str], clocks: bool) -> Vec<String> {
+    let placed: Vec<(PathBuf, String)> =
+        files.iter().map(|f| (f.clone(), paths::module_of(&src(), f))).collect();
+    violations_in(&placed, forbidden, clocks)
+}
+
+/// As `violations`, for files each standing as the module given. A path counts as it resolves
+/// (`super::`, `self::`), and as what a re-export it goes through names; a glob import counts as
+/// every path below it.
+fn violations_in(files: &[(PathBuf, String)], forbidden: &[&str], clocks: bool) -> Vec<String> {
+    let mut everything = Vec::new();
+    rust_files(&src(), &mut everything);
+    let reexports = paths::reexports(&src(), &everything);
     let mut found = Vec::new();
-    for file in files {
+    for (file, module) in files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let name = file.display().to_string();
         let test_file = name.contains("/tests/") || name.ends_with("tests.rs");
+        let inline = paths::inline_modules(&code_of(&text));
         for (line, path) in paths_of(&text) {
-            let named = forbidden.iter().any(|f| under(&path, f));
+            let resolved = paths::resolve(&path, &paths::module_at(module, &inline, line));
+            let names = |p: &str| forbidden.iter().any(|f| under(p, f));
+            let glob = resolved.strip_suffix("::*").is_some_and(|parent| {
+                forbidden.iter().any(|f| under(f, parent) || under(parent, f))
+            });
+            let named = glob || paths::followed(&resolved, &reexports).iter().any(|p| names(p));
             let clock = clocks && !test_file && CLOCKS.iter().any(|c| ends_with(&path, c));
             if named || clock {
                 found.push(format!("{name}:{line}: {path}"));
             }
         }
     }
+    // A `use` line's paths are read as a tree and again as code.
+    found.dedup();
     found
 }
 
@@ -312,6 +336,28 @@ fn the_guard_catches_a_planted_violation_and_nothing_else() {
     }
     let nested = caught.iter().find(|v| v.ends_with("crate::controller::Controller"));
     assert!(nested.is_some_and(|v| v.contains("bad.rs:2:")), "a use over lines: {caught:?}");
+    assert!(passed.is_empty(), "a clean file flagged: {passed:?}");
+}
+
+/// The three ways round a path check: a name re-exported from a forbidden module, a glob
+/// import that brings one in, and a `super::` path out of the decision module.
+#[test]
+fn the_guard_sees_through_reexports_globs_and_super_paths() {
+    let dir = std::env::temp_dir().join(format!("architecture-paths-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let (bad, good) = (dir.join("bad.rs"), dir.join("good.rs"));
+    let planted = "use crate::csi::CsiClient;\nuse crate::csi::*;\nuse tokio::*;\nuse super::super::controller::Controller;\n";
+    let clean = "use super::plan::Plan;\nuse crate::csi::Failure;\nuse crate::model::*;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n";
+    std::fs::write(&bad, planted).unwrap_or_default();
+    std::fs::write(&good, clean).unwrap_or_default();
+    let module = "crate::provision::planted".to_string();
+    let caught = violations_in(&[(bad, module.clone())], FORBIDDEN, true);
+    let passed = violations_in(&[(good, module)], FORBIDDEN, true);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut lines: Vec<&str> = caught.iter().filter_map(|v| v.split(':').nth(1)).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines, ["1", "2", "3", "4"], "{caught:?}");
     assert!(passed.is_empty(), "a clean file flagged: {passed:?}");
 }
 

@@ -38,7 +38,9 @@ pub mod explain;
 pub(crate) mod fixtures;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod health;
 pub mod inventory;
+pub mod journal;
 pub mod leader;
 pub mod metrics;
 pub mod model;

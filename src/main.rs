@@ -9,7 +9,7 @@ use tracing::{error, info, warn};
 use csi_pv_controller::config::{self, Command, Config};
 use csi_pv_controller::controller::Intake;
 use csi_pv_controller::csi::CsiClient;
-use csi_pv_controller::runtime::http;
+use csi_pv_controller::health;
 use csi_pv_controller::runtime::logs;
 use tracing_subscriber::fmt::format::JsonFields;
 
@@ -120,7 +120,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let csi = CsiClient::new(&config.csi_address, config.timeout)?
         .with_role_timeouts(config.role_timeouts)
         .fenced(fence.clone());
-    let health = http::Health::new(csi.clone());
+    let health = health::Health::new(csi.clone());
     let servers = startup::serve_http(&config, &health, &stop).await?;
     let intake = Intake::new(config.backoff());
     let journal = startup::open_journal(&config).await?;

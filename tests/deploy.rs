@@ -177,7 +177,7 @@ fn deploy_manifests_apply_and_the_container_runs_as_written() {
             .map(|(_, local)| Path::new(local).join("intents"))
             .expect("the journal mount");
         let left = eventually(LIMIT, || async {
-            let open = csi_pv_controller::runtime::journal::intents_in(&journal).ok()?;
+            let open = csi_pv_controller::journal::intents_in(&journal).ok()?;
             open.is_empty().then_some(())
         })
         .await;

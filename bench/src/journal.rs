@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use csi_pv_controller::runtime::journal::Journal;
+use csi_pv_controller::journal::Journal;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use serde::{Deserialize, Serialize};
 

@@ -13,7 +13,8 @@ use kube::api::{Api, ListParams};
 
 use csi_pv_controller::binder::{VolumeIndex, claim::ClaimView, matching};
 use csi_pv_controller::config::Config;
-use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo, features};
+use csi_pv_controller::config::features;
+use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
 use csi_pv_controller::expand::{Expander, Resizer};
 use csi_pv_controller::explain::{self, Facts};
 use csi_pv_controller::model::ClaimExt;
@@ -168,7 +169,7 @@ fn with_facts(
     // No driver to ask: every capability is assumed.
     // No driver to ask: every capability is assumed.
     let gates = &config.feature_gates;
-    let features = info.map_or_else(|| features::assumed(gates), |d| d.features(gates));
+    let features = info.map_or_else(|| features::assumed(gates), |d| features::features(d, gates));
     let expander = Expander::of(
         info.is_none_or(|d| d.controller.has(ControllerCapability::ExpandVolume)),
         info.is_some_and(|d| d.node_expansion),

@@ -45,7 +45,7 @@ pub async fn run(config: &Config, driver: &str, output: &str) -> anyhow::Result<
         .context("cannot list PersistentVolumeClaims")?
         .items;
     let journaled = match &config.intent_journal {
-        Some(dir) => csi_pv_controller::runtime::journal::intents_in(dir)
+        Some(dir) => csi_pv_controller::journal::intents_in(dir)
             .context("cannot read the directory of --intent-journal")?,
         None => Vec::new(),
     };

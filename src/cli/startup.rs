@@ -12,16 +12,16 @@ use tracing::{error, info, warn};
 
 use csi_pv_controller::capacity::publisher::Publisher;
 use csi_pv_controller::cluster::client::ApiClients;
+use csi_pv_controller::cluster::events::Events;
 use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::Config;
 use csi_pv_controller::controller::{Controller, Intake, Options, Switches};
 use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
+use csi_pv_controller::health::{Health, serve};
 use csi_pv_controller::inventory::reconciler::Reconciler;
+use csi_pv_controller::journal::Journal;
 use csi_pv_controller::leader::{self, Leadership};
-use csi_pv_controller::runtime::events::Events;
 use csi_pv_controller::runtime::fence::Fence;
-use csi_pv_controller::runtime::http::{self, Health};
-use csi_pv_controller::runtime::journal::Journal;
 
 /// The Lease's own client: renewals must never wait behind the API rate limit.
 const LEASE_CLIENT_QPS: f32 = 100.0;
@@ -95,7 +95,7 @@ pub async fn serve_http(
             Some(Role::Provisioner) => Scope::Provisioner,
             Some(Role::Resizer) => Scope::Resizer,
         };
-        let server = http::serve(address.clone(), path, scope, health.clone(), stop.stopped())
+        let server = serve(address.clone(), path, scope, health.clone(), stop.stopped())
             .await
             .with_context(|| format!("cannot listen on --http-endpoint {address}"))?;
         info!(%address, metrics = %config.metrics_path, series = ?scope, "serving /healthz, /readyz and the metrics");
@@ -144,7 +144,7 @@ pub async fn connect(
     if config.feature_gates.topology_off && driver.plugin.accessibility_constraints {
         info!("--feature-gates=Topology=false: the driver's topology is not used");
     }
-    let driver = driver.gated(&config.feature_gates);
+    let driver = csi_pv_controller::config::features::gated(driver, &config.feature_gates);
     // One claim queue does csi-provisioner's and csi-resizer's work: its workqueue series
     // carry csi-resizer's queue name too, from the first key on.
     intake.claims.also_export_as(&format!("{}-pvc", driver.name));

@@ -6,10 +6,10 @@ use csi_pv_controller::config::Config;
 use csi_pv_controller::leader;
 
 /// `uninstall <driver>`: our provisioning finalizer off every claim of the driver where that
-/// is safe (provision/rollback.rs), a report line per claim, and an error when any had to stay.
+/// is safe (provision/uninstall.rs), a report line per claim, and an error when any had to stay.
 pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> anyhow::Result<()> {
     use csi_pv_controller::model::names;
-    use csi_pv_controller::provision::rollback::{self, Verdict};
+    use csi_pv_controller::provision::uninstall::{self, Verdict};
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
     use kube::ResourceExt;
@@ -55,7 +55,7 @@ pub async fn run(config: &Config, driver: &str, force: bool, dry_run: bool) -> a
             continue;
         }
         let volume_name = naming.for_claim(claim);
-        let Some(verdict) = rollback::judge(claim, &volumes, &volume_name, force) else {
+        let Some(verdict) = uninstall::judge(claim, &volumes, &volume_name, force) else {
             continue;
         };
         let at = format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any());

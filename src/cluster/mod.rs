@@ -1,9 +1,10 @@
 //! The Kubernetes side: the clients (rate-limited, their writes fenced), the watched stores and
 //! how they hold claims and PVs, the object access the executor goes through, and finalizer
-//! writes on any kind. The claim and PV patches are the executor's (`controller::writes`);
-//! Events are `runtime::events`.
+//! writes on any kind, and the Event recorder (`events`). The claim and PV patches are the
+//! executor's (`controller::writes`).
 
 pub mod client;
+pub mod events;
 pub mod finalizers;
 pub mod gate;
 pub mod held;

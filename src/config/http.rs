@@ -58,7 +58,7 @@ fn http_address(value: &str) -> Result<String, String> {
     let (host, port) = value.rsplit_once(':').ok_or("no port")?;
     let port: u16 = port.parse().map_err(|e| format!("port: {e}"))?;
     match host {
-        // Every interface, IPv6 and IPv4 (runtime::http binds it dual-stack, as Go does).
+        // Every interface, IPv6 and IPv4 (health binds it dual-stack, as Go does).
         "" => Ok(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port).to_string()),
         host if host.contains(':') || host.contains('/') || host.contains(' ') => {
             Err(format!("{host:?} is not a host name"))

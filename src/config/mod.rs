@@ -8,6 +8,7 @@ use clap::Parser;
 
 pub mod args;
 pub mod feature_gates;
+pub mod features;
 pub mod flags_from;
 mod http;
 pub mod merged;

@@ -64,16 +64,16 @@ impl Controller {
             _ => false,
         };
         if !no_op {
-            tracing::Span::current().record("op", step.name());
+            crate::runtime::logs::record_op(step.name());
         }
         debug!(step = step.name(), "binder decided");
         let done = |outcome| Ok(Stage::Done(outcome));
         match step {
-            ClaimStep::None => Ok(Stage::Expand),
+            ClaimStep::None => Ok(Stage::Bound),
             // A bound claim decides "bind" too (every write then skipped): its size is next.
             ClaimStep::Bind(pv) => {
                 self.bind(claim, &pv).await?;
-                Ok(Stage::Expand)
+                Ok(Stage::Bound)
             }
             ClaimStep::Pending(notice) => {
                 self.set_claim_unbound(claim, ClaimPhase::Pending).await?;
@@ -160,7 +160,7 @@ impl Controller {
                 Stage::Done(Outcome::Done)
             }
             Handover::Provision => Stage::Provision,
-            Handover::Expand => Stage::Expand,
+            Handover::Bound => Stage::Bound,
         }
     }
 

@@ -22,11 +22,8 @@ impl Controller {
         };
         match stage {
             Stage::Done(outcome) => Ok(outcome),
-            Stage::Provision => {
-                tracing::Span::current().record("op", "provision");
-                self.sync_provisioning(key, claim).await
-            }
-            Stage::Expand => self.sync_bound(key, &claim).await,
+            Stage::Provision => self.sync_provisioning(key, claim).await,
+            Stage::Bound => self.sync_bound(key, &claim).await,
         }
     }
 

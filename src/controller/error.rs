@@ -78,7 +78,7 @@ pub enum SyncError {
     Stale { action: String },
     /// The intent journal's disk failed; nothing was sent to the driver.
     #[error(transparent)]
-    Journal(#[from] crate::runtime::journal::JournalError),
+    Journal(#[from] crate::journal::JournalError),
     /// The pass panicked (a bug of ours, caught by runtime::panics); what it did before is safe
     /// to repeat, as after a crash.
     #[error(transparent)]

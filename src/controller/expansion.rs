@@ -13,12 +13,14 @@ use kube::api::ListParams;
 use tracing::{info, warn};
 
 use super::Part;
+use super::claim_pass::{ClaimPass, Flow};
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeMemory, ResizeStep, Resizer};
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use crate::model::reason::Reason;
 use crate::model::{ClaimExt, VolumeExt};
 
@@ -48,48 +50,25 @@ impl Controller {
         let Some(pv) = self.live_volume_if_missing(name).await? else {
             return Ok(Outcome::Done);
         };
-        let mut memory = self.memory.claims.of_claim(key, claim).resize;
-        let resizer = self.resizer();
-        // Decide on the copy in hand; act; decide again on what the action gave.
-        let (mut claim, mut copy, mut pv) = (claim.clone(), ClaimCopy::Cached, pv);
-        let (bytes, start, check_in_use) = loop {
-            let now_std = Instant::now().into_std();
-            let plan = resizer.decide((&claim, copy), &pv, &memory, now_std, &now());
-            if let Some(patch) = plan.drop_pre_resize {
-                let action = format!(
-                    "patch PersistentVolume {} to drop its pre-resize capacity",
-                    pv.name_any()
-                );
-                pv = self.patch_volume(&pv, patch, &action).await?;
-            }
-            match plan.step {
-                ResizeStep::None => {
-                    self.forget_resize(key);
-                    return Ok(Outcome::Done);
-                }
-                ResizeStep::CannotExpand { announce } => {
-                    if let Some(size) = announce {
-                        self.cannot_expand(key, &claim, memory, size).await;
-                    }
-                    return Ok(Outcome::Done);
-                }
-                ResizeStep::Waiting => return Ok(Outcome::Waiting),
-                ResizeStep::ConfirmLive => match self.live_claim(&claim).await? {
-                    Some(live) => (claim, copy) = (live, ClaimCopy::Live),
-                    None => return Ok(Outcome::Done),
-                },
-                ResizeStep::Expand { bytes, start, check_in_use } => {
-                    break (bytes, start, check_in_use);
-                }
-            }
-        };
-        tracing::Span::current().record("op", "expand");
-        let asked = requested(&claim, &pv);
+        let memory = self.memory.claims.of_claim(key, claim).resize;
+        let mut pass = ResizePass { controller: self, key, pv, memory };
+        self.drive(&mut pass, claim.clone(), ClaimCopy::Cached).await
+    }
+
+    /// Starts the resize (T1), checks the pods when the driver refused an in-use volume, calls
+    /// the driver, and records what it answered.
+    async fn expand(
+        &self,
+        key: &ClaimKey,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        mut memory: ResizeMemory,
+        Attempt { bytes, start, check_in_use }: Attempt,
+    ) -> Result<Outcome, SyncError> {
+        let asked = requested(claim, pv);
         let claim = match start {
-            Some(patch) => {
-                self.patch_claim(Part::Status, &claim, patch, "start the resize").await?
-            }
-            None => claim,
+            Some(patch) => self.patch_claim(Part::Status, claim, patch, "start the resize").await?,
+            None => claim.clone(),
         };
         let volume = pv.name_any();
         self.events
@@ -107,12 +86,12 @@ impl Controller {
         memory.in_use = false;
 
         let outcome = match self.expander {
-            Some(Expander::Controller) => self.expand_in_driver(key, &pv, bytes).await,
+            Some(Expander::Controller) => self.expand_in_driver(key, pv, bytes).await,
             _ => Ok((bytes, true)),
         };
         match outcome {
             Ok((capacity, node_required)) => {
-                self.resized(key, &claim, &pv, capacity, node_required).await
+                self.resized(key, &claim, pv, capacity, node_required).await
             }
             Err(failure) => {
                 let next = after_failure(failure);
@@ -248,4 +227,74 @@ impl Controller {
             }
         }
     }
+}
+
+/// A resize pass over one bound claim: its PV as this pass last wrote it, and what is
+/// remembered of earlier attempts.
+struct ResizePass<'c> {
+    controller: &'c Controller,
+    key: &'c ClaimKey,
+    pv: PersistentVolume,
+    memory: ResizeMemory,
+}
+
+impl ClaimPass for ResizePass<'_> {
+    type Step = ResizeStep;
+    /// Drop the pre-resize capacity, confirm the copy, expand.
+    const STEPS: usize = 4;
+
+    fn decide(&mut self, claim: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ResizeStep> {
+        let clock = Instant::now().into_std();
+        let resizer = self.controller.resizer();
+        resizer.decide((claim, copy), &self.pv, &self.memory, clock, &now())
+    }
+
+    fn name(step: &ResizeStep) -> &'static str {
+        step.name()
+    }
+
+    fn op(step: &ResizeStep) -> Option<&'static str> {
+        matches!(step, ResizeStep::Expand { .. }).then_some("expand")
+    }
+
+    async fn act(
+        &mut self,
+        step: ResizeStep,
+        claim: &PersistentVolumeClaim,
+        _: ClaimCopy,
+    ) -> Result<Flow, SyncError> {
+        let (c, key) = (self.controller, self.key);
+        match step {
+            ResizeStep::None => {
+                c.forget_resize(key);
+                Ok(Flow::End(Outcome::Done))
+            }
+            ResizeStep::DropPreResize(patch) => {
+                let action = format!(
+                    "patch PersistentVolume {} to drop its pre-resize capacity",
+                    self.pv.name_any()
+                );
+                self.pv = c.patch_volume(&self.pv, patch, &action).await?;
+                Ok(Flow::Again)
+            }
+            ResizeStep::CannotExpand { announce } => {
+                if let Some(size) = announce {
+                    c.cannot_expand(key, claim, self.memory.clone(), size).await;
+                }
+                Ok(Flow::End(Outcome::Done))
+            }
+            ResizeStep::Expand { bytes, start, check_in_use } => {
+                let attempt = Attempt { bytes, start, check_in_use };
+                let memory = std::mem::take(&mut self.memory);
+                c.expand(key, claim, &self.pv, memory, attempt).await.map(Flow::End)
+            }
+        }
+    }
+}
+
+/// An expansion the pass decided on.
+struct Attempt {
+    bytes: u64,
+    start: Option<serde_json::Value>,
+    check_in_use: bool,
 }

@@ -3,6 +3,7 @@
 
 mod activity;
 mod binding;
+mod claim_pass;
 mod dispatch;
 mod error;
 mod expansion;
@@ -47,6 +48,7 @@ use crate::binder::usage::ClaimUse;
 use crate::binder::{Scope, VolumeIndex};
 use crate::cluster::Stores;
 use crate::cluster::client::ApiClients;
+use crate::cluster::events::Events;
 use crate::cluster::objects::Cluster;
 use crate::cluster::stores::{Change, OnChange};
 use crate::csi::{ControllerCapability, Driver, DriverInfo};
@@ -54,7 +56,6 @@ use crate::model::compact::Compact;
 use crate::model::{ClaimExt, VolumeExt};
 use crate::provision::plan::{Features, Settings};
 use crate::provision::settings::VolumeNaming;
-use crate::runtime::events::Events;
 use crate::runtime::queue::{Backoff, WorkQueue};
 
 pub struct Controller {
@@ -93,7 +94,7 @@ impl Controller {
         intake: Intake,
         switches: Switches,
     ) -> Arc<Self> {
-        let features = driver.features(&switches.gates);
+        let features = crate::config::features::features(driver, &switches.gates);
         // Classes are only known where the cluster serves them (the store exists).
         let features =
             Features { modify: features.modify && stores.attributes_classes.is_some(), ..features };

@@ -10,10 +10,12 @@ use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::Part;
+use super::claim_pass::{ClaimPass, Flow};
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use crate::model::reason::Reason;
 use crate::modify::{self, ModifyStep};
 
@@ -30,72 +32,15 @@ impl Controller {
         let Some(pv) = claim.named_volume().and_then(|n| self.volume_in_store(n)) else {
             return Ok(Outcome::Done);
         };
-        // Decide on the copy in hand; act; decide again on what the action gave.
-        let (mut claim, mut copy) = (claim.clone(), ClaimCopy::Cached);
-        loop {
-            let step = self.decide_modify((&claim, copy), &pv);
-            if step == ModifyStep::None {
-                return Ok(Outcome::Done);
-            }
-            tracing::Span::current().record("op", step.name());
-            return match step {
-                ModifyStep::None | ModifyStep::RolledBack { patch: None } => Ok(Outcome::Done),
-                ModifyStep::RolledBack { patch: Some(patch) } => {
-                    let claim = self
-                        .patch_claim(Part::Status, &claim, patch, "cancel the volume modification")
-                        .await?;
-                    info!("volume modification canceled: the claim names no class any more");
-                    let note = modify::CANCELED_NOTE.into();
-                    self.events
-                        .normal(&reference(&claim), Reason::VolumeModifyCanceled, note)
-                        .await;
-                    Ok(Outcome::Done)
-                }
-                ModifyStep::WaitForRetry => Ok(Outcome::Waiting),
-                ModifyStep::ConfirmLive => match self.live_claim(&claim).await? {
-                    Some(live) => {
-                        (claim, copy) = (live, ClaimCopy::Live);
-                        continue;
-                    }
-                    None => Ok(Outcome::Done),
-                },
-                ModifyStep::Missing { target, patch } => {
-                    let claim = match patch {
-                        Some(p) => {
-                            let action = "mark the modification pending";
-                            self.patch_claim(Part::Status, &claim, p, action).await?
-                        }
-                        None => claim,
-                    };
-                    let note = modify::missing_note(&target);
-                    Ok(self.failed(key, &claim, Reason::VolumeModifyFailed, note, false).await)
-                }
-                ModifyStep::Modify { class, start } => {
-                    let target = class.name_any();
-                    let claim = match start {
-                        Some(patch) => {
-                            let action = "start the volume modification";
-                            let claim =
-                                self.patch_claim(Part::Status, &claim, patch, action).await?;
-                            let note = modify::modifying_note(&claim.name_any(), &target);
-                            self.events
-                                .normal(&reference(&claim), Reason::VolumeModify, note)
-                                .await;
-                            claim
-                        }
-                        None => claim,
-                    };
-                    self.modify_in_driver(key, &claim, &pv, &class).await
-                }
-            };
-        }
+        let mut pass = ModifyPass { controller: self, key, pv: &pv };
+        self.drive(&mut pass, claim.clone(), ClaimCopy::Cached).await
     }
 
     fn decide_modify(
         &self,
         (claim, copy): (&PersistentVolumeClaim, ClaimCopy),
         pv: &PersistentVolume,
-    ) -> ModifyStep {
+    ) -> Gated<ModifyStep> {
         let store = self.stores.attributes_classes.as_ref();
         let class = |name: &str| {
             let found = store?.get(&kube::runtime::reflector::ObjectRef::new(name))?;
@@ -182,5 +127,76 @@ impl Controller {
                 .map_err(|e| e.to_string()),
             None => Ok(HashMap::new()),
         }
+    }
+}
+
+/// A modify pass over one bound claim of the driver's PV `pv`.
+struct ModifyPass<'c> {
+    controller: &'c Controller,
+    key: &'c ClaimKey,
+    pv: &'c PersistentVolume,
+}
+
+impl ClaimPass for ModifyPass<'_> {
+    type Step = ModifyStep;
+    /// Confirm the copy, then the step.
+    const STEPS: usize = 2;
+
+    fn decide(&mut self, claim: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ModifyStep> {
+        self.controller.decide_modify((claim, copy), self.pv)
+    }
+
+    fn name(step: &ModifyStep) -> &'static str {
+        step.name()
+    }
+
+    fn op(step: &ModifyStep) -> Option<&'static str> {
+        (*step != ModifyStep::None).then(|| step.name())
+    }
+
+    async fn act(
+        &mut self,
+        step: ModifyStep,
+        claim: &PersistentVolumeClaim,
+        _: ClaimCopy,
+    ) -> Result<Flow, SyncError> {
+        let (c, key) = (self.controller, self.key);
+        let outcome = match step {
+            ModifyStep::None | ModifyStep::RolledBack { patch: None } => Outcome::Done,
+            ModifyStep::RolledBack { patch: Some(patch) } => {
+                let action = "cancel the volume modification";
+                let claim = c.patch_claim(Part::Status, claim, patch, action).await?;
+                info!("volume modification canceled: the claim names no class any more");
+                let note = modify::CANCELED_NOTE.into();
+                c.events.normal(&reference(&claim), Reason::VolumeModifyCanceled, note).await;
+                Outcome::Done
+            }
+            ModifyStep::Missing { target, patch } => {
+                let claim = match patch {
+                    Some(p) => {
+                        let action = "mark the modification pending";
+                        c.patch_claim(Part::Status, claim, p, action).await?
+                    }
+                    None => claim.clone(),
+                };
+                let note = modify::missing_note(&target);
+                c.failed(key, &claim, Reason::VolumeModifyFailed, note, false).await
+            }
+            ModifyStep::Modify { class, start } => {
+                let target = class.name_any();
+                let claim = match start {
+                    Some(patch) => {
+                        let action = "start the volume modification";
+                        let claim = c.patch_claim(Part::Status, claim, patch, action).await?;
+                        let note = modify::modifying_note(&claim.name_any(), &target);
+                        c.events.normal(&reference(&claim), Reason::VolumeModify, note).await;
+                        claim
+                    }
+                    None => claim.clone(),
+                };
+                c.modify_in_driver(key, &claim, self.pv, &class).await?
+            }
+        };
+        Ok(Flow::End(outcome))
     }
 }

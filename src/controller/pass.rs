@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::runtime::journal::Journal;
+use crate::journal::Journal;
 use crate::runtime::queue::Backoff;
 
 /// A claim's queue key: namespace and name.
@@ -45,7 +45,7 @@ pub(super) enum Stage {
     /// Provisioning decides the rest: the claim is ours to give a volume.
     Provision,
     /// The claim is bound: its size and attributes are next.
-    Expand,
+    Bound,
 }
 
 /// Process-wide switches from the flags.

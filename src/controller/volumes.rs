@@ -43,7 +43,7 @@ impl Controller {
             if step != VolumeStep::None {
                 // Checking the claim is a read on the way to the operation, not one.
                 if step != VolumeStep::CheckClaim {
-                    tracing::Span::current().record("op", step.name());
+                    crate::runtime::logs::record_op(step.name());
                 }
                 debug!(step = step.name(), live = live.is_some(), "decided");
             }

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use super::*;
 use crate::cluster::held::object_key;
 use crate::model::reason::Reason;
+use crate::runtime::logs::pass_with_op;
 use crate::runtime::panics::{contain, contain_or_log};
 
 impl Controller {
@@ -191,7 +192,8 @@ impl Controller {
             let name = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
             let span = info_span!("sync", claim = %name, op = field::Empty);
             let object = || self.stores.claims.get(&key).as_deref().map(reference);
-            let pass = self.contained("claim", self.sync_claim(&key), object);
+            let pass =
+                self.contained("claim", pass_with_op(Box::pin(self.sync_claim(&key))), object);
             let result = pass.instrument(span.clone()).await;
             self.intake.claims.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.claims, key, result));
@@ -246,7 +248,8 @@ impl Controller {
             let span = info_span!("sync", volume = %key, op = field::Empty);
             let object =
                 || self.stores.volumes.get(&ObjectRef::new(&key)).as_deref().map(reference);
-            let pass = self.contained("volume", self.sync_volume(&key), object);
+            let pass =
+                self.contained("volume", pass_with_op(Box::pin(self.sync_volume(&key))), object);
             let result = pass.instrument(span.clone()).await;
             self.intake.volumes.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.volumes, key, result));

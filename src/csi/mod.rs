@@ -7,7 +7,6 @@ pub mod deadlines;
 pub mod driver;
 pub mod error;
 pub mod failure;
-pub mod features;
 pub mod proto;
 
 pub use capabilities::{

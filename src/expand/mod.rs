@@ -25,7 +25,7 @@ use crate::model::{ClaimExt, PodExt, VolumeExt, VolumeMode};
 use csi::volume_capability::access_mode::Mode;
 use csi::volume_capability::{AccessMode, AccessType, BlockVolume, MountVolume};
 
-pub use pass::{Expanded, Resize, ResizeMemory, ResizeStep, Resizer};
+pub use pass::{Expanded, ResizeMemory, ResizeStep, Resizer};
 
 /// `status.allocatedResourceStatuses["storage"]` values.
 pub const CONTROLLER_IN_PROGRESS: &str = "ControllerResizeInProgress";

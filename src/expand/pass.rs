@@ -14,6 +14,7 @@ use super::{
 };
 use crate::model::ClaimExt;
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::{Call, Gated, StepKind, gate};
 use crate::model::names::annotation;
 use crate::model::reason::Reason;
 
@@ -44,29 +45,48 @@ pub struct Resizer<'a> {
     pub annotate_fs_resize: bool,
 }
 
-/// One pass's decision on a bound claim.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Resize {
-    /// T13: the PV patch that drops the pre-resize capacity, once the claim caught up.
-    pub drop_pre_resize: Option<Value>,
-    pub step: ResizeStep,
-}
-
+/// One step of a pass over a bound claim's size. An attempt at a size that failed and whose
+/// retry is not due, and a call on the store's copy with nothing to write first, are the gate's
+/// (`model::gate`): `WaitForRetry` and `ConfirmLive`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResizeStep {
     /// Not ours, or no resize wanted, or kubelet's turn: what was remembered goes.
     None,
+    /// T13: the PV patch that drops the pre-resize capacity, once the claim caught up; then
+    /// decide again on the patched PV.
+    DropPreResize(Value),
     /// The driver cannot expand. `announce`: a larger size nobody was told of yet.
     CannotExpand { announce: Option<u64> },
-    /// An attempt at this size failed and its retry is not due yet.
-    Waiting,
-    /// The next step is a driver call with nothing to write first, and the copy is the store's:
-    /// read the claim from the API and decide again on that copy (`model::copy`).
-    ConfirmLive,
     /// Grow the volume to `bytes`. `start` is the T1 patch; None when the claim already
     /// records this attempt (a repeat after a retry or a restart), so no write is needed.
     /// `check_in_use`: the driver refused while the volume was in use; look at the pods first.
     Expand { bytes: u64, start: Option<Value>, check_in_use: bool },
+}
+
+impl ResizeStep {
+    /// The step as the gate sees it. The T1 patch that starts an attempt carries the claim's
+    /// resourceVersion; an attempt the claim records already writes nothing before its call.
+    pub fn kind(&self) -> StepKind {
+        match self {
+            ResizeStep::Expand { start: Some(_), .. } => {
+                StepKind { retried: true, call: Call::AfterPreconditionedWrite }
+            }
+            ResizeStep::Expand { start: None, .. } => {
+                StepKind { retried: true, call: Call::Direct }
+            }
+            _ => StepKind::FREE,
+        }
+    }
+
+    /// A short name for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ResizeStep::None => "none",
+            ResizeStep::DropPreResize(_) => "drop-pre-resize",
+            ResizeStep::CannotExpand { .. } => "cannot-expand",
+            ResizeStep::Expand { .. } => "expand",
+        }
+    }
 }
 
 /// What a finished ControllerExpandVolume (or a node-only resize) writes: the PV first, then the
@@ -82,8 +102,8 @@ pub struct Expanded {
 }
 
 impl Resizer<'_> {
-    /// One pass over `claim` (the `copy` it is), bound to `pv`, at `now`; `timestamp` is `now`
-    /// as conditions record it.
+    /// One step of a pass over `claim` (the `copy` it is), bound to `pv`, at `now`, through
+    /// the gate; `timestamp` is `now` as conditions record it.
     pub fn decide(
         &self,
         (claim, copy): (&PersistentVolumeClaim, ClaimCopy),
@@ -91,44 +111,46 @@ impl Resizer<'_> {
         memory: &ResizeMemory,
         now: Instant,
         timestamp: &str,
-    ) -> Resize {
-        let nothing = |step| Resize { drop_pre_resize: None, step };
+    ) -> Gated<ResizeStep> {
+        let step = self.next_step(claim, pv, memory, timestamp);
+        let requested = Sizes::of(claim, pv).requested;
+        // The resize's hold is on the size that failed: a new size is looked at at once.
+        let held = memory.wait.is_some_and(|(size, until)| size == requested && now < until);
+        let kind = step.kind();
+        gate(step, kind, held, copy)
+    }
+
+    /// The step, whatever the hold and the copy.
+    fn next_step(
+        &self,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        memory: &ResizeMemory,
+        timestamp: &str,
+    ) -> ResizeStep {
         let Some(expander) = self.expander else {
-            return nothing(ResizeStep::CannotExpand {
-                announce: self.unannounced(claim, pv, memory),
-            });
+            return ResizeStep::CannotExpand { announce: self.unannounced(claim, pv, memory) };
         };
         if !owns(claim, pv, self.driver) {
-            return nothing(ResizeStep::None);
+            return ResizeStep::None;
         }
-        let drop_pre_resize = drop_pre_resize(claim, pv);
+        if let Some(patch) = drop_pre_resize(claim, pv) {
+            return ResizeStep::DropPreResize(patch);
+        }
         let sizes = Sizes::of(claim, pv);
-        let step = match target(&sizes, memory.final_error, expander == Expander::Controller) {
+        match target(&sizes, memory.final_error, expander == Expander::Controller) {
             Target::None => ResizeStep::None,
-            Target::Expand { .. }
-                if memory
-                    .wait
-                    .is_some_and(|(size, until)| size == sizes.requested && now < until) =>
-            {
-                ResizeStep::Waiting
-            }
             Target::Expand { bytes, restart } => {
                 let recorded = !restart
                     && claim.condition(RESIZING).is_some_and(|c| c.status == "True")
                     && annotation(&claim.metadata, ANN_NODE_EXPANSION_NOT_REQUIRED).is_none();
-                // Nothing to write, so no precondition proves this copy current: a copy older
-                // than our own last write would repeat a finished call.
-                if recorded && copy == ClaimCopy::Cached {
-                    return Resize { drop_pre_resize, step: ResizeStep::ConfirmLive };
-                }
                 ResizeStep::Expand {
                     bytes,
                     start: (!recorded).then(|| start(claim, bytes, restart, timestamp)),
                     check_in_use: memory.in_use && self.handle_in_use,
                 }
             }
-        };
-        Resize { drop_pre_resize, step }
+        }
     }
 
     /// A larger size asked of a driver that cannot expand, not yet said: said once per size, as

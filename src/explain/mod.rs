@@ -17,6 +17,7 @@ use k8s_openapi::api::storage::v1::VolumeAttributesClass;
 use crate::binder::claim::{ClaimStep, ClaimView};
 use crate::expand::{self, ResizeMemory, ResizeStep, Resizer};
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use crate::model::{ClaimExt, ClaimPhase};
 use crate::modify::{self, ModifyStep};
 use crate::provision::claim::{self as provisioning, ClaimAction, ClaimContext};
@@ -142,7 +143,15 @@ fn provisioning_next(facts: &Facts<'_>) -> (Option<Cause>, String) {
         // Beside the cluster's binder the claim is handed over only once a node is chosen.
         return (Some(Cause::WaitForFirstConsumer), note.into());
     }
-    match provisioning::decide(claim, ctx) {
+    // Explained on a live copy: the gate's only stop is a hold.
+    let action = match provisioning::decide(claim, ctx) {
+        Gated::Go(action) => action,
+        Gated::WaitForRetry => {
+            return (None, "retry the failed attempt when its backoff ends".into());
+        }
+        Gated::ConfirmLive => return (None, "read the claim again, then decide".into()),
+    };
+    match action {
         ClaimAction::None if !ctx.binds && !handed && claim.named_volume().is_none() => (
             Some(Cause::WaitingForBinder),
             format!(
@@ -187,10 +196,7 @@ fn provisioning_next(facts: &Facts<'_>) -> (Option<Cause>, String) {
                 .unwrap_or_default();
             (None, format!("record the intent, then CreateVolume {}{secret}", plan.volume_name))
         }
-        ClaimAction::WaitForRetry => {
-            (None, "retry the failed attempt when its backoff ends".into())
-        }
-        ClaimAction::ConfirmLive | ClaimAction::Provision(_) => {
+        ClaimAction::Provision(_) => {
             (None, format!("CreateVolume {}", ctx.settings.naming.for_claim(claim)))
         }
         ClaimAction::Bind { volume, .. } => {
@@ -224,23 +230,19 @@ fn bound_line(facts: &Facts<'_>) -> Line {
         facts.resizer.decide((claim, ClaimCopy::Live), pv, &memory, facts.clock, facts.now);
     let resize_error = claim.condition(expand::CONTROLLER_RESIZE_ERROR);
     let node_error = claim.condition(expand::NODE_RESIZE_ERROR);
-    let resize_line = match (&resize.step, resize_error.or(node_error)) {
+    let resize_line = match (&resize, resize_error.or(node_error)) {
         (_, Some(c)) => Some(Line {
             state: "ResizeFailed",
             reason: c.type_.clone(),
-            next: format!(
-                "{}; {}",
-                c.message.as_deref().unwrap_or_default(),
-                resize_next(&resize.step)
-            ),
+            next: format!("{}; {}", c.message.as_deref().unwrap_or_default(), resize_next(&resize)),
         }),
-        (ResizeStep::Expand { .. } | ResizeStep::Waiting, None) => {
-            Some(Line { state: "Resizing", reason: "-".into(), next: resize_next(&resize.step) })
+        (Gated::Go(ResizeStep::Expand { .. }) | Gated::WaitForRetry, None) => {
+            Some(Line { state: "Resizing", reason: "-".into(), next: resize_next(&resize) })
         }
-        (ResizeStep::CannotExpand { .. }, None) if wants_more(claim) => Some(Line {
+        (Gated::Go(ResizeStep::CannotExpand { .. }), None) if wants_more(claim) => Some(Line {
             state: "ResizeFailed",
             reason: "ExpansionUnsupported".into(),
-            next: resize_next(&resize.step),
+            next: resize_next(&resize),
         }),
         _ if claim.condition(expand::FS_RESIZE_PENDING).is_some() => Some(Line {
             state: "Resizing",
@@ -265,7 +267,7 @@ fn bound_line(facts: &Facts<'_>) -> Line {
     let status = claim.modify_status().map(|s| s.status.clone()).unwrap_or_default();
     let error = claim.condition(modify::MODIFY_ERROR);
     match (&step, error) {
-        (ModifyStep::None, _) if status.is_empty() => {
+        (Gated::Go(ModifyStep::None), _) if status.is_empty() => {
             Line { state: "Bound", reason: "-".into(), next: "nothing".into() }
         }
         (_, Some(c)) => Line {
@@ -292,19 +294,30 @@ fn wants_more(claim: &PersistentVolumeClaim) -> bool {
     )
 }
 
-fn resize_next(step: &ResizeStep) -> String {
+fn resize_next(step: &Gated<ResizeStep>) -> String {
+    let step = match step {
+        Gated::Go(step) => step,
+        Gated::WaitForRetry => return "wait out the failed size's backoff, then try again".into(),
+        Gated::ConfirmLive => return "read the claim again, then decide".into(),
+    };
     match step {
         ResizeStep::None => "nothing to grow".into(),
+        ResizeStep::DropPreResize(_) => {
+            "drop the pre-resize capacity the PersistentVolume keeps, then decide".into()
+        }
         ResizeStep::CannotExpand { .. } => {
             "nothing: the driver cannot expand volumes (no EXPAND_VOLUME capability)".into()
         }
-        ResizeStep::Waiting => "wait out the failed size's backoff, then try again".into(),
-        ResizeStep::ConfirmLive => "read the claim again, then decide".into(),
         ResizeStep::Expand { bytes, .. } => format!("ControllerExpandVolume to {bytes} bytes"),
     }
 }
 
-fn modify_next(step: &ModifyStep) -> String {
+fn modify_next(step: &Gated<ModifyStep>) -> String {
+    let step = match step {
+        Gated::Go(step) => step,
+        Gated::WaitForRetry => return "retry the failed modification when its backoff ends".into(),
+        Gated::ConfirmLive => return "read the claim again, then decide".into(),
+    };
     match step {
         ModifyStep::None => "nothing".into(),
         ModifyStep::RolledBack { .. } => "clear the change the user took back".into(),
@@ -315,8 +328,6 @@ fn modify_next(step: &ModifyStep) -> String {
             "ControllerModifyVolume to VolumeAttributesClass {:?}",
             class.metadata.name.as_deref().unwrap_or_default()
         ),
-        ModifyStep::WaitForRetry => "retry the failed modification when its backoff ends".into(),
-        ModifyStep::ConfirmLive => "read the claim again, then decide".into(),
     }
 }
 

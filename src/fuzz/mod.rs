@@ -12,11 +12,12 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{Value, json};
 
+use crate::model::labels::{is_dns_label, is_dns_subdomain};
 use crate::model::quantity;
 use crate::provision::answer::{AfterCreate, after_create};
 use crate::provision::parameters::SecretTemplate;
 use crate::provision::plan::{Features, Plan, PlanFacts, build};
-use crate::provision::secrets::{TemplateInput, is_dns_label, is_dns_subdomain, resolve};
+use crate::provision::secrets::{TemplateInput, resolve};
 use crate::provision::settings::{Settings, TopologyOptions, VolumeNaming};
 
 mod inputs;

@@ -15,12 +15,12 @@ use tracing::{info, warn};
 use super::paging::{PageStep, Pager};
 use super::{Census, Known, Listed, Memory, State, classify, known, orphan_secret};
 use crate::cluster::Stores;
+use crate::cluster::events::Events;
 use crate::cluster::objects::{Cluster, read_secret};
 use crate::csi::{CsiClient, CsiError, v1 as csi};
+use crate::journal::Journal;
 use crate::model::reason::Reason;
 use crate::provision::settings::VolumeNaming;
-use crate::runtime::events::Events;
-use crate::runtime::journal::Journal;
 
 /// How the flags set the reconciler up.
 #[derive(Debug, Clone, Copy)]

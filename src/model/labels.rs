@@ -1,4 +1,5 @@
-//! Kubernetes' rules for label keys and values, which a PV's node affinity must meet: a
+//! Kubernetes' rules for names (RFC 1123 labels and subdomains, as Secret names and namespaces
+//! must be) and for label keys and values, which a PV's node affinity must meet: a
 //! driver's topology segments become such keys and values, and the API refuses a PV whose
 //! affinity breaks them.
 
@@ -9,7 +10,21 @@ pub fn is_qualified_name(key: &str) -> bool {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    prefix.is_none_or(crate::provision::secrets::is_dns_subdomain) && is_name_part(name)
+    prefix.is_none_or(is_dns_subdomain) && is_name_part(name)
+}
+
+/// RFC 1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// RFC 1123 subdomain: at most 253 characters, dot-separated labels.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// A label value: empty, or as a name part.

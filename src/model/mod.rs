@@ -10,6 +10,7 @@ pub mod class;
 pub mod compact;
 pub mod copy;
 pub mod freshness;
+pub mod gate;
 pub mod hold;
 pub mod labels;
 pub mod names;

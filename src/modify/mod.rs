@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 use crate::csi::v1 as csi;
 use crate::model::claim::conditions_with;
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::{Call, Gated, StepKind, gate};
 use crate::model::hold::{Hold, held};
 use crate::model::{ClaimExt, VolumeExt};
 
@@ -87,21 +88,30 @@ pub enum ModifyStep {
         class: Box<VolumeAttributesClass>,
         start: Option<Value>,
     },
-    /// A failed attempt on this version of the claim waits for its retry (`model::hold`).
-    WaitForRetry,
-    /// A modify decided on the store's copy: read the claim from the API and decide again.
-    ConfirmLive,
 }
 
 impl ModifyStep {
+    /// The step as the gate sees it. The `start` patch carries the claim's resourceVersion; the
+    /// pursuit of an old target writes nothing before its call.
+    pub fn kind(&self) -> StepKind {
+        match self {
+            ModifyStep::Modify { start: Some(_), .. } => {
+                StepKind { retried: true, call: Call::AfterPreconditionedWrite }
+            }
+            ModifyStep::Modify { start: None, .. } => {
+                StepKind { retried: true, call: Call::Direct }
+            }
+            ModifyStep::Missing { .. } => StepKind { retried: true, call: Call::None },
+            ModifyStep::None | ModifyStep::RolledBack { .. } => StepKind::FREE,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             ModifyStep::None => "none",
             ModifyStep::RolledBack { .. } => "modify-rolled-back",
             ModifyStep::Missing { .. } => "modify-class-missing",
             ModifyStep::Modify { .. } => "modify",
-            ModifyStep::WaitForRetry => "modify-wait-for-retry",
-            ModifyStep::ConfirmLive => "modify-confirm-live",
         }
     }
 }
@@ -129,9 +139,10 @@ fn uncertain(claim: &PersistentVolumeClaim) -> bool {
     }
 }
 
-/// One pass over a Bound claim (the `copy` it is) of `driver`'s PV, held off while a failed attempt on this
-/// version of the claim waits for its retry (`hold` at `clock`). `class`: a
-/// VolumeAttributesClass by name, asked only when the step needs one.
+/// One step of a pass over a Bound claim (the `copy` it is) of `driver`'s PV, through the gate
+/// (`model::gate`): held off while a failed attempt on this version of the claim waits for its
+/// retry (`hold` at `clock`). `class`: a VolumeAttributesClass by name, asked only when the step
+/// needs one.
 pub fn decide(
     claim: &PersistentVolumeClaim,
     pv: &PersistentVolume,
@@ -140,17 +151,10 @@ pub fn decide(
     now: &str,
     (hold, clock): (Option<&Hold>, std::time::Instant),
     copy: ClaimCopy,
-) -> ModifyStep {
+) -> Gated<ModifyStep> {
     let step = next_step(claim, pv, driver, class, now);
-    let retries = matches!(step, ModifyStep::Missing { .. } | ModifyStep::Modify { .. });
-    if retries && held(hold, claim, clock) {
-        ModifyStep::WaitForRetry
-    } else if matches!(step, ModifyStep::Modify { .. }) && copy == ClaimCopy::Cached {
-        // A call must rest on the claim as it is now (`model::copy`).
-        ModifyStep::ConfirmLive
-    } else {
-        step
-    }
+    let kind = step.kind();
+    gate(step, kind, held(hold, claim, clock), copy)
 }
 
 /// The step, whatever the hold of a failed attempt.

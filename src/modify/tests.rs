@@ -1,6 +1,7 @@
 use super::*;
 use crate::fixtures;
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use serde_json::json;
 
 /// Claim `team/data` bound to `pv-1` and resizing, asking for class `spec_class` while its
@@ -44,17 +45,27 @@ fn in_progress(target: &str, error: Option<&str>) -> Value {
            "conditions": conditions})
 }
 
+/// The gate's word, or the step's name.
+fn name(step: &Gated<ModifyStep>) -> &'static str {
+    match step {
+        Gated::Go(step) => step.name(),
+        Gated::WaitForRetry => "wait-for-retry",
+        Gated::ConfirmLive => "confirm-live",
+    }
+}
+
 /// (step name, target class of a Modify, whether it starts with a status mark)
-fn outcome(step: &ModifyStep) -> (&'static str, String, bool) {
+fn outcome(step: &Gated<ModifyStep>) -> (&'static str, String, bool) {
+    let Gated::Go(step) = step else {
+        return (name(step), String::new(), false);
+    };
     match step {
         ModifyStep::Modify { class, start } => {
             (step.name(), class.metadata.name.clone().unwrap_or_default(), start.is_some())
         }
         ModifyStep::Missing { target, patch } => (step.name(), target.clone(), patch.is_some()),
         ModifyStep::RolledBack { patch } => (step.name(), String::new(), patch.is_some()),
-        ModifyStep::None | ModifyStep::WaitForRetry | ModifyStep::ConfirmLive => {
-            (step.name(), String::new(), false)
-        }
+        ModifyStep::None => (step.name(), String::new(), false),
     }
 }
 
@@ -127,13 +138,13 @@ fn the_modify_controllers_table() {
     let wanting = claim(Some("fast"), Some("gold"), json!({}));
     assert_eq!(
         decide(&wanting, &pv("x.csi"), "d.csi", lookup, "", no_hold(), ClaimCopy::Live),
-        ModifyStep::None
+        Gated::Go(ModifyStep::None)
     );
     let mut pending = wanting.clone();
     pending.status.as_mut().unwrap().phase = Some("Pending".into());
     assert_eq!(
         decide(&pending, &ours, "d.csi", lookup, "", no_hold(), ClaimCopy::Live),
-        ModifyStep::None
+        Gated::Go(ModifyStep::None)
     );
 }
 
@@ -142,7 +153,7 @@ fn the_patches_say_where_the_change_stands() {
     let classes = [vac("fast")];
     let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
     let c = claim(Some("fast"), Some("gold"), json!({}));
-    let ModifyStep::Modify { start: Some(start), .. } =
+    let Gated::Go(ModifyStep::Modify { start: Some(start), .. }) =
         decide(&c, &pv("d.csi"), "d.csi", lookup, "t0", no_hold(), ClaimCopy::Live)
     else {
         panic!("expected a marked modify");
@@ -247,8 +258,8 @@ fn a_failed_attempt_holds_its_version_until_the_retry() {
     changed.metadata.resource_version = Some("10".into());
     // (case, claim, clock, step)
     for (case, claim, clock, want) in [
-        ("held", &c, t0, "modify-wait-for-retry"),
-        ("missing class, held", &missing, t0, "modify-wait-for-retry"),
+        ("held", &c, t0, "wait-for-retry"),
+        ("missing class, held", &missing, t0, "wait-for-retry"),
         ("the retry is due", &c, later, "modify"),
         ("the claim changed", &changed, t0, "modify"),
     ] {
@@ -259,26 +270,30 @@ fn a_failed_attempt_holds_its_version_until_the_retry() {
             lookup,
             "t0",
             (Some(&hold), clock),
-            ClaimCopy::Live,
+            ClaimCopy::Cached,
         );
-        assert_eq!(step.name(), want, "{case}");
+        assert_eq!(name(&step), want, "{case}");
     }
 }
 
-/// A modify decided on the store's copy reads the claim live first; the other steps need not.
+/// A modify with nothing written before its call (an old target pursued) reads the claim live
+/// first when decided on the store's copy; one that marks the claim first does not, as the
+/// mark's precondition proves the copy; the other steps call nothing.
 #[test]
-fn a_modify_on_the_store_copy_confirms_it_live_first() {
+fn a_modify_on_the_store_copy_confirms_it_live_unless_a_mark_goes_first() {
     let classes = [vac("fast")];
     let lookup = |n: &str| classes.iter().find(|c| c.metadata.name.as_deref() == Some(n)).cloned();
     let wanting = claim(Some("fast"), Some("gold"), json!({}));
+    let pursued = claim(Some("faster"), Some("gold"), in_progress("fast", None));
     let missing = claim(Some("ghost"), Some("gold"), json!({}));
     // (case, claim, copy, step)
     for (case, claim, copy, want) in [
-        ("store copy", &wanting, ClaimCopy::Cached, "modify-confirm-live"),
-        ("live copy", &wanting, ClaimCopy::Live, "modify"),
+        ("store copy, marked first", &wanting, ClaimCopy::Cached, "modify"),
+        ("store copy, old target pursued", &pursued, ClaimCopy::Cached, "confirm-live"),
+        ("live copy, old target pursued", &pursued, ClaimCopy::Live, "modify"),
         ("store copy, class missing", &missing, ClaimCopy::Cached, "modify-class-missing"),
     ] {
         let step = decide(claim, &pv("d.csi"), "d.csi", lookup, "t0", no_hold(), copy);
-        assert_eq!(step.name(), want, "{case}");
+        assert_eq!(name(&step), want, "{case}");
     }
 }

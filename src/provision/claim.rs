@@ -26,6 +26,7 @@ use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::{Call, Gated, StepKind, gate};
 use crate::model::hold::{Hold, held};
 use crate::model::names::*;
 use crate::model::{ClaimExt, ClassExt, VolumeExt};
@@ -77,9 +78,6 @@ pub enum ClaimAction {
     /// Ours, and valid: make the intent durable before any CreateVolume (once the plan's
     /// secret is known to exist: a claim that cannot be provisioned gets no intent).
     RecordIntent(Box<Plan>),
-    /// The next step is a driver call, and the copy is the store's: read the claim from the API
-    /// first, and decide again on that copy (a claim gone meanwhile ends the pass).
-    ConfirmLive,
     /// Create the volume (again, idempotently), record it in a PV and bind.
     Provision(Box<Plan>),
     /// The PV exists and points at the claim: write the binding (beside kube-controller-manager's
@@ -94,8 +92,6 @@ pub enum ClaimAction {
     Abandon(Box<Plan>),
     /// As Abandon, but the request cannot be rebuilt; the user must fix the input.
     CannotAbandon(PlanError),
-    /// A failed attempt on this version of the claim waits for its retry: nothing now.
-    WaitForRetry,
 }
 
 impl ClaimAction {
@@ -110,29 +106,49 @@ impl ClaimAction {
             ClaimAction::ReleaseSnapshot => "release-snapshot",
             ClaimAction::Reject(_) => "reject",
             ClaimAction::RecordIntent(_) => "record-intent",
-            ClaimAction::ConfirmLive => "confirm-live",
             ClaimAction::Provision(_) => "provision",
             ClaimAction::Bind { .. } => "bind",
             ClaimAction::DropIntent => "drop-intent",
             ClaimAction::Abandon(_) => "abandon",
             ClaimAction::CannotAbandon(_) => "cannot-abandon",
-            ClaimAction::WaitForRetry => "wait-for-retry",
         }
     }
 }
 
-/// Decides the next step for `claim`. An attempt that failed on this version of the claim
-/// (a refusal, CreateVolume, its undo) is not made again before its retry is due.
-pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimAction {
+/// Decides the next step for `claim`, through the gate (`model::gate`): an attempt that failed
+/// on this version of the claim (a refusal, CreateVolume, its undo) is not made again before
+/// its retry is due, and a driver call goes only on a live copy.
+pub fn decide(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> Gated<ClaimAction> {
     let action = next_step(claim, ctx);
-    let retries = matches!(
-        action,
-        ClaimAction::Reject(_)
-            | ClaimAction::Provision(_)
-            | ClaimAction::Abandon(_)
-            | ClaimAction::CannotAbandon(_)
-    );
-    if retries && held(ctx.hold, claim, ctx.now) { ClaimAction::WaitForRetry } else { action }
+    let kind = action.kind();
+    gate(action, kind, held(ctx.hold, claim, ctx.now), ctx.copy)
+}
+
+impl Gated<ClaimAction> {
+    /// A short name for logs: the gate's word, or the action's.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Gated::Go(action) => action.name(),
+            Gated::WaitForRetry => "wait-for-retry",
+            Gated::ConfirmLive => "confirm-live",
+        }
+    }
+}
+
+impl ClaimAction {
+    /// The step as the gate sees it.
+    pub fn kind(&self) -> StepKind {
+        match self {
+            ClaimAction::Reject(_) | ClaimAction::CannotAbandon(_) => {
+                StepKind { retried: true, call: Call::None }
+            }
+            // CreateVolume, or the idempotent CreateVolume that finds what an undo deletes.
+            ClaimAction::Provision(_) | ClaimAction::Abandon(_) => {
+                StepKind { retried: true, call: Call::Direct }
+            }
+            _ => StepKind::FREE,
+        }
+    }
 }
 
 /// The next step, whatever the hold of a failed attempt.
@@ -236,7 +252,6 @@ fn next_step(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimActi
         return ClaimAction::ProtectSnapshot(Box::new(snapshot));
     }
     match (abandoned, built) {
-        (_, Ok(_)) if ctx.copy == ClaimCopy::Cached => ClaimAction::ConfirmLive,
         (true, Ok(plan)) => ClaimAction::Abandon(Box::new(plan)),
         (true, Err(e)) => ClaimAction::CannotAbandon(e),
         (false, Ok(plan)) => ClaimAction::Provision(Box::new(plan)),
@@ -284,8 +299,8 @@ pub enum Handover {
     None,
     /// Handed to our driver, or carrying our intent: provisioning decides the rest.
     Provision,
-    /// Bound: its size may need to grow.
-    Expand,
+    /// Bound: its size and attributes are next.
+    Bound,
 }
 
 /// The claim pass beside kube-controller-manager's binder. `journaled`: its intent is in the
@@ -295,7 +310,7 @@ pub fn handover(claim: &PersistentVolumeClaim, driver: &str, journaled: bool) ->
     if claim.has_intent() || journaled {
         Handover::Provision
     } else if volume.is_some() {
-        if claim_bound(claim) { Handover::Expand } else { Handover::None }
+        if claim_bound(claim) { Handover::Bound } else { Handover::None }
     } else if claim.handed_to(driver) {
         Handover::Provision
     } else {

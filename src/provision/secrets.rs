@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::parameters::SecretTemplate;
+use crate::model::labels::{is_dns_label, is_dns_subdomain};
 
 /// What the templates may refer to.
 #[derive(Debug, Clone, Copy)]
@@ -134,20 +135,6 @@ pub fn annotation_keys(template: &str) -> Vec<String> {
 /// prefix and suffix overlap, and it is refused as an unknown token.
 fn annotation_key(token: &str) -> Option<&str> {
     token.strip_prefix("pvc.annotations['")?.strip_suffix("']")
-}
-
-/// RFC 1123 label: at most 63 of [a-z0-9-], starting and ending alphanumeric.
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// RFC 1123 subdomain: at most 253 characters, dot-separated labels.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 #[cfg(test)]

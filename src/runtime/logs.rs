@@ -185,6 +185,25 @@ where
     }
 }
 
+tokio::task_local! {
+    /// Whether the pass running in this task has recorded its `op` already.
+    static OP_RECORDED: std::cell::Cell<bool>;
+}
+
+/// Runs one pass over a key, in which `record_op` records the span's `op` once.
+pub async fn pass_with_op<F: std::future::Future>(pass: F) -> F::Output {
+    OP_RECORDED.scope(std::cell::Cell::new(false), pass).await
+}
+
+/// Records `op` on the current span, the first time in this pass: a second record would be
+/// appended to every line, not replace the first. Outside a pass it records every time.
+pub fn record_op(op: &'static str) {
+    let first = OP_RECORDED.try_with(|recorded| !recorded.replace(true)).unwrap_or(true);
+    if first {
+        tracing::Span::current().record("op", op);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};

@@ -6,9 +6,12 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field, info, info_span, warn};
 
-use crate::controller::{Controller, SyncError};
+use crate::controller::claim_pass::{ClaimPass, Flow};
+use crate::controller::{Controller, Outcome, SyncError};
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use crate::provision::claim::ClaimAction;
+use crate::provision::snapshot::SnapshotLookup;
 
 impl Controller {
     /// Journal entries whose claim is gone: the claim may have left a volume in the driver
@@ -26,7 +29,8 @@ impl Controller {
                 continue;
             }
             let span = info_span!("sync", claim = %key, op = field::Empty);
-            self.undo_orphan(&key, &kept).instrument(span).await;
+            let undo = crate::runtime::logs::pass_with_op(self.undo_orphan(&key, &kept));
+            undo.instrument(span).await;
         }
     }
 
@@ -40,52 +44,90 @@ impl Controller {
                 return;
             }
         }
-        let mut snapshot = match self.snapshot_facts(gone).await {
+        let snapshot = match self.snapshot_facts(gone).await {
             Ok(s) => s,
             Err(e) => {
                 warn!(error = %e, "cannot read the snapshot a journaled claim restored from; trying at the next resync");
                 return;
             }
         };
-        let mut action = self.decide_claim(gone, ClaimCopy::Gone, (None, None), snapshot.as_ref());
-        if let ClaimAction::ProtectSnapshot(found) = &action {
-            // The CreateVolume that finds the volume reads the snapshot too.
-            match self.protect_snapshot(found).await {
-                Ok(protected) => snapshot = Some(protected),
-                Err(e) => {
-                    warn!(error = %e, "cannot protect the snapshot a journaled claim restored from; trying at the next resync");
-                    return;
-                }
-            }
-            action = self.decide_claim(gone, ClaimCopy::Gone, (None, None), snapshot.as_ref());
+        let mut pass = OrphanPass { controller: self, key, snapshot };
+        if let Err(e) = self.drive(&mut pass, gone.clone(), ClaimCopy::Gone).await {
+            warn!(error = %e, "journaled intent not settled; trying at the next resync");
         }
-        tracing::Span::current().record("op", action.name());
-        let result = match action {
-            ClaimAction::DropIntent => self.drop_intent(gone).await.map(|_| ()),
+    }
+}
+
+/// The undo of a journaled intent whose claim is gone, decided as that claim being deleted.
+struct OrphanPass<'c> {
+    controller: &'c Controller,
+    key: &'c crate::controller::ClaimKey,
+    /// The restore's snapshot, read live, and protected by this pass if it had to be.
+    snapshot: Option<SnapshotLookup>,
+}
+
+impl OrphanPass<'_> {
+    /// How an operator ends the entry when we cannot.
+    fn end_by_hand(&self, gone: &PersistentVolumeClaim) -> String {
+        format!(
+            "end the intent of claim UID {} in the intent journal's intents.log (docs/provisioning.md, \"Ending one intent by hand\") once volume {} is known not to exist in the driver",
+            gone.metadata.uid.as_deref().unwrap_or_default(),
+            self.controller.volume_name(gone),
+        )
+    }
+}
+
+impl ClaimPass for OrphanPass<'_> {
+    type Step = ClaimAction;
+    /// Protect the snapshot, then the undo.
+    const STEPS: usize = 2;
+
+    fn decide(&mut self, gone: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ClaimAction> {
+        self.controller.decide_claim(gone, copy, (None, None), self.snapshot.as_ref())
+    }
+
+    fn name(step: &ClaimAction) -> &'static str {
+        step.name()
+    }
+
+    fn op(step: &ClaimAction) -> Option<&'static str> {
+        Some(step.name())
+    }
+
+    async fn act(
+        &mut self,
+        action: ClaimAction,
+        gone: &PersistentVolumeClaim,
+        _: ClaimCopy,
+    ) -> Result<Flow, SyncError> {
+        let c = self.controller;
+        match action {
+            // The CreateVolume that finds the volume reads the snapshot too.
+            ClaimAction::ProtectSnapshot(found) => {
+                self.snapshot = Some(c.protect_snapshot(&found).await?);
+                Ok(Flow::Again)
+            }
+            ClaimAction::DropIntent => {
+                c.drop_intent(gone).await?;
+                Ok(Flow::End(Outcome::Done))
+            }
             ClaimAction::Abandon(plan) => {
                 info!("the claim went away while it was being provisioned; finding its volume");
-                match self.abandon(key, gone, &plan, ClaimCopy::Gone).await {
-                    Ok(crate::controller::Outcome::Done) => {
-                        self.release_snapshot(gone, snapshot.as_ref()).await;
-                        Ok(())
-                    }
-                    other => other.map(|_| ()),
+                let outcome = c.abandon(self.key, gone, &plan, ClaimCopy::Gone).await?;
+                if outcome == Outcome::Done {
+                    c.release_snapshot(gone, self.snapshot.as_ref()).await;
                 }
+                Ok(Flow::End(outcome))
             }
             ClaimAction::CannotAbandon(e) => Err(SyncError::Input(format!(
-                "the claim went away while it was being provisioned, and whether the driver made its volume {} cannot be checked: {e}. Fix that, or remove the intent journal entry {}.json once the volume is known not to exist",
-                self.volume_name(gone),
-                gone.metadata.uid.as_deref().unwrap_or_default()
+                "the claim went away while it was being provisioned, and whether the driver made its volume cannot be checked: {e}. Fix that, or {}",
+                self.end_by_hand(gone)
             ))),
             other => Err(SyncError::Input(format!(
-                "journaled intent of a claim that went away, and no longer ours to settle ({}): its class changed; remove the intent journal entry {}.json once volume {} is known not to exist",
+                "journaled intent of a claim that went away, and no longer ours to settle ({}): its class changed; {}",
                 other.name(),
-                gone.metadata.uid.as_deref().unwrap_or_default(),
-                self.volume_name(gone),
+                self.end_by_hand(gone)
             ))),
-        };
-        if let Err(e) = result {
-            warn!(error = %e, "journaled intent not settled; trying at the next resync");
         }
     }
 }

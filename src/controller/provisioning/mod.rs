@@ -16,14 +16,16 @@ use tokio::time::Instant;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::Part;
+use super::claim_pass::{ClaimPass, Flow};
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, reference};
 use crate::cluster::objects::SecretError;
 use crate::csi::{Operation, v1 as csi};
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use crate::model::names::*;
 use crate::model::reason::Reason;
 use crate::model::{ClaimExt, VolumeExt};
@@ -36,9 +38,152 @@ use crate::provision::source;
 use crate::provision::topology::TopologyError;
 use crate::provision::waiting::{Cause, Wait};
 
-/// Steps one pass may take on a claim: protect a source, record the intent, provision, then
-/// what the recorded volume calls for (bind, drop the intent).
-const STEPS_PER_PASS: usize = 6;
+/// A provisioning pass over one claim: what it learnt in its earlier steps, newer than the
+/// stores' copies.
+struct ProvisionPass<'c> {
+    controller: &'c Controller,
+    key: &'c ClaimKey,
+    /// The provisioner secret read before the intent, for the CreateVolume of the same pass.
+    read: Option<(Option<SecretRef>, HashMap<String, String>)>,
+    /// The clone source as this pass protected it.
+    protected: Option<Arc<PersistentVolumeClaim>>,
+    /// The restore's snapshot, read live.
+    snapshot: Option<SnapshotLookup>,
+    /// The PV this pass made: what follows is decided on it.
+    made: Option<PersistentVolume>,
+    made_here: bool,
+}
+
+impl ClaimPass for ProvisionPass<'_> {
+    type Step = ClaimAction;
+    /// Protect a source, record the intent, provision, then what the recorded volume calls
+    /// for (bind, drop the intent).
+    const STEPS: usize = 6;
+
+    fn decide(&mut self, claim: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ClaimAction> {
+        let learnt = (self.protected.as_ref(), self.made.as_ref());
+        self.controller.decide_claim(claim, copy, learnt, self.snapshot.as_ref())
+    }
+
+    fn name(step: &ClaimAction) -> &'static str {
+        step.name()
+    }
+
+    fn op(_: &ClaimAction) -> Option<&'static str> {
+        Some("provision")
+    }
+
+    async fn act(
+        &mut self,
+        action: ClaimAction,
+        claim: &PersistentVolumeClaim,
+        copy: ClaimCopy,
+    ) -> Result<Flow, SyncError> {
+        let (c, key) = (self.controller, self.key);
+        let end = |outcome| Ok(Flow::End(outcome));
+        match action {
+            ClaimAction::None => end(Outcome::Done),
+            ClaimAction::WaitForConsumer => {
+                let note = claim::CONSUMER_NOTE;
+                c.tell_wait(claim, Wait::on(Cause::WaitForFirstConsumer, note)).await;
+                end(Outcome::Done)
+            }
+            ClaimAction::Populator { group, kind, name } => {
+                end(c.populator_source(key, claim, (&group, &kind, &name)).await)
+            }
+            ClaimAction::ProtectSource { namespace, name } => {
+                self.protected = Some(c.protect_source(&namespace, &name).await?);
+                Ok(Flow::Again)
+            }
+            ClaimAction::ProtectSnapshot(found) => {
+                self.snapshot = Some(c.protect_snapshot(&found).await?);
+                Ok(Flow::Again)
+            }
+            ClaimAction::ReleaseSnapshot => {
+                c.release_snapshot(claim, self.snapshot.as_ref()).await;
+                end(Outcome::Done)
+            }
+            ClaimAction::Reject(e) => {
+                end(c.refused(key, claim, Cause::of_plan(&e), e.to_string(), false).await)
+            }
+            ClaimAction::RecordIntent(plan) => {
+                // A missing secret is refused before the intent: nothing was created, so
+                // nothing may hold the claim back when it is deleted.
+                match c.provisioner_secrets(&plan).await {
+                    Ok(secrets) => self.read = Some((plan.provisioner_secret.clone(), secrets)),
+                    Err(_) if c.backing_off(claim) => return end(Outcome::Waiting),
+                    Err(e) => {
+                        let cause = secret_cause(&e);
+                        return end(c.refused(key, claim, cause, e.to_string(), false).await);
+                    }
+                }
+                crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_INTENT);
+                // The finalizer's write answered with the live claim. A journaled intent wrote
+                // nothing, and the cache's copy is as good: it shows the binder's hand-over,
+                // moments old, and should the claim have been deleted or bound elsewhere
+                // since, the intent that now outlives us makes `Abandon` take the volume back
+                // (docs/provisioning.md §3.2). No read of the claim per volume.
+                Ok(Flow::Next(Box::new(c.record_intent(claim).await?), ClaimCopy::Live))
+            }
+            ClaimAction::Provision(plan) => {
+                let known = self
+                    .read
+                    .take()
+                    .filter(|(secret, _)| *secret == plan.provisioner_secret)
+                    .map(|(_, secrets)| secrets);
+                match c.provision(key, claim, &plan, known).await? {
+                    Ok(pv) => {
+                        (self.made, self.made_here) = (Some(pv), true);
+                        Ok(Flow::Again)
+                    }
+                    Err(outcome) => end(outcome),
+                }
+            }
+            ClaimAction::Abandon(plan) => {
+                let outcome = c.abandon(key, claim, &plan, copy).await?;
+                if outcome == Outcome::Done {
+                    c.release_snapshot(claim, self.snapshot.as_ref()).await;
+                }
+                end(outcome)
+            }
+            ClaimAction::CannotAbandon(e) => {
+                let note = format!(
+                    "the claim no longer needs volume {}, but cannot check whether the driver made it: {e}. Fix that, or remove finalizer {FINALIZER_PROVISIONING} from the claim once the volume is known not to exist in the driver",
+                    c.volume_name(claim)
+                );
+                end(c.failed(key, claim, Reason::ProvisioningCleanupFailed, note, false).await)
+            }
+            ClaimAction::Bind { volume, drop_intent } => {
+                let pv = match self.made.take() {
+                    Some(pv) => pv,
+                    None => match c.live_volume_if_missing(&volume).await? {
+                        Some(pv) => pv,
+                        None => return end(Outcome::Done),
+                    },
+                };
+                // Said when the PV was recorded, if this pass recorded it; beside the
+                // cluster's binder, always then.
+                let say = claim.has_intent() && c.scope.binder.binds() && !self.made_here;
+                let bound = c.bind(claim, &pv).await?;
+                if drop_intent {
+                    c.drop_intent(&bound).await?;
+                }
+                c.clear_backoff(key);
+                if say {
+                    c.succeeded(claim, &volume).await;
+                }
+                c.release_snapshot(claim, self.snapshot.as_ref()).await;
+                end(Outcome::Done)
+            }
+            ClaimAction::DropIntent => {
+                c.drop_intent(claim).await?;
+                c.clear_backoff(key);
+                c.release_snapshot(claim, self.snapshot.as_ref()).await;
+                end(Outcome::Done)
+            }
+        }
+    }
+}
 
 impl Controller {
     /// Dynamic provisioning of a claim the binder found no PV for, or that carries our intent.
@@ -47,137 +192,17 @@ impl Controller {
         key: &ClaimKey,
         claim: PersistentVolumeClaim,
     ) -> Result<Outcome, SyncError> {
-        let mut claim = claim;
-        // Where `claim` comes from: the cache until the API gives it in this pass.
-        let mut copy = ClaimCopy::Cached;
-        // The provisioner secret read before the intent, for the CreateVolume of the same pass.
-        let mut read: Option<(Option<SecretRef>, HashMap<String, String>)> = None;
-        // The clone source as this pass protected it, newer than the store's copy.
-        let mut protected: Option<Arc<PersistentVolumeClaim>> = None;
-        let mut snapshot = self.snapshot_facts(&claim).await?;
-        // The PV this pass made, newer than the store's: what follows is decided on it.
-        let mut made: Option<PersistentVolume> = None;
-        let mut made_here = false;
-        for _ in 0..STEPS_PER_PASS {
-            let action = self.decide_claim(
-                &claim,
-                copy,
-                (protected.as_ref(), made.as_ref()),
-                snapshot.as_ref(),
-            );
-            debug!(action = action.name(), ?copy, "decided");
-            match action {
-                ClaimAction::None => return Ok(Outcome::Done),
-                ClaimAction::WaitForRetry => return Ok(Outcome::Waiting),
-                ClaimAction::WaitForConsumer => {
-                    let note = claim::CONSUMER_NOTE;
-                    self.tell_wait(&claim, Wait::on(Cause::WaitForFirstConsumer, note)).await;
-                    return Ok(Outcome::Done);
-                }
-                ClaimAction::Populator { group, kind, name } => {
-                    return Ok(self.populator_source(key, &claim, (&group, &kind, &name)).await);
-                }
-                ClaimAction::ProtectSource { namespace, name } => {
-                    protected = Some(self.protect_source(&namespace, &name).await?);
-                }
-                ClaimAction::ProtectSnapshot(found) => {
-                    snapshot = Some(self.protect_snapshot(&found).await?);
-                }
-                ClaimAction::ReleaseSnapshot => {
-                    self.release_snapshot(&claim, snapshot.as_ref()).await;
-                    return Ok(Outcome::Done);
-                }
-                ClaimAction::Reject(e) => {
-                    return Ok(self
-                        .refused(key, &claim, Cause::of_plan(&e), e.to_string(), false)
-                        .await);
-                }
-                ClaimAction::RecordIntent(plan) => {
-                    // A missing secret is refused before the intent: nothing was created, so
-                    // nothing may hold the claim back when it is deleted.
-                    match self.provisioner_secrets(&plan).await {
-                        Ok(secrets) => read = Some((plan.provisioner_secret.clone(), secrets)),
-                        Err(_) if self.backing_off(&claim) => return Ok(Outcome::Waiting),
-                        Err(e) => {
-                            let cause = secret_cause(&e);
-                            return Ok(self
-                                .refused(key, &claim, cause, e.to_string(), false)
-                                .await);
-                        }
-                    }
-                    crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_INTENT);
-                    claim = self.record_intent(&claim).await?;
-                    // The finalizer's write answered with the live claim. A journaled intent
-                    // wrote nothing, and the cache's copy is as good: it shows the binder's
-                    // hand-over, moments old, and should the claim have been deleted or bound
-                    // elsewhere since, the intent that now outlives us makes `Abandon` take the
-                    // volume back (docs/provisioning.md §3.2). No read of the claim per volume.
-                    copy = ClaimCopy::Live;
-                }
-                ClaimAction::ConfirmLive => {
-                    match self.live_claim(&claim).await? {
-                        Some(live) => claim = live,
-                        None => return Ok(Outcome::Done),
-                    }
-                    copy = ClaimCopy::Live;
-                }
-                ClaimAction::Provision(plan) => {
-                    let known = read
-                        .take()
-                        .filter(|(secret, _)| *secret == plan.provisioner_secret)
-                        .map(|(_, secrets)| secrets);
-                    match self.provision(key, &claim, &plan, known).await? {
-                        Ok(pv) => (made, made_here) = (Some(pv), true),
-                        Err(outcome) => return Ok(outcome),
-                    }
-                }
-                ClaimAction::Abandon(plan) => {
-                    let outcome = self.abandon(key, &claim, &plan, copy).await?;
-                    if outcome == Outcome::Done {
-                        self.release_snapshot(&claim, snapshot.as_ref()).await;
-                    }
-                    return Ok(outcome);
-                }
-                ClaimAction::CannotAbandon(e) => {
-                    let note = format!(
-                        "the claim no longer needs volume {}, but cannot check whether the driver made it: {e}. Fix that, or remove finalizer {FINALIZER_PROVISIONING} from the claim once the volume is known not to exist in the driver",
-                        self.volume_name(&claim)
-                    );
-                    return Ok(self
-                        .failed(key, &claim, Reason::ProvisioningCleanupFailed, note, false)
-                        .await);
-                }
-                ClaimAction::Bind { volume, drop_intent } => {
-                    let pv = match made.take() {
-                        Some(pv) => pv,
-                        None => match self.live_volume_if_missing(&volume).await? {
-                            Some(pv) => pv,
-                            None => return Ok(Outcome::Done),
-                        },
-                    };
-                    // Said when the PV was recorded, if this pass recorded it; beside the
-                    // cluster's binder, always then.
-                    let say = claim.has_intent() && self.scope.binder.binds() && !made_here;
-                    let bound = self.bind(&claim, &pv).await?;
-                    if drop_intent {
-                        self.drop_intent(&bound).await?;
-                    }
-                    self.clear_backoff(key);
-                    if say {
-                        self.succeeded(&claim, &volume).await;
-                    }
-                    self.release_snapshot(&claim, snapshot.as_ref()).await;
-                    return Ok(Outcome::Done);
-                }
-                ClaimAction::DropIntent => {
-                    self.drop_intent(&claim).await?;
-                    self.clear_backoff(key);
-                    self.release_snapshot(&claim, snapshot.as_ref()).await;
-                    return Ok(Outcome::Done);
-                }
-            }
-        }
-        Ok(Outcome::Again)
+        let snapshot = self.snapshot_facts(&claim).await?;
+        let mut pass = ProvisionPass {
+            controller: self,
+            key,
+            read: None,
+            protected: None,
+            snapshot,
+            made: None,
+            made_here: false,
+        };
+        self.drive(&mut pass, claim, ClaimCopy::Cached).await
     }
 
     /// Decides from the stores. `protected`: a clone source this pass protected, and `made`: the
@@ -189,7 +214,7 @@ impl Controller {
         copy: ClaimCopy,
         (protected, made): (Option<&Arc<PersistentVolumeClaim>>, Option<&PersistentVolume>),
         snapshot: Option<&SnapshotLookup>,
-    ) -> ClaimAction {
+    ) -> Gated<ClaimAction> {
         let class_name = plan::class_name(claim).unwrap_or_default();
         let class = self.stores.classes.get(&kube::runtime::reflector::ObjectRef::new(class_name));
         let volume = match made {

@@ -1,5 +1,7 @@
 //! The executor rules, one test each.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::fake_driver::status;
@@ -67,6 +69,32 @@ async fn a_failed_create_volume_waits_until_the_claim_changes() {
     assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
     assert_eq!(bench.driver.creates().len(), 2);
     assert_eq!(bench.get(CLAIMS, "c").expect("the claim")["status"]["phase"], json!("Bound"));
+}
+
+/// A claim held by a failed attempt costs no read of the API at its passes until the retry is
+/// due: the gate looks at the hold before it asks for a live copy.
+#[tokio::test(start_paused = true)]
+async fn a_held_claims_passes_read_nothing_until_the_retry() {
+    let mut bench = Bench::new();
+    bench.create(CLAIMS, claim(json!({})));
+    bench.sync();
+    bench.driver.fail_next_create(status(tonic::Code::Internal));
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    // The watch brings our intent: the version the attempt failed on.
+    bench.sync();
+    let before = bench.reads().len();
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert_eq!(bench.claim_pass().await, super::super::Outcome::Waiting);
+    }
+    assert_eq!(bench.reads()[before..], [] as [String; 0], "no read while held");
+    assert_eq!(bench.driver.creates().len(), 1);
+    // The retry due: one read confirms the copy, then CreateVolume goes again.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(bench.claim_pass().await, super::super::Outcome::Done);
+    let reads = bench.reads()[before..].to_vec();
+    assert_eq!(reads, ["GET /api/v1/namespaces/ns/persistentvolumeclaims/c"], "{reads:?}");
+    assert_eq!(bench.driver.creates().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -330,7 +358,7 @@ async fn a_stale_copy_of_a_claim_since_bound_or_gone_makes_no_volume() {
 #[tokio::test(start_paused = true)]
 async fn with_the_journal_a_stale_copy_of_a_claim_gone_leaves_no_volume() {
     let dir = tempfile::tempdir().unwrap();
-    let journal = Arc::new(crate::runtime::journal::Journal::open(dir.path()).unwrap());
+    let journal = Arc::new(crate::journal::Journal::open(dir.path()).unwrap());
     let mut bench = Bench::with(|s| s.journal = Some(journal.clone()));
     bench.create(CLAIMS, claim(json!({})));
     bench.sync();
@@ -344,4 +372,16 @@ async fn with_the_journal_a_stale_copy_of_a_claim_gone_leaves_no_volume() {
     assert_eq!((made, deleted), (1, 1), "the volume the stale pass made is deleted");
     assert!(journal.is_empty(), "the intent ends with its volume");
     assert!(typed::<PersistentVolume>(&bench.api, VOLUMES).is_empty(), "no PV left");
+}
+
+/// A pass's future stays small enough for a task's stack in a debug build: the steps' own
+/// futures live on the heap (`Controller::drive`).
+#[tokio::test(start_paused = true)]
+async fn a_claim_pass_fits_a_task_stack() {
+    let bench = Bench::new();
+    let key: super::super::ClaimKey = kube::runtime::reflector::ObjectRef::new("c").within("ns");
+    let pass = bench.controller.sync_claim(&key);
+    let size = std::mem::size_of_val(&pass);
+    println!("a claim pass's future: {size} bytes");
+    assert!(size < 64 * 1024, "{size} bytes");
 }

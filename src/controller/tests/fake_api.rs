@@ -20,6 +20,8 @@ pub struct State {
     version: u64,
     /// Every write that changed something, as `VERB path`.
     pub writes: Vec<String>,
+    /// Every read, as `GET path` (lists included).
+    pub reads: Vec<String>,
     /// Events posted: (reason, note).
     pub events: Vec<(String, String)>,
     /// Paths whose reads are answered 503, as an apiserver that cannot serve them.
@@ -140,6 +142,9 @@ impl State {
         // status, as the real subresource would let them.
         let path = path.strip_suffix("/status").unwrap_or(path);
         let input: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        if *method == Method::GET {
+            self.reads.push(format!("GET {path}"));
+        }
         if *method == Method::GET && self.unavailable.iter().any(|p| path.ends_with(p.as_str())) {
             return status(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "try later");
         }

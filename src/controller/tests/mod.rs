@@ -163,6 +163,11 @@ impl Bench {
         self.api.state.lock().unwrap().writes.clone()
     }
 
+    /// Every read of the API so far.
+    fn reads(&self) -> Vec<String> {
+        self.api.state.lock().unwrap().reads.clone()
+    }
+
     fn events(&self) -> Vec<(String, String)> {
         self.api.state.lock().unwrap().events.clone()
     }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::model::copy::ClaimCopy;
+use crate::model::gate::Gated;
 use crate::model::reason::Reason;
 
 fn resizer(expander: Expander) -> Resizer<'static> {
@@ -22,8 +23,12 @@ fn at(seconds: u64) -> Instant {
     *ORIGIN + Duration::from_secs(seconds)
 }
 
+/// The step decided on a live copy, with nothing remembered (the gate lets every step go).
 fn step(c: &PersistentVolumeClaim, p: &PersistentVolume, expander: Expander) -> ResizeStep {
-    resizer(expander).decide((c, ClaimCopy::Live), p, &ResizeMemory::default(), at(0), NOW).step
+    match resizer(expander).decide((c, ClaimCopy::Live), p, &ResizeMemory::default(), at(0), NOW) {
+        Gated::Go(step) => step,
+        other => panic!("the gate stopped a live copy with nothing remembered: {other:?}"),
+    }
 }
 
 #[test]
@@ -35,8 +40,7 @@ fn decide_leaves_claims_of_other_drivers_and_satisfied_claims_alone() {
         at(0),
         NOW,
     );
-    assert_eq!(other.step, ResizeStep::None);
-    assert_eq!(other.drop_pre_resize, None);
+    assert_eq!(other, Gated::Go(ResizeStep::None));
     let satisfied = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
     assert_eq!(step(&satisfied, &pv(json!({})), Expander::Controller), ResizeStep::None);
 }
@@ -77,7 +81,7 @@ fn decide_repeats_a_recorded_attempt_without_writing() {
         at(0),
         NOW,
     );
-    assert_eq!(cached.step, ResizeStep::ConfirmLive);
+    assert_eq!(cached, Gated::ConfirmLive);
     // Without the Resizing condition the attempt is written again.
     let bare = unannotated(json!({
         "status": {"allocatedResources": {"storage": "4Gi"},
@@ -110,7 +114,7 @@ fn decide_node_only_driver_with_node_infeasible_sends_the_request() {
 }
 
 #[test]
-fn decide_drops_pre_resize_capacity_alongside() {
+fn decide_drops_pre_resize_capacity_first() {
     let c = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
     let p = pv(json!({"metadata": {"annotations": {ANN_PRE_RESIZE_CAPACITY: "1Gi"}}}));
     let r = resizer(Expander::Controller).decide(
@@ -120,8 +124,17 @@ fn decide_drops_pre_resize_capacity_alongside() {
         at(0),
         NOW,
     );
-    assert_eq!(r.step, ResizeStep::None);
-    assert!(r.drop_pre_resize.is_some());
+    assert!(matches!(r, Gated::Go(ResizeStep::DropPreResize(_))), "{r:?}");
+    // Dropped, the PV no longer holds the claim back.
+    let dropped = pv(json!({}));
+    let r = resizer(Expander::Controller).decide(
+        (&c, ClaimCopy::Live),
+        &dropped,
+        &ResizeMemory::default(),
+        at(0),
+        NOW,
+    );
+    assert_eq!(r, Gated::Go(ResizeStep::None));
 }
 
 #[test]
@@ -132,9 +145,10 @@ fn decide_with_memory_and_time() {
         wait: Some((size * GI, at(until))),
         ..ResizeMemory::default()
     };
-    let expand = |check_in_use| ResizeStep::Expand { bytes: 4 * GI, start: None, check_in_use };
-    let rows: [(&str, ResizeMemory, u64, ResizeStep); 5] = [
-        ("a failed attempt at this size waits", waits_for(4, 10), 5, ResizeStep::Waiting),
+    let expand =
+        |check_in_use| Gated::Go(ResizeStep::Expand { bytes: 4 * GI, start: None, check_in_use });
+    let rows: [(&str, ResizeMemory, u64, Gated<ResizeStep>); 5] = [
+        ("a failed attempt at this size waits", waits_for(4, 10), 5, Gated::WaitForRetry),
         ("its backoff over, it goes again", waits_for(4, 10), 10, expand(false)),
         ("a new size does not wait", waits_for(3, 10), 5, expand(false)),
         (
@@ -151,12 +165,11 @@ fn decide_with_memory_and_time() {
         ),
     ];
     for (row, memory, now, want) in rows {
-        let got = resizer(Expander::Controller)
-            .decide((&c, ClaimCopy::Live), &p, &memory, at(now), NOW)
-            .step;
+        let got =
+            resizer(Expander::Controller).decide((&c, ClaimCopy::Live), &p, &memory, at(now), NOW);
         let got = match got {
-            ResizeStep::Expand { bytes, check_in_use, .. } => {
-                ResizeStep::Expand { bytes, start: None, check_in_use }
+            Gated::Go(ResizeStep::Expand { bytes, check_in_use, .. }) => {
+                Gated::Go(ResizeStep::Expand { bytes, start: None, check_in_use })
             }
             other => other,
         };
@@ -166,8 +179,8 @@ fn decide_with_memory_and_time() {
     let memory = ResizeMemory { in_use: true, ..ResizeMemory::default() };
     let plain = Resizer { handle_in_use: false, ..resizer(Expander::Controller) };
     assert!(matches!(
-        plain.decide((&c, ClaimCopy::Live), &p, &memory, at(0), NOW).step,
-        ResizeStep::Expand { check_in_use: false, .. }
+        plain.decide((&c, ClaimCopy::Live), &p, &memory, at(0), NOW),
+        Gated::Go(ResizeStep::Expand { check_in_use: false, .. })
     ));
 }
 
@@ -182,7 +195,7 @@ fn a_driver_that_cannot_expand_says_so_once_per_size() {
         at(0),
         NOW,
     ) {
-        Resize { drop_pre_resize: None, step: ResizeStep::CannotExpand { announce } } => announce,
+        Gated::Go(ResizeStep::CannotExpand { announce }) => announce,
         other => panic!("{other:?}"),
     };
     assert_eq!(announce(&ResizeMemory::default()), Some(4 * GI));
@@ -192,8 +205,8 @@ fn a_driver_that_cannot_expand_says_so_once_per_size() {
     assert_eq!(announce(&older), Some(4 * GI));
     let satisfied = claim(json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}}));
     assert_eq!(
-        cannot.decide((&satisfied, ClaimCopy::Live), &p, &ResizeMemory::default(), at(0), NOW).step,
-        ResizeStep::CannotExpand { announce: None }
+        cannot.decide((&satisfied, ClaimCopy::Live), &p, &ResizeMemory::default(), at(0), NOW),
+        Gated::Go(ResizeStep::CannotExpand { announce: None })
     );
     assert!(cannot.cannot_expand_note().contains("CSI driver d cannot expand"));
 }

@@ -542,7 +542,7 @@ pub const INTENT_JOURNAL: &str = "--intent-journal={dir}/intents";
 
 /// The UIDs of the claims with an intent open in the world's journal (`INTENT_JOURNAL`).
 pub fn journal_entries(dir: &std::path::Path) -> Vec<String> {
-    let open = csi_pv_controller::runtime::journal::intents_in(&dir.join("intents"));
+    let open = csi_pv_controller::journal::intents_in(&dir.join("intents"));
     let open = open.unwrap_or_else(|e| panic!("cannot read the intent journal: {e}"));
     open.iter().filter_map(|c| c.metadata.uid.clone()).collect()
 }

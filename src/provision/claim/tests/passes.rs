@@ -53,7 +53,7 @@ fn the_pass_beside_the_cluster_binder() {
         (
             "bound",
             json!({"metadata": {"annotations": {ANN_BIND_COMPLETED: "yes"}}, "spec": {"volumeName": "v"}, "status": {"phase": "Bound"}}),
-            Handover::Expand,
+            Handover::Bound,
         ),
     ];
     for (case, patch, want) in table {

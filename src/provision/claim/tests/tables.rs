@@ -277,7 +277,7 @@ fn the_binding_says_whether_the_intent_goes_with_it() {
             now: std::time::Instant::now(),
         };
         let got = match decide(&c, &ctx) {
-            ClaimAction::Bind { drop_intent, .. } => Some(drop_intent),
+            Gated::Go(ClaimAction::Bind { drop_intent, .. }) => Some(drop_intent),
             _ => None,
         };
         assert_eq!(got, want, "{case}: {:?}", decide(&c, &ctx).name());
@@ -304,7 +304,17 @@ fn a_failed_attempt_waits_for_its_retry_on_the_same_version() {
         ("provision, held", intent.clone(), &ours, None, ClaimCopy::Live, 0, "wait-for-retry"),
         ("provision, retry due", intent.clone(), &ours, None, ClaimCopy::Live, 6, "provision"),
         ("provision, newer version", later, &ours, None, ClaimCopy::Live, 0, "provision"),
-        ("store copy", intent.clone(), &ours, None, ClaimCopy::Cached, 0, "confirm-live"),
+        // The hold first, on any copy: a held claim costs no read of the API.
+        ("store copy, held", intent.clone(), &ours, None, ClaimCopy::Cached, 0, "wait-for-retry"),
+        (
+            "store copy, retry due",
+            intent.clone(),
+            &ours,
+            None,
+            ClaimCopy::Cached,
+            6,
+            "confirm-live",
+        ),
         ("undo, held", deleting, &ours, None, ClaimCopy::Live, 0, "wait-for-retry"),
         ("refusal, held", fresh, &bad, None, ClaimCopy::Live, 0, "wait-for-retry"),
         ("PV recorded: bind", intent, &ours, Some(&our_pv), ClaimCopy::Live, 0, "bind"),

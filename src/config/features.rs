@@ -1,30 +1,28 @@
 //! What the driver's capabilities, under the flags' feature gates, let a plan contain: one rule
 //! for the controller, the capacity publisher and `explain`.
 
-use super::{ControllerCapability, DriverInfo};
-use crate::config::feature_gates::FeatureGates;
+use super::feature_gates::FeatureGates;
+use crate::csi::{ControllerCapability, DriverInfo};
 use crate::provision::plan::Features;
 
-impl DriverInfo {
-    /// The driver as the gates let us use it. With `Topology=false` (csi-provisioner's gate)
-    /// its accessibility constraints are not used: no CSINode watch, no requirement asked, no
-    /// node affinity recorded.
-    pub fn gated(mut self, gates: &FeatureGates) -> DriverInfo {
-        self.plugin.accessibility_constraints &= !gates.topology_off;
-        self
-    }
+/// The driver as the gates let us use it. With `Topology=false` (csi-provisioner's gate) its
+/// accessibility constraints are not used: no CSINode watch, no requirement asked, no node
+/// affinity recorded.
+pub fn gated(mut driver: DriverInfo, gates: &FeatureGates) -> DriverInfo {
+    driver.plugin.accessibility_constraints &= !gates.topology_off;
+    driver
+}
 
-    /// What a plan may contain: the driver's capabilities, less what the gates switch off.
-    pub fn features(&self, gates: &FeatureGates) -> Features {
-        let has = |capability| self.controller.has(capability);
-        Features {
-            single_node_multi_writer: has(ControllerCapability::SingleNodeMultiWriter),
-            clone: has(ControllerCapability::CloneVolume),
-            snapshot: has(ControllerCapability::CreateDeleteSnapshot),
-            modify: has(ControllerCapability::ModifyVolume),
-            topology: self.plugin.accessibility_constraints && !gates.topology_off,
-            attributes_classes_off: gates.attributes_classes_off,
-        }
+/// What a plan may contain: the driver's capabilities, less what the gates switch off.
+pub fn features(driver: &DriverInfo, gates: &FeatureGates) -> Features {
+    let has = |capability| driver.controller.has(capability);
+    Features {
+        single_node_multi_writer: has(ControllerCapability::SingleNodeMultiWriter),
+        clone: has(ControllerCapability::CloneVolume),
+        snapshot: has(ControllerCapability::CreateDeleteSnapshot),
+        modify: has(ControllerCapability::ModifyVolume),
+        topology: driver.plugin.accessibility_constraints && !gates.topology_off,
+        attributes_classes_off: gates.attributes_classes_off,
     }
 }
 
@@ -67,11 +65,11 @@ mod tests {
         for (topology, gates, want) in
             [(true, &on, true), (true, &off, false), (false, &on, false), (false, &off, false)]
         {
-            assert_eq!(driver(topology).features(gates).topology, want, "{topology} {gates:?}");
-            let gated = driver(topology).gated(gates);
+            assert_eq!(features(&driver(topology), gates).topology, want, "{topology} {gates:?}");
+            let gated = gated(driver(topology), gates);
             assert_eq!(gated.plugin.accessibility_constraints, want, "{topology} {gates:?}");
         }
-        assert!(driver(true).features(&off).attributes_classes_off);
+        assert!(features(&driver(true), &off).attributes_classes_off);
         assert!(!assumed(&off).topology && assumed(&on).topology && assumed(&on).clone);
     }
 }

@@ -23,7 +23,7 @@ async fn ours(world: &World, name: &str) -> Option<bool> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
-    let mut world = World::start("rollback", DriverConfig::default(), &[]).await;
+    let mut world = World::start("uninstall", DriverConfig::default(), &[]).await;
     world.create_class("fast", json!({})).await;
     world.create_claim("done", "fast", "1Gi", json!({})).await;
     world.bound("done", LIMIT).await;
@@ -61,7 +61,7 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
 
     // A dry run changes nothing.
     let (_, text) = world.uninstall(&["--dry-run"]);
-    assert!(text.contains("would remove  rollback/inflight"), "{text}");
+    assert!(text.contains("would remove  uninstall/inflight"), "{text}");
     assert_eq!(ours(&world, "inflight").await, Some(true), "dry run:\n{text}");
 
     // The live claim loses it (csi-provisioner goes on under the same volume name); the deleted
@@ -69,9 +69,9 @@ async fn uninstall_removes_our_finalizer_only_where_no_volume_can_be_lost() {
     let (code, text) = world.uninstall(&[]);
     println!("{text}");
     assert_eq!(code, Some(1), "{text}");
-    assert!(text.contains("removed  rollback/inflight"), "{text}");
-    assert!(text.contains("kept     rollback/doomed") && text.contains("--force"), "{text}");
-    assert!(!text.contains("rollback/done"), "a claim without the finalizer is not named: {text}");
+    assert!(text.contains("removed  uninstall/inflight"), "{text}");
+    assert!(text.contains("kept     uninstall/doomed") && text.contains("--force"), "{text}");
+    assert!(!text.contains("uninstall/done"), "a claim without the finalizer is not named: {text}");
     assert_eq!(ours(&world, "inflight").await, Some(false));
     assert_eq!(ours(&world, "doomed").await, Some(true));
     assert!(world.claim("done").await.is_some());

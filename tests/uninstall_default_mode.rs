@@ -38,7 +38,7 @@ async fn grow_to_2gi(world: &World<Relayed>, claim: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn csi_provisioner_and_csi_resizer_finish_what_we_left_and_leave_nothing() {
     let mut world =
-        Beside::start("rollback-up", &["--disable-node-expansion"], &[INTENT_JOURNAL]).await;
+        Beside::start("uninstall-up", &["--disable-node-expansion"], &[INTENT_JOURNAL]).await;
     world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
     world.create_claim("kept", "grow", "1Gi", json!({})).await;
     world.create_claim("later", "grow", "1Gi", json!({})).await;
@@ -74,7 +74,7 @@ async fn csi_provisioner_and_csi_resizer_finish_what_we_left_and_leave_nothing()
         &world.plane.admin_kubeconfig,
         &socket,
         world.dir.path(),
-        "rollback",
+        "uninstall",
         &["--leader-election=false"],
     );
     let why = |world: &World<Relayed>| {
