@@ -20,6 +20,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The subcommands beside the controller itself.
 mod cli {
+    pub mod end_intent;
     pub mod explain;
     pub mod flags_from;
     pub mod reconcile;
@@ -84,6 +85,9 @@ fn main() -> ExitCode {
             }
             Some(Command::Uninstall { driver, force, dry_run }) => {
                 cli::uninstall::run(&config, driver, *force, *dry_run).await
+            }
+            Some(Command::EndIntent { uid, dry_run }) => {
+                cli::end_intent::run(&config, uid, *dry_run).await
             }
             None => run(config).await,
         }

@@ -4,6 +4,7 @@
 //! other drivers, or with no driver there, are judged as if every capability were present.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -20,7 +21,7 @@ use csi_pv_controller::explain::{self, Facts};
 use csi_pv_controller::model::ClaimExt;
 use csi_pv_controller::model::copy::ClaimCopy;
 use csi_pv_controller::provision::claim::ClaimContext;
-use csi_pv_controller::provision::plan::PlanFacts;
+use csi_pv_controller::provision::inputs::{self, Lookup, Newer};
 use csi_pv_controller::provision::snapshot::SnapshotLookup;
 use csi_pv_controller::provision::source::{self, Source};
 
@@ -167,7 +168,6 @@ fn with_facts(
         .unwrap_or_default();
     let info = cluster.driver.as_ref().filter(|d| d.name == driver_name);
     // No driver to ask: every capability is assumed.
-    // No driver to ask: every capability is assumed.
     let gates = &config.feature_gates;
     let features = info.map_or_else(|| features::assumed(gates), |d| features::features(d, gates));
     let expander = Expander::of(
@@ -176,16 +176,9 @@ fn with_facts(
     );
     let settings = config.settings(&driver_name, String::new());
     let binds = config.binder().binds();
-    let own_pv = cluster.by_name.get(&settings.naming.for_claim(claim));
     let named = claim.named_volume().and_then(|v| cluster.by_name.get(v));
-    let (source_claim, source_pv) = clone_source(cluster, claim);
-    let attributes_class = claim
-        .wanted_attributes_class()
-        .and_then(|n| cluster.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(n)));
-    let takes_ours = !binds
-        && own_pv.and_then(|pv| pv.metadata.name.as_deref()).is_some_and(|pv| {
-            matching::ClaimFacts::of(claim).is_ok_and(|f| cluster.volumes.takes_only(&f, pv))
-        });
+    // The controller's own lookup rules, over the listed cluster.
+    let found = inputs::look_up(claim, &settings, binds, Newer::default(), cluster);
     let lookup = |name: &str| {
         cluster.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(name)).cloned()
     };
@@ -195,20 +188,13 @@ fn with_facts(
         provisioning: ClaimContext {
             settings: &settings,
             features,
-            class,
-            volume: own_pv,
-            facts: PlanFacts {
-                claim: source_claim,
-                volume: source_pv,
-                snapshot,
-                in_flight: false,
-                probe: false,
-                attributes_class,
-            },
+            class: found.class.as_deref(),
+            volume: found.volume.as_deref(),
+            facts: found.plan_facts(snapshot),
             binds,
             // The journal lives beside the running controller, not here.
             journaled: false,
-            binder_takes_ours: takes_ours,
+            binder_takes_ours: found.binder_takes_ours,
             copy: ClaimCopy::Live,
             hold: None,
             now: std::time::Instant::now(),
@@ -227,18 +213,34 @@ fn with_facts(
     use_facts(&facts);
 }
 
-/// A clone's source claim (same namespace) and its PV.
-fn clone_source<'a>(
-    cluster: &'a Cluster,
-    claim: &PersistentVolumeClaim,
-) -> (Option<&'a PersistentVolumeClaim>, Option<&'a PersistentVolume>) {
-    let Source::Clone { name } = source::of(claim) else {
-        return (None, None);
-    };
-    let found = cluster.claims.iter().find(|c| {
-        c.metadata.namespace == claim.metadata.namespace
-            && c.metadata.name.as_deref() == Some(&name)
-    });
-    let pv = found.and_then(|c| c.named_volume()).and_then(|v| cluster.by_name.get(v));
-    (found, pv)
+/// The provisioning decision's inputs, from the listing (`provision::inputs`).
+impl Lookup for Cluster {
+    fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
+        self.classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .cloned()
+            .map(Arc::new)
+    }
+
+    fn volume(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.by_name.get(name).cloned().map(Arc::new)
+    }
+
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        let found = self.claims.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(namespace)
+                && c.metadata.name.as_deref() == Some(name)
+        });
+        found.cloned().map(Arc::new)
+    }
+
+    fn attributes_class(&self, name: &str) -> Option<Arc<VolumeAttributesClass>> {
+        let found = self.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(name));
+        found.cloned().map(Arc::new)
+    }
+
+    fn binder_takes_only(&self, claim: &PersistentVolumeClaim, volume: &str) -> bool {
+        matching::ClaimFacts::of(claim).is_ok_and(|f| self.volumes.takes_only(&f, volume))
+    }
 }

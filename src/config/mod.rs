@@ -328,6 +328,16 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// End one provisioning intent in the intent journal (--intent-journal) by hand, once the
+    /// volume it may have made is known not to exist in the driver, or is recorded in a
+    /// PersistentVolume. The controller that holds the journal must be stopped first.
+    EndIntent {
+        /// The claim's UID, as the controller's log line names it.
+        uid: String,
+        /// Say which claim it is; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Why the flags could not be read.
@@ -400,7 +410,7 @@ impl Command {
             Command::Explain { flags_from, .. } | Command::Reconcile { flags_from, .. } => {
                 flags_from.as_ref()
             }
-            Command::Uninstall { .. } => None,
+            Command::Uninstall { .. } | Command::EndIntent { .. } => None,
         }
     }
 }

@@ -147,14 +147,31 @@ impl Controller {
         let name = default_class(classes.iter().map(|c| &**c))?.metadata.name.clone();
         classes.into_iter().find(|c| c.metadata.name == name)
     }
+}
 
-    /// The VolumeAttributesClass the claim names, from the store (None when it names none, the
-    /// class does not exist, or the driver does not modify volumes).
-    pub(super) fn attributes_class_of(
+/// The provisioning decision's inputs, from the stores (`provision::inputs`).
+impl crate::provision::inputs::Lookup for Controller {
+    fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
+        self.stores.classes.get(&ObjectRef::new(name))
+    }
+
+    fn volume(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.volume_in_store(name)
+    }
+
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.stores.claims.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn attributes_class(
         &self,
-        claim: &PersistentVolumeClaim,
+        name: &str,
     ) -> Option<Arc<k8s_openapi::api::storage::v1::VolumeAttributesClass>> {
-        let name = claim.wanted_attributes_class().filter(|n| !n.is_empty())?;
         self.stores.attributes_classes.as_ref()?.get(&ObjectRef::new(name))
+    }
+
+    fn binder_takes_only(&self, claim: &PersistentVolumeClaim, volume: &str) -> bool {
+        crate::binder::matching::ClaimFacts::of(claim)
+            .is_ok_and(|facts| self.index().takes_only(&facts, volume))
     }
 }

@@ -6,6 +6,7 @@ pub mod answer;
 pub mod claim;
 pub mod claim_metadata;
 pub mod facts;
+pub mod inputs;
 pub mod parameters;
 pub mod patches;
 pub mod plan;

@@ -69,9 +69,9 @@ struct OrphanPass<'c> {
 impl OrphanPass<'_> {
     /// How an operator ends the entry when we cannot.
     fn end_by_hand(&self, gone: &PersistentVolumeClaim) -> String {
+        let uid = gone.metadata.uid.as_deref().unwrap_or_default();
         format!(
-            "end the intent of claim UID {} in the intent journal's intents.log (docs/provisioning.md, \"Ending one intent by hand\") once volume {} is known not to exist in the driver",
-            gone.metadata.uid.as_deref().unwrap_or_default(),
+            "once volume {} is known not to exist in the driver, stop this controller and end the intent of claim UID {uid} in intents.log with `csi-pv-controller --intent-journal=<dir> end-intent {uid}`",
             self.controller.volume_name(gone),
         )
     }

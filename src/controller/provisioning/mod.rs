@@ -31,7 +31,8 @@ use crate::model::reason::Reason;
 use crate::model::{ClaimExt, VolumeExt};
 use crate::provision::answer::{self, AfterCreate, Undo};
 use crate::provision::claim::{self, ClaimAction, ClaimContext};
-use crate::provision::plan::{self, Plan, PlanFacts};
+use crate::provision::inputs::{self, Newer};
+use crate::provision::plan::Plan;
 use crate::provision::secrets::SecretRef;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source;
@@ -205,9 +206,9 @@ impl Controller {
         self.drive(&mut pass, claim, ClaimCopy::Cached).await
     }
 
-    /// Decides from the stores. `protected`: a clone source this pass protected, and `made`: the
-    /// PV this pass made (each newer than the store's); `snapshot`: the restore's snapshot, read
-    /// live.
+    /// Decides from the stores (`provision::inputs`, the lookup `explain` shares).
+    /// `protected`: a clone source this pass protected, and `made`: the PV this pass made (each
+    /// newer than the store's); `snapshot`: the restore's snapshot, read live.
     pub(super) fn decide_claim(
         &self,
         claim: &PersistentVolumeClaim,
@@ -215,33 +216,21 @@ impl Controller {
         (protected, made): (Option<&Arc<PersistentVolumeClaim>>, Option<&PersistentVolume>),
         snapshot: Option<&SnapshotLookup>,
     ) -> Gated<ClaimAction> {
-        let class_name = plan::class_name(claim).unwrap_or_default();
-        let class = self.stores.classes.get(&kube::runtime::reflector::ObjectRef::new(class_name));
-        let volume = match made {
-            Some(pv) => Some(Arc::new(pv.clone())),
-            None => self.volume_in_store(&self.volume_name(claim)),
-        };
-        let (source_claim, source_volume) = self.clone_facts(claim, protected);
-        let attributes = self.attributes_class_of(claim);
+        let binds = self.scope.binder.binds();
+        let newer = Newer { source_claim: protected, volume: made };
+        let found = inputs::look_up(claim, &self.settings, binds, newer, self);
         let hold = self.hold(claim);
         claim::decide(
             claim,
             &ClaimContext {
                 settings: &self.settings,
                 features: self.features,
-                class: class.as_deref(),
-                volume: volume.as_deref(),
-                facts: PlanFacts {
-                    claim: source_claim.as_deref(),
-                    volume: source_volume.as_deref(),
-                    snapshot,
-                    in_flight: false,
-                    probe: false,
-                    attributes_class: attributes.as_deref(),
-                },
-                binds: self.scope.binder.binds(),
+                class: found.class.as_deref(),
+                volume: found.volume.as_deref(),
+                facts: found.plan_facts(snapshot),
+                binds,
                 journaled: self.journaled(claim),
-                binder_takes_ours: self.binder_takes(claim, volume.as_deref()),
+                binder_takes_ours: found.binder_takes_ours,
                 copy,
                 hold: hold.as_ref(),
                 now: Instant::now().into_std(),
@@ -331,17 +320,6 @@ impl Controller {
         self.succeeded(claim, &plan.volume_name).await;
         self.clear_backoff(key);
         Ok(Ok(pv))
-    }
-
-    /// Beside the cluster's binder: its matching, which is ours, can take only `pv` for the
-    /// claim (`VolumeIndex::takes_only`). Never when we bind, nor without the PV.
-    fn binder_takes(&self, claim: &PersistentVolumeClaim, pv: Option<&PersistentVolume>) -> bool {
-        let Some(name) = pv.and_then(|pv| pv.metadata.name.as_deref()) else {
-            return false;
-        };
-        !self.scope.binder.binds()
-            && crate::binder::matching::ClaimFacts::of(claim)
-                .is_ok_and(|facts| self.index().takes_only(&facts, name))
     }
 
     /// Removes `volume.kubernetes.io/selected-node`, so that the scheduler picks a node again.

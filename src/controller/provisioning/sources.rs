@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
@@ -13,14 +13,9 @@ use tracing::{info, warn};
 use crate::controller::Part;
 use crate::controller::reference;
 use crate::controller::{ClaimKey, Controller, Outcome, SyncError};
-use crate::model::ClaimExt;
 use crate::model::reason::Reason;
 use crate::provision::snapshot::SnapshotLookup;
 use crate::provision::source::{self, Source};
-
-/// The clone source's claim and PV, as the stores have them.
-pub(in crate::controller) type CloneFacts =
-    (Option<Arc<PersistentVolumeClaim>>, Option<Arc<PersistentVolume>>);
 
 pub(in crate::controller) use crate::cluster::snapshots::{
     parsed as parsed_snapshot, resource as snapshot_resource,
@@ -34,28 +29,6 @@ impl Controller {
             namespace,
             &snapshot_resource("VolumeSnapshot", "volumesnapshots"),
         )
-    }
-
-    /// The claim a clone reads from, and its PV, from the stores; `protected` replaces the
-    /// stored source when this pass has just written it.
-    pub(in crate::controller) fn clone_facts(
-        &self,
-        claim: &PersistentVolumeClaim,
-        protected: Option<&Arc<PersistentVolumeClaim>>,
-    ) -> CloneFacts {
-        let Source::Clone { name } = source::of(claim) else {
-            return (None, None);
-        };
-        let namespace = claim.namespace().unwrap_or_default();
-        let source_claim = protected
-            .filter(|p| p.name_any() == name && p.namespace().as_deref() == Some(&namespace))
-            .cloned()
-            .or_else(|| self.stores.claims.get(&ObjectRef::new(&name).within(&namespace)));
-        let source_volume = source_claim
-            .as_ref()
-            .and_then(|c| c.volume_name())
-            .and_then(|v| self.volume_in_store(v));
-        (source_claim, source_volume)
     }
 
     /// The VolumeSnapshot a claim restores from, with its bound content, read live (as
