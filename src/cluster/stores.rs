@@ -253,49 +253,6 @@ where
 /// The `Change` an object seen (applied) or gone (deleted) is told as.
 type Wrap<K> = for<'a> fn(&'a Arc<K>) -> Change<'a>;
 
-fn reflect<K>(
-    health: Arc<WatchHealth>,
-    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-    on_change: OnChange,
-    (seen, gone): Told<K>,
-    inspect: Option<Inspect<K>>,
-) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store::<K>();
-    let store = reader.clone();
-    let kind = K::kind(&K::DynamicType::default()).to_string();
-    let run = watched(stream, inspect).reflect(writer).for_each(move |event| {
-        health.record(&kind, &event);
-        match event {
-            Ok(watcher::Event::Apply(o)) => {
-                // The store already holds this version: hand its Arc on, not a copy.
-                let shared = store
-                    .get(&reflector::ObjectRef::from_obj(&o))
-                    .filter(|s| s.resource_version() == o.resource_version())
-                    .unwrap_or_else(|| Arc::new(o));
-                on_change(seen(&shared));
-            }
-            // A (re)list is told once it is whole, from the store: while it runs the objects
-            // sit in the writer's buffer, and an Arc made here would be a second copy that
-            // the PV index kept (54 MiB of 185 at rest, with 10,000 bound pairs).
-            Ok(watcher::Event::InitApply(_) | watcher::Event::Init) => {}
-            Ok(watcher::Event::InitDone) => {
-                for o in store.state() {
-                    on_change(seen(&o));
-                }
-                on_change(Change::Listed(&kind));
-            }
-            Ok(watcher::Event::Delete(o)) => on_change(gone(&Arc::new(o))),
-            Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
-        }
-        futures::future::ready(())
-    });
-    (reader, run)
-}
-
 /// The watch with its backoff, each object shown to `inspect` and then stripped of its
 /// managedFields: never read here, and a large share of each object's size.
 fn watched<K: Resource + Send + 'static>(
@@ -310,6 +267,24 @@ fn watched<K: Resource + Send + 'static>(
     })
 }
 
+/// A store of every `K`, kept whole, and the future that fills it.
+fn reflect<K>(
+    health: Arc<WatchHealth>,
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    on_change: OnChange,
+    told: Told<K>,
+    inspect: Option<Inspect<K>>,
+) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let kind = K::kind(&K::DynamicType::default()).to_string();
+    let keeping = Whole { writer, store: reader.clone(), told };
+    (reader, keep(health, watched(stream, inspect), on_change, keeping, kind))
+}
+
 /// As `reflect`, for a kind held compact: each object the watch brings is encoded once for the
 /// store and told whole, then dropped; a (re)list is told once it is whole, each object decoded
 /// from the store in turn.
@@ -317,46 +292,140 @@ fn reflect_held<K: Compactable>(
     health: Arc<WatchHealth>,
     stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     on_change: OnChange,
-    (seen, gone): HeldTold<K>,
+    told: HeldTold<K>,
     inspect: Option<Inspect<K>>,
 ) -> (Held<K>, impl Future<Output = ()> + Send + 'static) {
-    let mut writer = reflector::store::Writer::<Compact<K>>::default();
+    let writer = reflector::store::Writer::<Compact<K>>::default();
     let store = writer.as_reader();
-    let reader = Held::new(store.clone());
     let kind = K::kind(&()).to_string();
-    let run = watched(stream, inspect).for_each(move |event| {
+    let keeping = Compacted { writer, store: store.clone(), told };
+    (Held::new(store), keep(health, watched(stream, inspect), on_change, keeping, kind))
+}
+
+/// How a watched kind is kept in its store, and how what the watch brings is told.
+trait Keeping<K>: Send + 'static {
+    /// Puts the event into the store.
+    fn apply(&mut self, event: &watcher::Event<K>);
+    /// Tells of `object`, just applied.
+    fn seen(&self, object: K, on_change: &OnChange);
+    /// Tells of `object`, just deleted.
+    fn gone(&self, object: K, on_change: &OnChange);
+    /// Tells of every object in the store: a (re)list is whole.
+    fn all(&self, on_change: &OnChange);
+}
+
+/// The one event loop of every watch: each event recorded for the health checks, put into the
+/// store, then told. A (re)list is told once it is whole, from the store: while it runs the
+/// objects sit in the writer's buffer, and a copy made here would be a second one that the PV
+/// index kept (54 MiB of 185 at rest, with 10,000 bound pairs).
+fn keep<K, S: Keeping<K>>(
+    health: Arc<WatchHealth>,
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    on_change: OnChange,
+    mut keeping: S,
+    kind: String,
+) -> impl Future<Output = ()> + Send + 'static
+where
+    K: Send + 'static,
+{
+    stream.for_each(move |event| {
         health.record(&kind, &event);
         match event {
-            Ok(watcher::Event::Apply(o)) => {
-                let held = Compact::of(&o);
-                writer.apply_watcher_event(&watcher::Event::Apply(held));
-                let key = object_key(&o.name_any(), o.meta().namespace.as_deref());
-                if let Some(shared) = store.get(&key) {
-                    on_change(seen(&o, &shared));
-                }
-            }
-            Ok(watcher::Event::Delete(o)) => {
-                writer.apply_watcher_event(&watcher::Event::Delete(Compact::of(&o)));
-                on_change(gone(&o));
-            }
-            Ok(watcher::Event::Init) => writer.apply_watcher_event(&watcher::Event::Init),
-            Ok(watcher::Event::InitApply(o)) => {
-                writer.apply_watcher_event(&watcher::Event::InitApply(Compact::of(&o)));
-            }
-            Ok(watcher::Event::InitDone) => {
-                writer.apply_watcher_event(&watcher::Event::InitDone);
-                for held in store.state() {
-                    if let Some(o) = held.open() {
-                        on_change(seen(&o, &held));
+            Ok(event) => {
+                keeping.apply(&event);
+                match event {
+                    watcher::Event::Apply(o) => keeping.seen(o, &on_change),
+                    watcher::Event::Delete(o) => keeping.gone(o, &on_change),
+                    watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                    watcher::Event::InitDone => {
+                        keeping.all(&on_change);
+                        on_change(Change::Listed(&kind));
                     }
                 }
-                on_change(Change::Listed(&kind));
             }
             Err(error) => warn!(%kind, %error, "watch failed; retrying with backoff"),
         }
         futures::future::ready(())
-    });
-    (reader, run)
+    })
+}
+
+/// Kept whole, in a reflector store.
+struct Whole<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    writer: reflector::store::Writer<K>,
+    store: Store<K>,
+    told: Told<K>,
+}
+
+impl<K> Keeping<K> for Whole<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    fn apply(&mut self, event: &watcher::Event<K>) {
+        self.writer.apply_watcher_event(event);
+    }
+
+    fn seen(&self, object: K, on_change: &OnChange) {
+        // The store already holds this version: hand its Arc on, not a copy.
+        let shared = self
+            .store
+            .get(&reflector::ObjectRef::from_obj(&object))
+            .filter(|s| s.resource_version() == object.resource_version())
+            .unwrap_or_else(|| Arc::new(object));
+        on_change((self.told.0)(&shared));
+    }
+
+    fn gone(&self, object: K, on_change: &OnChange) {
+        on_change((self.told.1)(&Arc::new(object)));
+    }
+
+    fn all(&self, on_change: &OnChange) {
+        for object in self.store.state() {
+            on_change((self.told.0)(&object));
+        }
+    }
+}
+
+/// Kept compact (`model::compact`), told whole.
+struct Compacted<K: Compactable> {
+    writer: reflector::store::Writer<Compact<K>>,
+    store: Store<Compact<K>>,
+    told: HeldTold<K>,
+}
+
+impl<K: Compactable> Keeping<K> for Compacted<K> {
+    fn apply(&mut self, event: &watcher::Event<K>) {
+        let compact = match event {
+            watcher::Event::Apply(o) => watcher::Event::Apply(Compact::of(o)),
+            watcher::Event::Delete(o) => watcher::Event::Delete(Compact::of(o)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(Compact::of(o)),
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        };
+        self.writer.apply_watcher_event(&compact);
+    }
+
+    fn seen(&self, object: K, on_change: &OnChange) {
+        let key = object_key(&object.name_any(), object.meta().namespace.as_deref());
+        if let Some(shared) = self.store.get(&key) {
+            on_change((self.told.0)(&object, &shared));
+        }
+    }
+
+    fn gone(&self, object: K, on_change: &OnChange) {
+        on_change((self.told.1)(&object));
+    }
+
+    fn all(&self, on_change: &OnChange) {
+        for held in self.store.state() {
+            if let Some(object) = held.open() {
+                on_change((self.told.0)(&object, &held));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

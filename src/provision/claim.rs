@@ -139,9 +139,11 @@ impl ClaimAction {
     /// The step as the gate sees it.
     pub fn kind(&self) -> StepKind {
         match self {
-            ClaimAction::Reject(_) | ClaimAction::CannotAbandon(_) => {
-                StepKind { retried: true, call: Call::None }
-            }
+            // A refusal, or the intent of a claim refused on this version (its secret was
+            // missing): held, so that a held claim's pass reads not even the secret.
+            ClaimAction::Reject(_)
+            | ClaimAction::CannotAbandon(_)
+            | ClaimAction::RecordIntent(_) => StepKind { retried: true, call: Call::None },
             // CreateVolume, or the idempotent CreateVolume that finds what an undo deletes.
             ClaimAction::Provision(_) | ClaimAction::Abandon(_) => {
                 StepKind { retried: true, call: Call::Direct }

@@ -286,7 +286,7 @@ fn wait_for(
     Err(format!("{what} not ready after {START_TIMEOUT:?}:\n{}", tail(log)))
 }
 
-/// One write the apiserver audited.
+/// One request (a write, or a GET) the apiserver audited.
 #[derive(Debug, Clone)]
 pub struct AuditedWrite {
     pub user: String,
@@ -308,6 +308,16 @@ impl ControlPlane {
     /// set-up writes some, so an empty read means a plane without auditing or a broken log, and
     /// a count taken from it would prove nothing.
     pub fn audited_writes(&self) -> Vec<AuditedWrite> {
+        self.audited().into_iter().filter(|e| e.verb != "get").collect()
+    }
+
+    /// Every single-object read (GET) audited so far.
+    pub fn audited_reads(&self) -> Vec<AuditedWrite> {
+        self.audited().into_iter().filter(|e| e.verb == "get").collect()
+    }
+
+    /// Every request audited so far, writes and reads (see `audited_writes`).
+    fn audited(&self) -> Vec<AuditedWrite> {
         let path = self.dir.join("audit.log");
         let text = fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("the audit log {} cannot be read: {e}", path.display()));
@@ -416,12 +426,13 @@ fn launch_once(options: PlaneOptions) -> Result<Launched, String> {
 
     let api_port = free_port();
     let api_log = dir.join("kube-apiserver.log");
-    // Writes only, metadata only: enough to count what a client changed, and cheap.
+    // Writes and single reads (not lists or watches), metadata only: enough to count what a
+    // client changed and what it read, and cheap.
     let audit_policy = dir.join("audit-policy.yaml");
     fs::write(
         &audit_policy,
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-         - level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n\
+         - level: Metadata\n  verbs: [get, create, update, patch, delete, deletecollection]\n\
          - level: None\n",
     )
     .map_err(|e| e.to_string())?;

@@ -316,7 +316,10 @@ fn a_failed_attempt_waits_for_its_retry_on_the_same_version() {
             "confirm-live",
         ),
         ("undo, held", deleting, &ours, None, ClaimCopy::Live, 0, "wait-for-retry"),
-        ("refusal, held", fresh, &bad, None, ClaimCopy::Live, 0, "wait-for-retry"),
+        ("refusal, held", fresh.clone(), &bad, None, ClaimCopy::Live, 0, "wait-for-retry"),
+        // Refused on this version (a missing secret): its intent waits too, with no read.
+        ("intent, held", fresh.clone(), &ours, None, ClaimCopy::Cached, 0, "wait-for-retry"),
+        ("intent, retry due", fresh, &ours, None, ClaimCopy::Cached, 6, "record-intent"),
         ("PV recorded: bind", intent, &ours, Some(&our_pv), ClaimCopy::Live, 0, "bind"),
     ];
     for (case, patch, class, volume, copy, after, want) in rows {
