@@ -13,7 +13,7 @@ use kube::api::ListParams;
 use tracing::{info, warn};
 
 use super::Part;
-use super::claim_pass::{ClaimPass, Flow};
+use super::drive::{Flow, InHand, Pass};
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
@@ -52,7 +52,7 @@ impl Controller {
         };
         let memory = self.memory.claims.of_claim(key, claim).resize;
         let mut pass = ResizePass { controller: self, key, pv, memory };
-        self.drive(&mut pass, claim.clone(), ClaimCopy::Cached).await
+        self.drive(&mut pass, InHand { claim: claim.clone(), copy: ClaimCopy::Cached }).await
     }
 
     /// Starts the resize (T1), checks the pods when the driver refused an in-use volume, calls
@@ -238,15 +238,20 @@ struct ResizePass<'c> {
     memory: ResizeMemory,
 }
 
-impl ClaimPass for ResizePass<'_> {
+impl Pass for ResizePass<'_> {
     type Step = ResizeStep;
+    type Subject = InHand;
     /// Drop the pre-resize capacity, confirm the copy, expand.
     const STEPS: usize = 4;
 
-    fn decide(&mut self, claim: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ResizeStep> {
+    fn decide(&mut self, held: &InHand) -> Gated<ResizeStep> {
         let clock = Instant::now().into_std();
         let resizer = self.controller.resizer();
-        resizer.decide((claim, copy), &self.pv, &self.memory, clock, &now())
+        resizer.decide((&held.claim, held.copy), &self.pv, &self.memory, clock, &now())
+    }
+
+    async fn confirm(&mut self, held: &InHand) -> Result<Option<InHand>, SyncError> {
+        self.controller.confirm_claim(held).await
     }
 
     fn name(step: &ResizeStep) -> &'static str {
@@ -257,13 +262,8 @@ impl ClaimPass for ResizePass<'_> {
         matches!(step, ResizeStep::Expand { .. }).then_some("expand")
     }
 
-    async fn act(
-        &mut self,
-        step: ResizeStep,
-        claim: &PersistentVolumeClaim,
-        _: ClaimCopy,
-    ) -> Result<Flow, SyncError> {
-        let (c, key) = (self.controller, self.key);
+    async fn act(&mut self, step: ResizeStep, held: &InHand) -> Result<Flow<InHand>, SyncError> {
+        let (c, key, claim) = (self.controller, self.key, &held.claim);
         match step {
             ResizeStep::None => {
                 c.forget_resize(key);

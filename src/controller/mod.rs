@@ -3,8 +3,8 @@
 
 mod activity;
 mod binding;
-mod claim_pass;
 mod dispatch;
+mod drive;
 mod error;
 mod expansion;
 mod finalizers;

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::Part;
-use super::claim_pass::{ClaimPass, Flow};
+use super::drive::{Flow, InHand, Pass};
 use super::reference;
 use super::{ClaimKey, Controller, Outcome, SyncError, now};
 use crate::model::ClaimExt;
@@ -33,7 +33,7 @@ impl Controller {
             return Ok(Outcome::Done);
         };
         let mut pass = ModifyPass { controller: self, key, pv: &pv };
-        self.drive(&mut pass, claim.clone(), ClaimCopy::Cached).await
+        self.drive(&mut pass, InHand { claim: claim.clone(), copy: ClaimCopy::Cached }).await
     }
 
     fn decide_modify(
@@ -137,13 +137,18 @@ struct ModifyPass<'c> {
     pv: &'c PersistentVolume,
 }
 
-impl ClaimPass for ModifyPass<'_> {
+impl Pass for ModifyPass<'_> {
     type Step = ModifyStep;
+    type Subject = InHand;
     /// Confirm the copy, then the step.
     const STEPS: usize = 2;
 
-    fn decide(&mut self, claim: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ModifyStep> {
-        self.controller.decide_modify((claim, copy), self.pv)
+    fn decide(&mut self, held: &InHand) -> Gated<ModifyStep> {
+        self.controller.decide_modify((&held.claim, held.copy), self.pv)
+    }
+
+    async fn confirm(&mut self, held: &InHand) -> Result<Option<InHand>, SyncError> {
+        self.controller.confirm_claim(held).await
     }
 
     fn name(step: &ModifyStep) -> &'static str {
@@ -154,13 +159,8 @@ impl ClaimPass for ModifyPass<'_> {
         (*step != ModifyStep::None).then(|| step.name())
     }
 
-    async fn act(
-        &mut self,
-        step: ModifyStep,
-        claim: &PersistentVolumeClaim,
-        _: ClaimCopy,
-    ) -> Result<Flow, SyncError> {
-        let (c, key) = (self.controller, self.key);
+    async fn act(&mut self, step: ModifyStep, held: &InHand) -> Result<Flow<InHand>, SyncError> {
+        let (c, key, claim) = (self.controller, self.key, &held.claim);
         let outcome = match step {
             ModifyStep::None | ModifyStep::RolledBack { patch: None } => Outcome::Done,
             ModifyStep::RolledBack { patch: Some(patch) } => {

@@ -4,8 +4,9 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
+use super::drive::{Flow, Pass};
 use super::reference;
 use super::{Controller, Outcome, SyncError, drop_finalizer, set_finalizers, with, without};
 use crate::binder::index::claim_ref_key;
@@ -16,6 +17,7 @@ use crate::binder::{
     volume::{ClaimLookup, Reclaim, VolumeStep},
 };
 use crate::csi::Operation;
+use crate::model::gate::Gated;
 use crate::model::names::*;
 use crate::model::reason::Reason;
 use crate::model::{VolumeExt, VolumePhase};
@@ -30,76 +32,8 @@ impl Controller {
         }
         let stored = claim_ref_key(&pv)
             .and_then(|(ns, n)| self.stores.claims.get(&ObjectRef::new(&n).within(&ns)));
-        let mut live: Option<Option<PersistentVolumeClaim>> = None;
-        loop {
-            let lookup = match &live {
-                None => ClaimLookup::Store(stored.as_deref()),
-                Some(c) => ClaimLookup::Live(c.as_ref()),
-            };
-            let mut step = binder::volume::decide(&pv, lookup, &self.settings.driver);
-            if !self.scope.binder.binds() {
-                step = binder::volume::beside_cluster_binder(&pv, &self.settings.driver, step);
-            }
-            if step != VolumeStep::None {
-                // Checking the claim is a read on the way to the operation, not one.
-                if step != VolumeStep::CheckClaim {
-                    crate::runtime::logs::record_op(step.name());
-                }
-                debug!(step = step.name(), live = live.is_some(), "decided");
-            }
-            return match step {
-                VolumeStep::None | VolumeStep::Reclaim(Reclaim::Keep | Reclaim::External) => {
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::Phase(phase) => {
-                    self.set_phase(&pv, phase, None).await?;
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::CheckClaim if live.is_none() => {
-                    live = Some(self.live_claim_of(&pv).await?);
-                    continue;
-                }
-                VolumeStep::CheckClaim => Ok(Outcome::Done),
-                VolumeStep::Release => self.release(&pv, live).await,
-                VolumeStep::Reclaim(Reclaim::Delete) => self.reclaim(&pv, live).await,
-                VolumeStep::Reclaim(Reclaim::Fail(notice)) => {
-                    self.fail_volume(&pv, &notice).await?;
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::QueueClaim => {
-                    if let Some((ns, n)) = claim_ref_key(&pv) {
-                        self.intake.claims.add(ObjectRef::new(&n).within(&ns));
-                    }
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::ModeMismatch => {
-                    let claim = live.flatten().or_else(|| stored.as_deref().cloned());
-                    if let Some(claim) = claim {
-                        let (on_pv, on_claim) =
-                            binder::volume::mode_mismatch_notices(&pv, &claim.name_any());
-                        self.notify(&reference(&*pv), &on_pv).await;
-                        self.notify(&reference(&claim), &on_claim).await;
-                    }
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::Unbind => {
-                    self.unbind(&pv).await?;
-                    Ok(Outcome::Done)
-                }
-                VolumeStep::AddFinalizer | VolumeStep::RemoveFinalizer => {
-                    let finalizers = if step == VolumeStep::AddFinalizer {
-                        with(&*pv, FINALIZER_VOLUME)
-                    } else {
-                        without(&*pv, FINALIZER_VOLUME)
-                    };
-                    let volumes = &*self.cluster.volumes;
-                    if let Some(pv) = set_finalizers(volumes, &*pv, finalizers).await? {
-                        self.index_volume(&pv);
-                    }
-                    Ok(Outcome::Done)
-                }
-            };
-        }
+        let mut pass = VolumePass { controller: self, pv, stored };
+        self.drive(&mut pass, OfVolume::Stored).await
     }
 
     /// unbindVolume: the claimRef (or its UID) goes, then the phase is Available.
@@ -317,5 +251,123 @@ impl Controller {
                 Default::default()
             }
         }
+    }
+}
+
+/// The claim a PV names, as a PV pass has it.
+pub(super) enum OfVolume {
+    /// The store's copy (the pass's `stored`).
+    Stored,
+    /// Read from the API in this pass; None: it is gone.
+    Live(Option<Box<PersistentVolumeClaim>>),
+}
+
+impl OfVolume {
+    /// As `release` and `reclaim` take it: None when not read live.
+    fn read(&self) -> Option<Option<PersistentVolumeClaim>> {
+        match self {
+            OfVolume::Stored => None,
+            OfVolume::Live(claim) => Some(claim.as_deref().cloned()),
+        }
+    }
+}
+
+/// A pass over one PV of ours: the PV as the index has it, and its claim from the store.
+struct VolumePass<'c> {
+    controller: &'c Controller,
+    pv: std::sync::Arc<PersistentVolume>,
+    stored: Option<std::sync::Arc<PersistentVolumeClaim>>,
+}
+
+impl Pass for VolumePass<'_> {
+    type Step = VolumeStep;
+    type Subject = OfVolume;
+    /// Check the claim live, then the step.
+    const STEPS: usize = 2;
+
+    fn decide(&mut self, claim: &OfVolume) -> Gated<VolumeStep> {
+        let lookup = match claim {
+            OfVolume::Stored => ClaimLookup::Store(self.stored.as_deref()),
+            OfVolume::Live(c) => ClaimLookup::Live(c.as_deref()),
+        };
+        let driver = &self.controller.settings.driver;
+        let mut step = binder::volume::decide(&self.pv, lookup, driver);
+        if !self.controller.scope.binder.binds() {
+            step = binder::volume::beside_cluster_binder(&self.pv, driver, step);
+        }
+        match (step, claim) {
+            // The binder's own "confirm live": the claim is read before anything is done.
+            (VolumeStep::CheckClaim, OfVolume::Stored) => Gated::ConfirmLive,
+            (step, _) => Gated::Go(step),
+        }
+    }
+
+    fn name(step: &VolumeStep) -> &'static str {
+        step.name()
+    }
+
+    fn op(step: &VolumeStep) -> Option<&'static str> {
+        (!matches!(step, VolumeStep::None | VolumeStep::CheckClaim)).then(|| step.name())
+    }
+
+    async fn confirm(&mut self, _: &OfVolume) -> Result<Option<OfVolume>, SyncError> {
+        let live = self.controller.live_claim_of(&self.pv).await?;
+        Ok(Some(OfVolume::Live(live.map(Box::new))))
+    }
+
+    async fn act(
+        &mut self,
+        step: VolumeStep,
+        claim: &OfVolume,
+    ) -> Result<Flow<OfVolume>, SyncError> {
+        let (c, pv) = (self.controller, &*self.pv);
+        let outcome = match step {
+            VolumeStep::None
+            | VolumeStep::CheckClaim
+            | VolumeStep::Reclaim(Reclaim::Keep | Reclaim::External) => Outcome::Done,
+            VolumeStep::Phase(phase) => {
+                c.set_phase(pv, phase, None).await?;
+                Outcome::Done
+            }
+            VolumeStep::Release => c.release(pv, claim.read()).await?,
+            VolumeStep::Reclaim(Reclaim::Delete) => c.reclaim(pv, claim.read()).await?,
+            VolumeStep::Reclaim(Reclaim::Fail(notice)) => {
+                c.fail_volume(pv, &notice).await?;
+                Outcome::Done
+            }
+            VolumeStep::QueueClaim => {
+                if let Some((ns, n)) = claim_ref_key(pv) {
+                    c.intake.claims.add(ObjectRef::new(&n).within(&ns));
+                }
+                Outcome::Done
+            }
+            VolumeStep::ModeMismatch => {
+                let found = claim.read().flatten().or_else(|| self.stored.as_deref().cloned());
+                if let Some(found) = found {
+                    let (on_pv, on_claim) =
+                        binder::volume::mode_mismatch_notices(pv, &found.name_any());
+                    c.notify(&reference(pv), &on_pv).await;
+                    c.notify(&reference(&found), &on_claim).await;
+                }
+                Outcome::Done
+            }
+            VolumeStep::Unbind => {
+                c.unbind(pv).await?;
+                Outcome::Done
+            }
+            VolumeStep::AddFinalizer | VolumeStep::RemoveFinalizer => {
+                let finalizers = if step == VolumeStep::AddFinalizer {
+                    with(pv, FINALIZER_VOLUME)
+                } else {
+                    without(pv, FINALIZER_VOLUME)
+                };
+                let volumes = &*c.cluster.volumes;
+                if let Some(pv) = set_finalizers(volumes, pv, finalizers).await? {
+                    c.index_volume(&pv);
+                }
+                Outcome::Done
+            }
+        };
+        Ok(Flow::End(outcome))
     }
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, field, info, info_span, warn};
 
-use crate::controller::claim_pass::{ClaimPass, Flow};
+use crate::controller::drive::{Flow, InHand, Pass};
 use crate::controller::{Controller, Outcome, SyncError};
 use crate::model::copy::ClaimCopy;
 use crate::model::gate::Gated;
@@ -52,7 +52,9 @@ impl Controller {
             }
         };
         let mut pass = OrphanPass { controller: self, key, snapshot };
-        if let Err(e) = self.drive(&mut pass, gone.clone(), ClaimCopy::Gone).await {
+        if let Err(e) =
+            self.drive(&mut pass, InHand { claim: gone.clone(), copy: ClaimCopy::Gone }).await
+        {
             warn!(error = %e, "journaled intent not settled; trying at the next resync");
         }
     }
@@ -77,13 +79,20 @@ impl OrphanPass<'_> {
     }
 }
 
-impl ClaimPass for OrphanPass<'_> {
+impl Pass for OrphanPass<'_> {
     type Step = ClaimAction;
+    type Subject = InHand;
     /// Protect the snapshot, then the undo.
     const STEPS: usize = 2;
 
-    fn decide(&mut self, gone: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ClaimAction> {
-        self.controller.decide_claim(gone, copy, (None, None), self.snapshot.as_ref())
+    fn decide(&mut self, held: &InHand) -> Gated<ClaimAction> {
+        let snapshot = self.snapshot.as_ref();
+        self.controller.decide_claim(&held.claim, held.copy, (None, None), snapshot)
+    }
+
+    /// Never asked: a gone claim's copy needs no confirming.
+    async fn confirm(&mut self, _: &InHand) -> Result<Option<InHand>, SyncError> {
+        Ok(None)
     }
 
     fn name(step: &ClaimAction) -> &'static str {
@@ -94,13 +103,8 @@ impl ClaimPass for OrphanPass<'_> {
         Some(step.name())
     }
 
-    async fn act(
-        &mut self,
-        action: ClaimAction,
-        gone: &PersistentVolumeClaim,
-        _: ClaimCopy,
-    ) -> Result<Flow, SyncError> {
-        let c = self.controller;
+    async fn act(&mut self, action: ClaimAction, held: &InHand) -> Result<Flow<InHand>, SyncError> {
+        let (c, gone) = (self.controller, &held.claim);
         match action {
             // The CreateVolume that finds the volume reads the snapshot too.
             ClaimAction::ProtectSnapshot(found) => {

@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::Part;
-use super::claim_pass::{ClaimPass, Flow};
+use super::drive::{Flow, InHand, Pass};
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, reference};
 use crate::cluster::objects::SecretError;
@@ -55,15 +55,20 @@ struct ProvisionPass<'c> {
     made_here: bool,
 }
 
-impl ClaimPass for ProvisionPass<'_> {
+impl Pass for ProvisionPass<'_> {
     type Step = ClaimAction;
+    type Subject = InHand;
     /// Protect a source, record the intent, provision, then what the recorded volume calls
     /// for (bind, drop the intent).
     const STEPS: usize = 6;
 
-    fn decide(&mut self, claim: &PersistentVolumeClaim, copy: ClaimCopy) -> Gated<ClaimAction> {
+    fn decide(&mut self, held: &InHand) -> Gated<ClaimAction> {
         let learnt = (self.protected.as_ref(), self.made.as_ref());
-        self.controller.decide_claim(claim, copy, learnt, self.snapshot.as_ref())
+        self.controller.decide_claim(&held.claim, held.copy, learnt, self.snapshot.as_ref())
+    }
+
+    async fn confirm(&mut self, held: &InHand) -> Result<Option<InHand>, SyncError> {
+        self.controller.confirm_claim(held).await
     }
 
     fn name(step: &ClaimAction) -> &'static str {
@@ -74,13 +79,9 @@ impl ClaimPass for ProvisionPass<'_> {
         Some("provision")
     }
 
-    async fn act(
-        &mut self,
-        action: ClaimAction,
-        claim: &PersistentVolumeClaim,
-        copy: ClaimCopy,
-    ) -> Result<Flow, SyncError> {
+    async fn act(&mut self, action: ClaimAction, held: &InHand) -> Result<Flow<InHand>, SyncError> {
         let (c, key) = (self.controller, self.key);
+        let (claim, copy) = (&held.claim, held.copy);
         let end = |outcome| Ok(Flow::End(outcome));
         match action {
             ClaimAction::None => end(Outcome::Done),
@@ -124,7 +125,7 @@ impl ClaimPass for ProvisionPass<'_> {
                 // moments old, and should the claim have been deleted or bound elsewhere
                 // since, the intent that now outlives us makes `Abandon` take the volume back
                 // (docs/provisioning.md §3.2). No read of the claim per volume.
-                Ok(Flow::Next(Box::new(c.record_intent(claim).await?), ClaimCopy::Live))
+                Ok(InHand::live(c.record_intent(claim).await?))
             }
             ClaimAction::Provision(plan) => {
                 let known = self
@@ -203,7 +204,7 @@ impl Controller {
             made: None,
             made_here: false,
         };
-        self.drive(&mut pass, claim, ClaimCopy::Cached).await
+        self.drive(&mut pass, InHand { claim, copy: ClaimCopy::Cached }).await
     }
 
     /// Decides from the stores (`provision::inputs`, the lookup `explain` shares).
