@@ -1,5 +1,6 @@
-//! The acting half: watch changes feed keyed queues; workers decide with the pure `provision`
-//! functions and carry the actions out against the driver and the API.
+//! The acting half: watch changes feed keyed queues; workers run a pass per key, which one loop
+//! drives (`drive`): the pure decision modules decide each step, and the pass carries it out
+//! against the driver and the API.
 
 mod activity;
 mod binding;

@@ -1,7 +1,8 @@
 //! Reads a decision or a driver call needs: from the API beyond the stores (the live claim or
 //! PV, the selected node for topology, secrets, whose contents are never logged), and the
 //! lookups in the stores and the journal that several passes share (a claim's StorageClass,
-//! the default class, its VolumeAttributesClass, whether its intent is journaled).
+//! the default class, whether its intent is journaled, and the provisioning decision's inputs
+//! through `provision::inputs::Lookup`, the rules `explain` shares).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! Carrying out volume actions: phase and finalizer upkeep, release, and reclaim.
+//! The pass over a PV (`VolumePass`, driven by the one loop): phase and finalizer upkeep,
+//! release, and reclaim, as `binder::volume` decides them.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;

@@ -1,6 +1,6 @@
-//! Carrying out what data sources need: the clone's source claim and PV from the stores, the
-//! snapshot read live, the cloning-protection finalizer put on before a clone and taken off
-//! once no clone is in flight, and a populator's kind looked up in discovery.
+//! Carrying out what data sources need: the snapshot read live, the cloning-protection
+//! finalizer put on before a clone and taken off once no clone is in flight, and a populator's
+//! kind looked up in discovery.
 
 use std::sync::Arc;
 
