@@ -192,6 +192,8 @@ impl Controller {
             let name = format!("{}/{}", key.namespace.as_deref().unwrap_or_default(), key.name);
             let span = info_span!("sync", claim = %name, op = field::Empty);
             let object = || self.stores.claims.get(&key).as_deref().map(reference);
+            // On the heap, as `drive` puts each step: the pass's future is large in a debug
+            // build, and polled deep in a task's stack.
             let pass =
                 self.contained("claim", pass_with_op(Box::pin(self.sync_claim(&key))), object);
             let result = pass.instrument(span.clone()).await;

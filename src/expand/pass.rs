@@ -14,7 +14,7 @@ use super::{
 };
 use crate::model::ClaimExt;
 use crate::model::copy::ClaimCopy;
-use crate::model::gate::{Call, Gated, StepKind, gate};
+use crate::model::gate::{Gated, StepKind, gate};
 use crate::model::names::annotation;
 use crate::model::reason::Reason;
 
@@ -68,12 +68,7 @@ impl ResizeStep {
     /// resourceVersion; an attempt the claim records already writes nothing before its call.
     pub fn kind(&self) -> StepKind {
         match self {
-            ResizeStep::Expand { start: Some(_), .. } => {
-                StepKind { retried: true, call: Call::AfterPreconditionedWrite }
-            }
-            ResizeStep::Expand { start: None, .. } => {
-                StepKind { retried: true, call: Call::Direct }
-            }
+            ResizeStep::Expand { start, .. } => StepKind::driver_call(start.is_some()),
             _ => StepKind::FREE,
         }
     }

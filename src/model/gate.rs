@@ -22,16 +22,6 @@ pub enum Gated<S> {
     ConfirmLive,
 }
 
-impl<S> Gated<S> {
-    /// The step, when it goes.
-    pub fn step(&self) -> Option<&S> {
-        match self {
-            Gated::Go(step) => Some(step),
-            _ => None,
-        }
-    }
-}
-
 /// How a step touches the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
@@ -55,6 +45,15 @@ pub struct StepKind {
 impl StepKind {
     /// A step no hold keeps back and that calls no driver.
     pub const FREE: StepKind = StepKind { retried: false, call: Call::None };
+    /// An attempt a failure holds back, with no driver call (a refusal).
+    pub const HELD: StepKind = StepKind { retried: true, call: Call::None };
+
+    /// A driver call a failure holds back; `marked_first`: a write preconditioned on the
+    /// claim's resourceVersion goes before it (an attempt's start mark).
+    pub fn driver_call(marked_first: bool) -> StepKind {
+        let call = if marked_first { Call::AfterPreconditionedWrite } else { Call::Direct };
+        StepKind { retried: true, call }
+    }
 }
 
 /// Puts `step` through the gate. `held`: a failed attempt holds the claim as it is now (its
@@ -106,6 +105,14 @@ mod tests {
                 "retried {retried}, {call:?}, held {held}, {copy:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_driver_call_marked_first_needs_no_live_copy() {
+        assert_eq!(gate(1, StepKind::driver_call(true), false, Cached), Gated::Go(1));
+        assert_eq!(gate(1, StepKind::driver_call(false), false, Cached), Gated::ConfirmLive);
+        assert_eq!(gate(1, StepKind::driver_call(true), true, Cached), Gated::WaitForRetry);
+        assert_eq!(gate(1, StepKind::HELD, true, Live), Gated::WaitForRetry);
     }
 
     #[test]

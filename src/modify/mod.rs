@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use crate::csi::v1 as csi;
 use crate::model::claim::conditions_with;
 use crate::model::copy::ClaimCopy;
-use crate::model::gate::{Call, Gated, StepKind, gate};
+use crate::model::gate::{Gated, StepKind, gate};
 use crate::model::hold::{Hold, held};
 use crate::model::{ClaimExt, VolumeExt};
 
@@ -95,13 +95,8 @@ impl ModifyStep {
     /// pursuit of an old target writes nothing before its call.
     pub fn kind(&self) -> StepKind {
         match self {
-            ModifyStep::Modify { start: Some(_), .. } => {
-                StepKind { retried: true, call: Call::AfterPreconditionedWrite }
-            }
-            ModifyStep::Modify { start: None, .. } => {
-                StepKind { retried: true, call: Call::Direct }
-            }
-            ModifyStep::Missing { .. } => StepKind { retried: true, call: Call::None },
+            ModifyStep::Modify { start, .. } => StepKind::driver_call(start.is_some()),
+            ModifyStep::Missing { .. } => StepKind::HELD,
             ModifyStep::None | ModifyStep::RolledBack { .. } => StepKind::FREE,
         }
     }

@@ -26,7 +26,7 @@ use super::plan::{self, Features, Plan, PlanError, Settings};
 use super::snapshot::{self, Snapshot, SnapshotLookup};
 use super::source::{self, Source};
 use crate::model::copy::ClaimCopy;
-use crate::model::gate::{Call, Gated, StepKind, gate};
+use crate::model::gate::{Gated, StepKind, gate};
 use crate::model::hold::{Hold, held};
 use crate::model::names::*;
 use crate::model::{ClaimExt, ClassExt, VolumeExt};
@@ -143,11 +143,9 @@ impl ClaimAction {
             // missing): held, so that a held claim's pass reads not even the secret.
             ClaimAction::Reject(_)
             | ClaimAction::CannotAbandon(_)
-            | ClaimAction::RecordIntent(_) => StepKind { retried: true, call: Call::None },
+            | ClaimAction::RecordIntent(_) => StepKind::HELD,
             // CreateVolume, or the idempotent CreateVolume that finds what an undo deletes.
-            ClaimAction::Provision(_) | ClaimAction::Abandon(_) => {
-                StepKind { retried: true, call: Call::Direct }
-            }
+            ClaimAction::Provision(_) | ClaimAction::Abandon(_) => StepKind::driver_call(false),
             _ => StepKind::FREE,
         }
     }

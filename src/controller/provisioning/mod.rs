@@ -113,7 +113,6 @@ impl Pass for ProvisionPass<'_> {
                 // nothing may hold the claim back when it is deleted.
                 match c.provisioner_secrets(&plan).await {
                     Ok(secrets) => self.read = Some((plan.provisioner_secret.clone(), secrets)),
-                    Err(_) if c.backing_off(claim) => return end(Outcome::Waiting),
                     Err(e) => {
                         let cause = secret_cause(&e);
                         return end(c.refused(key, claim, cause, e.to_string(), false).await);
