@@ -246,7 +246,7 @@ fn violations_in(files: &[(PathBuf, String)], forbidden: &[&str], clocks: bool) 
     for (file, module) in files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let name = file.display().to_string();
-        let test_file = name.contains("/tests/") || name.ends_with("tests.rs");
+        let test_file = is_test_file(&name);
         let inline = paths::inline_modules(&code_of(&text));
         for (line, path) in paths_of(&text) {
             let resolved = paths::resolve(&path, &paths::module_at(module, &inline, line));
@@ -268,6 +268,25 @@ fn violations_in(files: &[(PathBuf, String)], forbidden: &[&str], clocks: bool) 
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Whether a file is test code: in a `tests` folder, or a `…tests.rs` file.
+fn is_test_file(path: &str) -> bool {
+    path.contains("/tests/") || path.ends_with("tests.rs")
+}
+
+/// Planted files, each `(name, text)`, in a directory that goes when the first value drops.
+fn planted(files: &[(&str, &str)]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("no temporary directory: {e}"));
+    let paths = files
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot plant {name}: {e}"));
+            path
+        })
+        .collect();
+    (dir, paths)
 }
 
 #[test]
@@ -313,17 +332,11 @@ fn the_executor_reads_the_time_from_tokio() {
 /// The guard on planted files: what it must catch, and what it must let pass.
 #[test]
 fn the_guard_catches_a_planted_violation_and_nothing_else() {
-    let dir = std::env::temp_dir().join(format!("architecture-guard-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let bad = dir.join("bad.rs");
-    let good = dir.join("good.rs");
-    let planted = "use kube::{Api, Client};\nuse crate::{\n    model::ClaimExt,\n    controller::Controller,\n};\nfn f() { tokio::spawn(async {}); let t = std::time::Instant::now(); }\n";
-    let clean = "// kube::Client is named in a comment only\nuse crate::model::ClaimExt;\nfn f(my_tokio: u8) -> &'static str { let _ = my_tokio; \"tonic::Status\" }\n/* crate::controller */\n";
-    std::fs::write(&bad, planted).unwrap_or_default();
-    std::fs::write(&good, clean).unwrap_or_default();
-    let caught = violations(std::slice::from_ref(&bad), FORBIDDEN, true);
-    let passed = violations(std::slice::from_ref(&good), FORBIDDEN, true);
-    let _ = std::fs::remove_dir_all(&dir);
+    let bad = "use kube::{Api, Client};\nuse crate::{\n    model::ClaimExt,\n    controller::Controller,\n};\nfn f() { tokio::spawn(async {}); let t = std::time::Instant::now(); }\n";
+    let good = "// kube::Client is named in a comment only\nuse crate::model::ClaimExt;\nfn f(my_tokio: u8) -> &'static str { let _ = my_tokio; \"tonic::Status\" }\n/* crate::controller */\n";
+    let (_dir, files) = planted(&[("bad.rs", bad), ("good.rs", good)]);
+    let caught = violations(&files[..1], FORBIDDEN, true);
+    let passed = violations(&files[1..], FORBIDDEN, true);
     let paths: Vec<&str> = caught.iter().filter_map(|v| v.rsplit(": ").next()).collect();
     for want in [
         "kube::Api",
@@ -343,17 +356,12 @@ fn the_guard_catches_a_planted_violation_and_nothing_else() {
 /// import that brings one in, and a `super::` path out of the decision module.
 #[test]
 fn the_guard_sees_through_reexports_globs_and_super_paths() {
-    let dir = std::env::temp_dir().join(format!("architecture-paths-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let (bad, good) = (dir.join("bad.rs"), dir.join("good.rs"));
-    let planted = "use crate::csi::CsiClient;\nuse crate::csi::*;\nuse tokio::*;\nuse super::super::controller::Controller;\n";
-    let clean = "use super::plan::Plan;\nuse crate::csi::Failure;\nuse crate::model::*;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n";
-    std::fs::write(&bad, planted).unwrap_or_default();
-    std::fs::write(&good, clean).unwrap_or_default();
+    let bad = "use crate::csi::CsiClient;\nuse crate::csi::*;\nuse tokio::*;\nuse super::super::controller::Controller;\n";
+    let good = "use super::plan::Plan;\nuse crate::csi::Failure;\nuse crate::model::*;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n";
+    let (_dir, files) = planted(&[("bad.rs", bad), ("good.rs", good)]);
     let module = "crate::provision::planted".to_string();
-    let caught = violations_in(&[(bad, module.clone())], FORBIDDEN, true);
-    let passed = violations_in(&[(good, module)], FORBIDDEN, true);
-    let _ = std::fs::remove_dir_all(&dir);
+    let caught = violations_in(&[(files[0].clone(), module.clone())], FORBIDDEN, true);
+    let passed = violations_in(&[(files[1].clone(), module)], FORBIDDEN, true);
     let mut lines: Vec<&str> = caught.iter().filter_map(|v| v.split(':').nth(1)).collect();
     lines.sort_unstable();
     lines.dedup();

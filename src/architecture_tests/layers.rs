@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{code_of, paths, paths_of, rust_files, src, under};
+use super::{code_of, is_test_file, paths, paths_of, planted, rust_files, src, under};
 
 /// Bottom first. `objects`: what decisions read; `machinery`: the queue, the fence, logs,
 /// crash points, metrics; `driver`: the CSI wire types, errors and client; `decisions`: pure
@@ -111,7 +111,7 @@ fn product_files() -> Vec<(PathBuf, String)> {
         .into_iter()
         .filter_map(|f| {
             let relative = f.strip_prefix(src()).ok()?.to_string_lossy().to_string();
-            let test = relative.contains("/tests/") || relative.ends_with("tests.rs");
+            let test = is_test_file(&relative);
             // The tests' fixtures and this guard are test code too.
             let guard = relative.starts_with("architecture_tests") || relative == "fixtures.rs";
             (!test && !guard).then_some((f, relative))
@@ -131,15 +131,11 @@ fn no_arrow_runs_back_up() {
 
 #[test]
 fn an_arrow_up_is_caught_in_its_three_forms() {
-    let dir = std::env::temp_dir().join(format!("layers-guard-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    let planted = dir.join("planted.rs");
     let text = "use crate::config::Config;\nuse super::super::cluster::stores::Stores;\nfn f() { crate::inventory::reconciler::run(); crate::inventory::decide(); }\n#[cfg(test)]\nmod tests { use crate::controller::Controller; }\n";
-    std::fs::write(&planted, text).unwrap_or_default();
+    let (_dir, files) = planted(&[("planted.rs", text)]);
     // As a decision module: the executor, an adapter, and an executor file of a folder whose
     // `mod.rs` is a decision are above it; that `mod.rs` is not.
-    let found = upward(&[(planted, "provision/planted.rs".to_string())], &src());
-    let _ = std::fs::remove_dir_all(&dir);
+    let found = upward(&[(files[0].clone(), "provision/planted.rs".to_string())], &src());
     let mut named: Vec<&str> =
         found.iter().filter_map(|f| f.split(": ").nth(1)?.split(" (").next()).collect();
     named.sort_unstable();

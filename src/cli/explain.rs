@@ -158,8 +158,7 @@ fn with_facts(
     now: &str,
     use_facts: impl FnOnce(&Facts<'_>),
 ) {
-    let class_name = claim.class();
-    let class = cluster.classes.iter().find(|c| c.metadata.name.as_deref() == Some(class_name));
+    let class = cluster.class_named(claim.class());
     let default =
         matching::default_class(cluster.classes.iter()).and_then(|c| c.metadata.name.clone());
     let driver_name = class
@@ -179,9 +178,7 @@ fn with_facts(
     let named = claim.named_volume().and_then(|v| cluster.by_name.get(v));
     // The controller's own lookup rules, over the listed cluster.
     let found = inputs::look_up(claim, &settings, binds, Newer::default(), cluster);
-    let lookup = |name: &str| {
-        cluster.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(name)).cloned()
-    };
+    let lookup = |name: &str| cluster.attributes_class_named(name).cloned();
     let facts = Facts {
         claim,
         binder: ClaimView { class, default_class: default.as_deref(), volumes: &cluster.volumes },
@@ -213,14 +210,20 @@ fn with_facts(
     use_facts(&facts);
 }
 
+impl Cluster {
+    fn class_named(&self, name: &str) -> Option<&StorageClass> {
+        self.classes.iter().find(|c| c.metadata.name.as_deref() == Some(name))
+    }
+
+    fn attributes_class_named(&self, name: &str) -> Option<&VolumeAttributesClass> {
+        self.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(name))
+    }
+}
+
 /// The provisioning decision's inputs, from the listing (`provision::inputs`).
 impl Lookup for Cluster {
     fn class(&self, name: &str) -> Option<Arc<StorageClass>> {
-        self.classes
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name))
-            .cloned()
-            .map(Arc::new)
+        self.class_named(name).cloned().map(Arc::new)
     }
 
     fn volume(&self, name: &str) -> Option<Arc<PersistentVolume>> {
@@ -236,8 +239,7 @@ impl Lookup for Cluster {
     }
 
     fn attributes_class(&self, name: &str) -> Option<Arc<VolumeAttributesClass>> {
-        let found = self.attributes.iter().find(|a| a.metadata.name.as_deref() == Some(name));
-        found.cloned().map(Arc::new)
+        self.attributes_class_named(name).cloned().map(Arc::new)
     }
 
     fn binder_takes_only(&self, claim: &PersistentVolumeClaim, volume: &str) -> bool {
