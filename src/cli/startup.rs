@@ -16,7 +16,8 @@ use csi_pv_controller::cluster::events::Events;
 use csi_pv_controller::cluster::{self, Stores};
 use csi_pv_controller::config::Config;
 use csi_pv_controller::controller::{Controller, Intake, Options, Switches};
-use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo};
+use csi_pv_controller::csi::limited::{Gate, Limited};
+use csi_pv_controller::csi::{ControllerCapability, CsiClient, DriverInfo, limit};
 use csi_pv_controller::health::{Health, serve};
 use csi_pv_controller::inventory::reconciler::Reconciler;
 use csi_pv_controller::journal::Journal;
@@ -214,7 +215,10 @@ pub fn controller(
         expansion_workers: config.workers,
         waiting_condition_after: config.waiting_condition_after,
     };
-    Controller::new(clients, Arc::new(csi.clone()), stores, driver, settings, intake, switches)
+    // Every state-changing driver call passes one adaptive limit, at most --worker-threads.
+    let gate = Gate::new(limit::Settings::with_ceiling(config.worker_threads));
+    let limited = Arc::new(Limited::new(csi.clone(), gate));
+    Controller::new(clients, limited, stores, driver, settings, intake, switches)
 }
 
 /// The controller's work loop, as the flags size it.

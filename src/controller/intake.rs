@@ -27,11 +27,24 @@ pub struct Intake {
     pub nudge: crate::capacity::publisher::Nudge,
 }
 
+/// The claim queue: a claim's namespace is its share of the fair order until its own ticket is
+/// known (intake gives it one on every change the watch shows).
+fn claim_queue(backoff: Backoff) -> WorkQueue<ClaimKey> {
+    let queue = WorkQueue::named(backoff, "claims");
+    queue.place_by(Arc::new(|key: &ClaimKey| {
+        crate::model::turn::Ticket::new(
+            crate::model::turn::Lane::Other,
+            key.namespace.as_deref().unwrap_or_default(),
+        )
+    }));
+    queue
+}
+
 impl Intake {
     pub fn new(backoff: Backoff) -> Self {
         Intake {
             index: Arc::default(),
-            claims: WorkQueue::named(backoff, "claims"),
+            claims: claim_queue(backoff),
             volumes: WorkQueue::named(backoff, "volumes"),
             classes: WorkQueue::named(backoff, "classes"),
             usage: Arc::default(),
@@ -77,7 +90,13 @@ impl Intake {
                 intake.usage().saw_claim(c);
                 intake.unsettled.claim_changed(c);
                 intake.track_unbound(c, matches!(change, Change::ClaimGone(_)));
-                intake.claims.add(ObjectRef::from_obj(c));
+                let key = ObjectRef::from_obj(c);
+                if matches!(change, Change::ClaimGone(_)) {
+                    intake.claims.drop_ticket(&key);
+                    intake.claims.add(key);
+                } else {
+                    intake.claims.add_with(key, crate::provision::turn::ticket(c));
+                }
                 // A clone that moves may free its source's protection.
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
                     intake.claims.add(ObjectRef::new(&name).within(&ns));

@@ -7,6 +7,8 @@ pub mod deadlines;
 pub mod driver;
 pub mod error;
 pub mod failure;
+pub mod limit;
+pub mod limited;
 pub mod proto;
 
 pub use capabilities::{

@@ -40,6 +40,27 @@ pub struct QueueLabels {
     pub name: String,
 }
 
+/// One share of a work queue's fair order: the lane and the namespace.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShareLabels {
+    pub name: String,
+    pub lane: String,
+    pub namespace: String,
+}
+
+/// One budget of driver calls (the driver, or one topology segment of it).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabels {
+    pub budget: String,
+}
+
+/// A refused driver call: its budget and its gRPC code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub budget: String,
+    pub grpc_status_code: String,
+}
+
 /// sig-storage-lib-external-provisioner's labels: the claim's class and data source kind.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProvisionLabels {
@@ -122,6 +143,11 @@ series! {
     work_seconds: Histograms<QueueLabels> = histograms(queue_histogram), "workqueue_work_duration_seconds", "How long a worker takes over one key";
     queue_unfinished: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default(), "workqueue_unfinished_work_seconds", "Seconds of work under way that no worker has finished, summed over the keys being worked on";
     queue_longest: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default(), "workqueue_longest_running_processor_seconds", "Seconds the longest-running worker of the queue has been at its key";
+    queue_share_waiting: Family<ShareLabels, Gauge> = Family::default(), "csi_pv_controller_queue_waiting", "Keys waiting in a work queue, by lane (existing volumes, scheduled claims, other) and namespace: the shares its fair order serves in turn";
+    driver_limit: Family<BudgetLabels, Gauge<f64, AtomicU64>> = Family::default(), "csi_pv_controller_driver_concurrency_limit", "How many driver calls of the budget may be in flight at once, as the adaptive limit now sets it";
+    driver_in_flight: Family<BudgetLabels, Gauge> = Family::default(), "csi_pv_controller_driver_in_flight", "Driver calls of the budget in flight now";
+    driver_waiting: Family<BudgetLabels, Gauge> = Family::default(), "csi_pv_controller_driver_waiting", "Driver calls of the budget waiting for the limit to let them through";
+    driver_refusals: Family<RefusalLabels, Counter> = Family::default(), "csi_pv_controller_driver_refusals", "Driver calls the backend refused as overloaded (ResourceExhausted, Unavailable), by budget and code";
     passes_per_key: Histograms<QueueLabels> = histograms(pass_histogram), "csi_pv_controller_passes_per_key", "Passes each key of a work queue got in one resync period, observed per key at every resync";
     sync_failures: Family<FailureLabels, Counter> = Family::default(), "csi_pv_controller_sync_failures", "Passes that failed, by work queue and by what the failure means for the next try: final and in_progress (backoff), infeasible and refused (slow), conflict (soon)";
     panics: Family<PassLabels, Counter> = Family::default(), "csi_pv_controller_panics", "Passes that ended in a panic (a bug: the object is named in the log and an Event), by kind of pass; each is retried with backoff and the worker goes on";

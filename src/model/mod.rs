@@ -18,6 +18,7 @@ pub mod pod;
 pub mod quantity;
 pub mod reason;
 pub mod topology;
+pub mod turn;
 pub mod volume;
 
 pub use claim::{ClaimExt, ClaimPhase};

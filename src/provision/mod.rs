@@ -16,6 +16,7 @@ pub mod settings;
 pub mod snapshot;
 pub mod source;
 pub mod topology;
+pub mod turn;
 pub mod uninstall;
 pub mod volume;
 pub mod waiting;

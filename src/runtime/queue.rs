@@ -2,7 +2,7 @@
 //! time, and retried after failures with its own exponential backoff (client-go's workqueue with
 //! an item-exponential rate limiter, in a few lines of tokio).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -10,6 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use tokio::sync::Notify;
+
+use super::fair::{FairLine, Ticket};
 
 /// Per-key backoff: `start` doubled on each consecutive failure, capped at `max`.
 #[derive(Debug, Clone, Copy)]
@@ -30,8 +32,14 @@ impl Backoff {
 const CONFLICT_START: Duration = Duration::from_millis(20);
 const CONFLICT_MAX: Duration = Duration::from_secs(5);
 
+/// The ticket of a key no one has given one: its lane and share as far as the key shows.
+pub type Tickets<K> = Arc<dyn Fn(&K) -> Ticket + Send + Sync>;
+
 struct State<K> {
-    ready: VecDeque<K>,
+    /// Keys waiting for a worker, in their fair order.
+    ready: FairLine<K>,
+    /// The last ticket given to each key, for the adds that give none (retries, resyncs).
+    tickets: HashMap<K, Ticket>,
     /// Queued keys, and since when (client-go's queue duration).
     queued: HashMap<K, Instant>,
     /// Keys being worked on, and since when (client-go's work duration).
@@ -52,6 +60,7 @@ struct Inner<K> {
     state: Mutex<State<K>>,
     wake: Notify,
     backoff: Backoff,
+    default_ticket: std::sync::OnceLock<Tickets<K>>,
     /// The `name` label of the workqueue metrics; unnamed queues are not measured.
     name: Option<crate::metrics::QueueLabels>,
     /// A second `name` the client-go workqueue series are also exported under: the claim
@@ -123,7 +132,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         WorkQueue {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
-                    ready: VecDeque::new(),
+                    ready: FairLine::default(),
+                    tickets: HashMap::new(),
                     queued: HashMap::new(),
                     active: HashMap::new(),
                     dirty: HashSet::new(),
@@ -135,6 +145,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 }),
                 wake: Notify::new(),
                 backoff,
+                default_ticket: std::sync::OnceLock::new(),
                 name,
                 alias: std::sync::OnceLock::new(),
             }),
@@ -179,6 +190,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
+    /// Sets how keys no one has given a ticket are placed (once; later calls change nothing).
+    pub fn place_by(&self, tickets: Tickets<K>) {
+        let _ = self.inner.default_ticket.set(tickets);
+    }
+
+    fn ticket_of(&self, state: &State<K>, key: &K) -> Ticket {
+        match state.tickets.get(key) {
+            Some(ticket) => ticket.clone(),
+            None => self.inner.default_ticket.get().map(|f| f(key)).unwrap_or_default(),
+        }
+    }
+
     /// Queues `key` unless it is queued already; a key being worked on is queued again once done.
     pub fn add(&self, key: K) {
         let mut state = self.state();
@@ -190,11 +213,61 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             return;
         }
         state.queued.insert(key.clone(), Instant::now());
-        state.ready.push_back(key);
-        let depth = state.ready.len();
+        let ticket = self.ticket_of(&state, &key);
+        state.ready.push(key, ticket.clone());
+        let (depth, share) = (state.ready.len(), state.ready.count(&ticket));
         drop(state);
         self.measure(depth, true);
+        self.measure_share(&ticket, share);
         self.inner.wake.notify_one();
+    }
+
+    /// Gives `key` its place in the fair order from now on (a queued key moves there), then
+    /// queues it as [`WorkQueue::add`] does.
+    pub fn add_with(&self, key: K, ticket: Ticket) {
+        let moved = {
+            let mut state = self.state();
+            state.tickets.insert(key.clone(), ticket.clone());
+            let queued = state.ready.place(&key).map(|(old, _)| old);
+            let moved = queued.filter(|old| *old != ticket);
+            if moved.is_some() {
+                state.ready.push(key.clone(), ticket.clone());
+            }
+            moved.map(|old| {
+                let counts = (state.ready.count(&old), state.ready.count(&ticket));
+                (old, counts)
+            })
+        };
+        if let Some((old, (left, now))) = moved {
+            self.measure_share(&old, left);
+            self.measure_share(&ticket, now);
+        }
+        self.add(key);
+    }
+
+    /// Forgets the ticket of a key whose object is gone.
+    pub fn drop_ticket(&self, key: &K) {
+        self.state().tickets.remove(key);
+    }
+
+    /// Where `key` waits: its ticket and the keys of its share ahead of it in its lane.
+    pub fn place(&self, key: &K) -> Option<(Ticket, usize)> {
+        self.state().ready.place(key)
+    }
+
+    fn measure_share(&self, ticket: &Ticket, waiting: usize) {
+        let Some(labels) = &self.inner.name else {
+            return;
+        };
+        let labels = crate::metrics::ShareLabels {
+            name: labels.name.clone(),
+            lane: ticket.lane.name().to_string(),
+            namespace: ticket.share.clone(),
+        };
+        crate::metrics::metrics()
+            .queue_share_waiting
+            .get_or_create(&labels)
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
     }
 
     /// Queues `key` after `delay`.
@@ -285,7 +358,9 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 if state.closed {
                     return None;
                 }
-                if let Some(key) = state.ready.pop_front() {
+                if let Some(key) = state.ready.pop() {
+                    let ticket = self.ticket_of(&state, &key);
+                    let share = state.ready.count(&ticket);
                     let waited = state.queued.remove(&key).map(|at| at.elapsed());
                     state.active.insert(key.clone(), Instant::now());
                     *state.passes.entry(key.clone()).or_insert(0) += 1;
@@ -293,6 +368,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     let depth = state.ready.len();
                     drop(state);
                     self.measure(depth, false);
+                    self.measure_share(&ticket, share);
                     self.observe(waited, |m| &m.queue_seconds);
                     if more {
                         // Pass the baton: another worker may take the next key.
@@ -312,10 +388,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         let again = state.dirty.remove(key)
             && !state.closed
             && state.queued.insert(key.clone(), Instant::now()).is_none();
-        if again {
-            state.ready.push_back(key.clone());
-        }
+        let share = again.then(|| {
+            let ticket = self.ticket_of(&state, key);
+            state.ready.push(key.clone(), ticket.clone());
+            (state.ready.count(&ticket), ticket)
+        });
         drop(state);
+        if let Some((waiting, ticket)) = &share {
+            self.measure_share(ticket, *waiting);
+        }
         self.observe(worked, |m| &m.work_seconds);
         if again {
             self.inner.wake.notify_one();
@@ -453,6 +534,31 @@ mod tests {
         assert_eq!(passes.get("hot"), Some(&3));
         assert_eq!(passes.get("calm"), Some(&1));
         assert!(q.take_passes().is_empty());
+    }
+
+    #[tokio::test]
+    async fn keys_reach_workers_in_the_fair_order_and_a_new_ticket_moves_a_queued_key() {
+        use crate::model::turn::{Lane, Ticket};
+        let q = queue();
+        q.place_by(Arc::new(|k: &&'static str| Ticket::new(Lane::Other, &k[..1])));
+        for key in ["a1", "a2", "a3", "b1"] {
+            q.add(key);
+        }
+        assert_eq!(q.place(&"a3"), Some((Ticket::new(Lane::Other, "a"), 2)));
+        // a3's claim got bound meanwhile: its work is on an existing volume now.
+        q.add_with("a3", Ticket::new(Lane::Existing, "a"));
+        assert_eq!(q.len(), 4);
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let key = q.next().await.unwrap();
+            q.done(&key);
+            order.push(key);
+        }
+        assert_eq!(order, ["a3", "a1", "b1", "a2"]);
+        // A retry (no ticket given) keeps the ticket the key was last given.
+        q.add("b2");
+        q.add("a3");
+        assert_eq!(q.next().await.unwrap(), "a3");
     }
 
     #[tokio::test]

@@ -47,6 +47,49 @@ pub enum Fault {
     Rewrite(fn(&[u8]) -> Vec<u8>),
 }
 
+/// A backend's capacity for one method: past `knee` calls in flight each call takes longer in
+/// proportion (`latency` times in-flight over knee), and above `per_second` (a token bucket
+/// holding a second's worth) a call is refused with ResourceExhausted before the driver sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Capacity {
+    pub knee: usize,
+    pub per_second: f64,
+    pub latency: Duration,
+}
+
+impl Capacity {
+    /// The most calls a second it can answer: the rate, or what the knee lets through.
+    pub fn calls_per_second(&self) -> f64 {
+        let by_knee = self.knee as f64 / self.latency.as_secs_f64().max(1e-6);
+        self.per_second.min(by_knee)
+    }
+}
+
+/// The capacity in force and its token bucket.
+#[derive(Debug)]
+struct Limited {
+    capacity: Capacity,
+    tokens: f64,
+    filled: Instant,
+}
+
+impl Limited {
+    /// Takes a token if one is there.
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let burst = self.capacity.per_second.max(1.0);
+        let refill = now.duration_since(self.filled).as_secs_f64() * self.capacity.per_second;
+        self.tokens = (self.tokens + refill).min(burst);
+        self.filled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 type Body = BoxBody<Bytes, hyper::Error>;
 
 #[derive(Default)]
@@ -69,6 +112,10 @@ struct State {
     peak: HashMap<String, usize>,
     /// Every call the driver answered: its method, request, and when it came and was answered.
     spans: Vec<Span>,
+    /// The capacity each limited method has.
+    limited: HashMap<String, Limited>,
+    /// Calls refused for capacity, by method, and when.
+    refused: HashMap<String, Vec<std::time::SystemTime>>,
 }
 
 /// One call the driver answered, for a timeline of where time goes.
@@ -169,6 +216,23 @@ impl CsiRelay {
         self.state().spans.clone()
     }
 
+    /// From now on, `method` meets a backend of this capacity (its bucket starts full).
+    pub fn limit(&self, method: &str, capacity: Capacity) {
+        let limited =
+            Limited { capacity, tokens: capacity.per_second.max(1.0), filled: Instant::now() };
+        self.state().limited.insert(method.to_string(), limited);
+    }
+
+    /// Lifts the capacity of `method`.
+    pub fn unlimit(&self, method: &str) {
+        self.state().limited.remove(method);
+    }
+
+    /// When each call of `method` refused for capacity came.
+    pub fn refused(&self, method: &str) -> Vec<std::time::SystemTime> {
+        self.state().refused.get(method).cloned().unwrap_or_default()
+    }
+
     /// Whether the relay is down after a `DieAfter`.
     pub fn is_down(&self) -> bool {
         self.state().down_until.is_some_and(|t| Instant::now() < t)
@@ -251,6 +315,24 @@ async fn relay(
         let queued = state.queued.get_mut(&method).and_then(VecDeque::pop_front);
         queued.or_else(|| state.standing.get(&method).cloned())
     };
+    let delay = {
+        let mut guard = lock(state);
+        let in_flight = guard.in_flight.get(&method).copied().unwrap_or(1);
+        let taken = guard.limited.get_mut(&method).map(|l| (l.take(), l.capacity));
+        match taken {
+            Some((false, _)) => {
+                guard.refused.entry(method.clone()).or_default().push(arrived);
+                return status(Code::ResourceExhausted, "the backend's rate is exceeded");
+            }
+            Some((true, c)) => {
+                Some(c.latency.mul_f64((in_flight as f64 / c.knee.max(1) as f64).max(1.0)))
+            }
+            None => None,
+        }
+    };
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
     match &fault {
         Some(Fault::Fail(code, message)) => return status(*code, message),
         Some(Fault::Hang) => std::future::pending::<()>().await,

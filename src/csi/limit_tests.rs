@@ -1,0 +1,181 @@
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn limit(ceiling: usize) -> Limit {
+    Limit::new(Settings::with_ceiling(ceiling))
+}
+
+#[test]
+fn a_driver_that_answers_in_time_keeps_the_ceiling() {
+    let mut l = limit(10);
+    for latency in [1, 3, 2, 40, 90, 1] {
+        assert_eq!(l.heard(l.epoch(), Heard::Answered(ms(latency))), Change::Kept);
+    }
+    assert_eq!(l.allowed(), 10);
+}
+
+#[test]
+fn what_each_answer_does() {
+    // From a limit of 10 whose unloaded latency is 10 ms: what a call of the current epoch
+    // heard, what that does, and the calls allowed after.
+    let cases: &[(&str, Heard, Change, usize)] = &[
+        ("a refusal cuts to 0.7", Heard::Overloaded, Change::Cut, 7),
+        ("latency past twice unloaded and the slack", Heard::Answered(ms(500)), Change::Cut, 9),
+        ("twice unloaded but within the slack", Heard::Answered(ms(105)), Change::Kept, 10),
+        ("in time", Heard::Answered(ms(12)), Change::Kept, 10),
+    ];
+    for (name, heard, change, allowed) in cases {
+        let mut l = limit(10);
+        l.heard(0, Heard::Answered(ms(10)));
+        assert_eq!(l.heard(l.epoch(), *heard), *change, "{name}");
+        assert_eq!(l.allowed(), *allowed, "{name}");
+    }
+}
+
+#[test]
+fn a_call_admitted_before_the_last_cut_cuts_no_more() {
+    for heard in [Heard::Overloaded, Heard::Answered(ms(500))] {
+        let mut l = limit(10);
+        l.heard(0, Heard::Answered(ms(10)));
+        let before = l.epoch();
+        l.heard(before, Heard::Overloaded);
+        assert_eq!(l.heard(before, heard), Change::Kept, "{heard:?}");
+        assert_eq!(l.allowed(), 7, "{heard:?}");
+    }
+}
+
+#[test]
+fn the_calls_in_flight_at_one_overload_cut_once() {
+    let mut l = limit(20);
+    let admitted = l.epoch();
+    let changes: Vec<Change> = (0..8).map(|_| l.heard(admitted, Heard::Overloaded)).collect();
+    assert_eq!(changes[0], Change::Cut);
+    assert!(changes[1..].iter().all(|c| *c == Change::Kept), "{changes:?}");
+    assert_eq!(l.allowed(), 14);
+}
+
+#[test]
+fn never_below_one_call() {
+    let mut l = limit(4);
+    for _ in 0..20 {
+        l.heard(l.epoch(), Heard::Overloaded);
+    }
+    assert_eq!(l.allowed(), 1);
+    assert!(l.value() >= 1.0);
+}
+
+#[test]
+fn recovers_by_about_one_call_per_round_trip_up_to_the_ceiling() {
+    let mut l = limit(10);
+    l.heard(l.epoch(), Heard::Overloaded);
+    assert_eq!(l.allowed(), 7);
+    // About 7 answers (one round trip at 7 in flight) for the eighth call.
+    let mut answers = 0;
+    while l.allowed() < 8 {
+        l.heard(l.epoch(), Heard::Answered(ms(5)));
+        answers += 1;
+    }
+    assert!((6..=8).contains(&answers), "{answers}");
+    for _ in 0..1000 {
+        l.heard(l.epoch(), Heard::Answered(ms(5)));
+    }
+    assert_eq!(l.value(), 10.0);
+}
+
+#[test]
+fn a_backend_slow_for_good_is_soon_taken_as_it_is() {
+    let mut l = limit(10);
+    l.heard(l.epoch(), Heard::Answered(ms(10)));
+    let mut cuts = 0;
+    for _ in 0..300 {
+        if l.heard(l.epoch(), Heard::Answered(ms(800))) == Change::Cut {
+            cuts += 1;
+        }
+    }
+    // Cut while 10 ms was within the last two windows, then 800 ms is the unloaded latency.
+    assert!(cuts > 0 && cuts <= 200, "{cuts}");
+    assert_eq!(l.unloaded(), Some(ms(800)));
+    assert_ne!(l.heard(l.epoch(), Heard::Answered(ms(800))), Change::Cut);
+}
+
+#[test]
+fn admission_tables() {
+    let b = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let driver = b(&["driver"]);
+    let zone_a = b(&["driver", "zone=a"]);
+    let zone_b = b(&["driver", "zone=b"]);
+    let w = |id, budgets| Waiter { id, budgets };
+    type Room = &'static [(&'static str, usize)];
+    let cases: &[(&str, Vec<Waiter<'_>>, Room, &[u64])] = &[
+        (
+            "room for two of three",
+            vec![w(1, &driver), w(2, &driver), w(3, &driver)],
+            &[("driver", 2)],
+            &[1, 2],
+        ),
+        ("no room", vec![w(1, &driver)], &[("driver", 0)], &[]),
+        (
+            "a full segment holds its calls, another segment's call goes",
+            vec![w(1, &zone_a), w(2, &zone_b), w(3, &zone_a)],
+            &[("driver", 5), ("zone=a", 0), ("zone=b", 1)],
+            &[2],
+        ),
+        (
+            "a call held by its full segment leaves the driver's room to others",
+            vec![w(1, &zone_a), w(2, &driver), w(3, &zone_a)],
+            &[("driver", 5), ("zone=a", 0)],
+            &[2],
+        ),
+        (
+            "a call held by the driver's room keeps later calls off it",
+            vec![w(1, &driver), w(2, &driver), w(3, &zone_b)],
+            &[("driver", 1), ("zone=b", 4)],
+            &[1],
+        ),
+        (
+            "the driver's room is shared by every segment",
+            vec![w(1, &zone_a), w(2, &zone_b), w(3, &driver)],
+            &[("driver", 2), ("zone=a", 3), ("zone=b", 3)],
+            &[1, 2],
+        ),
+    ];
+    for (name, waiters, room, want) in cases {
+        let room_of = |budget: &str| room.iter().find(|(b, _)| *b == budget).map_or(0, |(_, n)| *n);
+        assert_eq!(admissible(waiters, &room_of), *want, "{name}");
+    }
+}
+
+/// A backend that refuses past 8 calls in flight, with the limiter in front of it, one round
+/// trip per round: the calls in flight settle between the cut and the knee, and refusals stay
+/// few.
+#[test]
+fn settles_below_a_knee_it_is_not_told_of() {
+    let mut l = limit(100);
+    let (mut refused, mut answered) = (0, 0);
+    let mut seen = Vec::new();
+    for round in 0..400 {
+        let epoch = l.epoch();
+        let in_flight = l.allowed();
+        for call in 0..in_flight {
+            let heard = if call >= 8 { Heard::Overloaded } else { Heard::Answered(ms(20)) };
+            if round >= 100 {
+                match heard {
+                    Heard::Overloaded => refused += 1,
+                    Heard::Answered(_) => answered += 1,
+                }
+            }
+            l.heard(epoch, heard);
+        }
+        seen.push(in_flight);
+    }
+    let settled = &seen[100..];
+    assert!(settled.iter().all(|n| (4..=9).contains(n)), "{settled:?}");
+    let mean = settled.iter().sum::<usize>() as f64 / settled.len() as f64;
+    // Near the knee most of the time: at least 0.9 of it on average, and about one refusal
+    // per hundred answers (one per cycle of slow probing).
+    assert!(mean > 7.2, "{mean}");
+    assert!(refused * 60 < answered, "{refused} refused, {answered} answered");
+}

@@ -1,0 +1,291 @@
+//! The driver behind its adaptive limit: each state-changing call waits for room in its budgets
+//! (the driver's; a create's topology segment's too), is made, and tells its budget what it
+//! heard. Work on existing volumes (deletions, expansions, modifies) waits ahead of creates. The
+//! limits and the admission order are decided in `limit`; this is the waiting and counting.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::limit::{Heard, Limit, Settings, Waiter, admissible};
+use super::{CsiError, Driver, driver::Answer, v1 as csi};
+
+/// The budget every call needs room in.
+pub const DRIVER: &str = "driver";
+
+struct Budget {
+    limit: Limit,
+    in_flight: usize,
+}
+
+struct Waiting {
+    id: u64,
+    /// Work on an existing volume: waits ahead of creates.
+    existing: bool,
+    budgets: Vec<String>,
+}
+
+#[derive(Default)]
+struct State {
+    budgets: HashMap<String, Budget>,
+    waiting: Vec<Waiting>,
+    next_id: u64,
+}
+
+/// The budgets' limits and the calls waiting for them, shared by every call.
+pub struct Gate {
+    settings: Settings,
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+impl Gate {
+    pub fn new(settings: Settings) -> Arc<Gate> {
+        Arc::new(Gate { settings, state: Mutex::default(), wake: Notify::new() })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Each budget's limit now and the calls it has in flight.
+    pub fn budgets(&self) -> Vec<(String, f64, usize)> {
+        let state = self.state();
+        let mut out: Vec<_> =
+            state.budgets.iter().map(|(n, b)| (n.clone(), b.limit.value(), b.in_flight)).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Calls waiting for room.
+    pub fn waiting(&self) -> usize {
+        self.state().waiting.len()
+    }
+
+    /// Waits until the call may go; the permit gives the room back when dropped.
+    async fn admit(self: &Arc<Self>, budgets: Vec<String>, existing: bool) -> Permit {
+        let id = {
+            let mut state = self.state();
+            state.next_id += 1;
+            let id = state.next_id;
+            for name in &budgets {
+                state
+                    .budgets
+                    .entry(name.clone())
+                    .or_insert_with(|| Budget { limit: Limit::new(self.settings), in_flight: 0 });
+            }
+            // Existing-volume work ahead of every create, each kind in arrival order.
+            let at = state.waiting.iter().position(|w| existing && !w.existing);
+            let entry = Waiting { id, existing, budgets: budgets.clone() };
+            match at {
+                Some(at) => state.waiting.insert(at, entry),
+                None => state.waiting.push(entry),
+            }
+            id
+        };
+        let leave = Leave { gate: self, id, armed: true };
+        loop {
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some(permit) = self.try_take(id, &budgets) {
+                leave.disarm();
+                return permit;
+            }
+            woken.await;
+        }
+    }
+
+    fn try_take(self: &Arc<Self>, id: u64, names: &[String]) -> Option<Permit> {
+        let mut state = self.state();
+        let go = {
+            let waiters: Vec<Waiter<'_>> =
+                state.waiting.iter().map(|w| Waiter { id: w.id, budgets: &w.budgets }).collect();
+            let room = |name: &str| {
+                state.budgets.get(name).map_or(0, |b| b.limit.allowed().saturating_sub(b.in_flight))
+            };
+            admissible(&waiters, &room)
+        };
+        if !go.contains(&id) {
+            return None;
+        }
+        state.waiting.retain(|w| w.id != id);
+        let mut epochs = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(budget) = state.budgets.get_mut(name) {
+                budget.in_flight += 1;
+                epochs.push((name.clone(), budget.limit.epoch()));
+            }
+        }
+        self.measure(&state, names);
+        drop(state);
+        if go.len() > 1 {
+            // Others may go too: let them look.
+            self.wake.notify_waiters();
+        }
+        Some(Permit { gate: self.clone(), epochs, started: Instant::now() })
+    }
+
+    fn measure(&self, state: &State, names: &[String]) {
+        let m = crate::metrics::metrics();
+        for name in names {
+            let Some(budget) = state.budgets.get(name) else {
+                continue;
+            };
+            let labels = crate::metrics::BudgetLabels { budget: name.clone() };
+            m.driver_limit.get_or_create(&labels).set(budget.limit.value());
+            m.driver_in_flight
+                .get_or_create(&labels)
+                .set(i64::try_from(budget.in_flight).unwrap_or(i64::MAX));
+            let waiting = state.waiting.iter().filter(|w| w.budgets.contains(name)).count();
+            m.driver_waiting.get_or_create(&labels).set(i64::try_from(waiting).unwrap_or(0));
+        }
+    }
+}
+
+/// Takes a waiter that gave up (its pass was cancelled) out of the line.
+struct Leave<'a> {
+    gate: &'a Arc<Gate>,
+    id: u64,
+    armed: bool,
+}
+
+impl Leave<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.gate.state().waiting.retain(|w| w.id != self.id);
+            self.gate.wake.notify_waiters();
+        }
+    }
+}
+
+/// Room in each of a call's budgets, given back on drop.
+struct Permit {
+    gate: Arc<Gate>,
+    /// Each budget, and its epoch when the call went.
+    epochs: Vec<(String, u64)>,
+    started: Instant,
+}
+
+impl Permit {
+    /// Tells the most specific budget what the call heard: a segment's refusal is that
+    /// segment's, not the whole driver's.
+    fn heard<T>(&self, answer: &Result<T, CsiError>) {
+        let code = answer.as_ref().err().and_then(CsiError::code);
+        let heard = match code {
+            Some(tonic::Code::ResourceExhausted | tonic::Code::Unavailable) => Heard::Overloaded,
+            _ => Heard::Answered(self.started.elapsed()),
+        };
+        let Some((name, epoch)) = self.epochs.last() else {
+            return;
+        };
+        let mut state = self.gate.state();
+        if let Some(budget) = state.budgets.get_mut(name) {
+            budget.limit.heard(*epoch, heard);
+        }
+        if let (Heard::Overloaded, Some(code)) = (heard, code) {
+            let labels = crate::metrics::RefusalLabels {
+                budget: name.clone(),
+                grpc_status_code: crate::metrics::code_name(code),
+            };
+            crate::metrics::metrics().driver_refusals.get_or_create(&labels).inc();
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut state = self.gate.state();
+        let names: Vec<String> = self.epochs.iter().map(|(n, _)| n.clone()).collect();
+        for name in &names {
+            if let Some(budget) = state.budgets.get_mut(name) {
+                budget.in_flight = budget.in_flight.saturating_sub(1);
+            }
+        }
+        self.gate.measure(&state, &names);
+        drop(state);
+        self.gate.wake.notify_waiters();
+    }
+}
+
+/// The budgets a create needs: the driver's, and its first preferred (else requisite)
+/// topology segment's, where it names one.
+fn create_budgets(request: &csi::CreateVolumeRequest) -> Vec<String> {
+    let mut budgets = vec![DRIVER.to_string()];
+    let segment = request.accessibility_requirements.as_ref().and_then(|r| {
+        r.preferred.first().or_else(|| r.requisite.first()).map(|t| {
+            let mut pairs: Vec<String> =
+                t.segments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            pairs.sort();
+            pairs.join(",")
+        })
+    });
+    budgets.extend(segment.filter(|s| !s.is_empty()));
+    budgets
+}
+
+/// A driver whose calls pass the gate.
+pub struct Limited<D> {
+    inner: D,
+    gate: Arc<Gate>,
+}
+
+impl<D: Driver> Limited<D> {
+    pub fn new(inner: D, gate: Arc<Gate>) -> Limited<D> {
+        Limited { inner, gate }
+    }
+
+    fn through<'a, T: Send + 'a>(
+        &'a self,
+        budgets: Vec<String>,
+        existing: bool,
+        call: impl FnOnce(&'a D) -> Answer<'a, T> + Send + 'a,
+    ) -> Answer<'a, T> {
+        Box::pin(async move {
+            let permit = self.gate.admit(budgets, existing).await;
+            let answer = call(&self.inner).await;
+            permit.heard(&answer);
+            answer
+        })
+    }
+}
+
+impl<D: Driver> Driver for Limited<D> {
+    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+        self.through(create_budgets(&request), false, move |d| d.create_volume(request))
+    }
+
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+        self.through(vec![DRIVER.to_string()], true, move |d| d.delete_volume(request))
+    }
+
+    fn controller_expand_volume(
+        &self,
+        request: csi::ControllerExpandVolumeRequest,
+    ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
+        self.through(vec![DRIVER.to_string()], true, move |d| d.controller_expand_volume(request))
+    }
+
+    fn controller_modify_volume(
+        &self,
+        request: csi::ControllerModifyVolumeRequest,
+    ) -> Answer<'_, ()> {
+        self.through(vec![DRIVER.to_string()], true, move |d| d.controller_modify_volume(request))
+    }
+
+    fn probe(&self) -> Answer<'_, bool> {
+        self.inner.probe()
+    }
+}
+
+#[cfg(test)]
+#[path = "limited_tests.rs"]
+mod tests;

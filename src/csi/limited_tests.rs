@@ -1,0 +1,215 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::*;
+
+/// A backend that refuses creates past `knee` calls in flight (while `refusing`), answers each
+/// after `latency`, and counts the most calls it held at once.
+struct Backend {
+    knee: usize,
+    refusing: std::sync::atomic::AtomicBool,
+    latency: Duration,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+    refused: AtomicUsize,
+    /// The order calls reached it in.
+    order: Mutex<Vec<String>>,
+}
+
+impl Backend {
+    fn new(knee: usize, latency: Duration) -> Backend {
+        Backend {
+            knee,
+            refusing: true.into(),
+            latency,
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
+            order: Mutex::default(),
+        }
+    }
+
+    fn take_peak(&self) -> usize {
+        self.peak.swap(0, Ordering::SeqCst)
+    }
+
+    fn call<T: Send + 'static>(&self, name: &str, ok: T) -> Answer<'_, T> {
+        self.order.lock().unwrap().push(name.to_string());
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        Box::pin(async move {
+            let over = now > self.knee && self.refusing.load(Ordering::SeqCst);
+            if !over {
+                tokio::time::sleep(self.latency).await;
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if over {
+                self.refused.fetch_add(1, Ordering::SeqCst);
+                let status = tonic::Status::resource_exhausted("too many calls");
+                return Err(CsiError::from_status("CreateVolume", &status));
+            }
+            Ok(ok)
+        })
+    }
+}
+
+impl Driver for Arc<Backend> {
+    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+        self.call(&request.name, csi::Volume::default())
+    }
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+        self.call(&request.volume_id, ())
+    }
+    fn controller_expand_volume(
+        &self,
+        request: csi::ControllerExpandVolumeRequest,
+    ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
+        self.call(&request.volume_id, Default::default())
+    }
+    fn controller_modify_volume(
+        &self,
+        request: csi::ControllerModifyVolumeRequest,
+    ) -> Answer<'_, ()> {
+        self.call(&request.volume_id, ())
+    }
+    fn probe(&self) -> Answer<'_, bool> {
+        Box::pin(async { Ok(true) })
+    }
+}
+
+fn create(name: &str) -> csi::CreateVolumeRequest {
+    csi::CreateVolumeRequest { name: name.to_string(), ..Default::default() }
+}
+
+/// Keeps `callers` creates going at once for `rounds` each.
+async fn storm(driver: &Arc<Limited<Arc<Backend>>>, callers: usize, rounds: usize) {
+    let mut tasks = Vec::new();
+    for c in 0..callers {
+        let driver = driver.clone();
+        tasks.push(tokio::spawn(async move {
+            for r in 0..rounds {
+                let _ = driver.create_volume(create(&format!("pvc-{c}-{r}"))).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_in_flight_fall_on_refusals_and_recover_after_them() {
+    let backend = Arc::new(Backend::new(6, Duration::from_millis(50)));
+    let gate = Gate::new(Settings::with_ceiling(40));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+
+    // Refusals come at once; the limit falls from the ceiling to about the knee.
+    storm(&driver, 40, 5).await;
+    assert!(backend.refused.load(Ordering::SeqCst) > 0);
+    backend.take_peak();
+    storm(&driver, 40, 30).await;
+    let settled = backend.take_peak();
+    let limit = gate.budgets()[0].1;
+    assert!(settled <= 10, "in flight while refusing: peak {settled}");
+    assert!((4.0..=9.0).contains(&limit), "limit {limit}");
+
+    backend.refusing.store(false, Ordering::SeqCst);
+    storm(&driver, 40, 60).await;
+    let limit = gate.budgets()[0].1;
+    assert_eq!(limit, 40.0, "back to the ceiling once the refusals stop");
+    assert_eq!(backend.take_peak(), 40);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_stay_few_once_the_limit_has_found_the_knee() {
+    let backend = Arc::new(Backend::new(8, Duration::from_millis(50)));
+    let gate = Gate::new(Settings::with_ceiling(50));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    storm(&driver, 50, 4).await;
+    let before = backend.refused.load(Ordering::SeqCst);
+    storm(&driver, 50, 40).await;
+    let refused = backend.refused.load(Ordering::SeqCst) - before;
+    // 2,000 calls: at most one refused in fifty.
+    assert!(refused <= 40, "{refused} refused of 2000");
+}
+
+#[tokio::test(start_paused = true)]
+async fn existing_volume_work_goes_ahead_of_waiting_creates() {
+    let backend = Arc::new(Backend::new(100, Duration::from_millis(10)));
+    let gate = Gate::new(Settings::with_ceiling(1));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    let mut tasks = Vec::new();
+    for name in ["create-1", "create-2", "create-3"] {
+        let driver = driver.clone();
+        tasks.push(tokio::spawn(
+            async move { driver.create_volume(create(name)).await.map(|_| ()) },
+        ));
+        tokio::task::yield_now().await;
+    }
+    {
+        let driver = driver.clone();
+        tasks.push(tokio::spawn(async move {
+            let request =
+                csi::DeleteVolumeRequest { volume_id: "delete-1".into(), ..Default::default() };
+            driver.delete_volume(request).await
+        }));
+    }
+    tokio::task::yield_now().await;
+    assert_eq!(gate.waiting(), 3);
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let order = backend.order.lock().unwrap().clone();
+    assert_eq!(order, ["create-1", "delete-1", "create-2", "create-3"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_gives_up_leaves_the_line() {
+    let backend = Arc::new(Backend::new(100, Duration::from_secs(10)));
+    let gate = Gate::new(Settings::with_ceiling(1));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    let busy = {
+        let driver = driver.clone();
+        tokio::spawn(async move { driver.create_volume(create("long")).await.map(|_| ()) })
+    };
+    tokio::task::yield_now().await;
+    let gave_up =
+        tokio::time::timeout(Duration::from_secs(1), driver.create_volume(create("impatient")))
+            .await;
+    assert!(gave_up.is_err());
+    assert_eq!(gate.waiting(), 0);
+    busy.await.unwrap().unwrap();
+    assert_eq!(gate.budgets(), vec![(DRIVER.to_string(), 1.0, 0)]);
+}
+
+#[test]
+fn a_create_with_a_topology_needs_its_segment_too() {
+    let segment = |pairs: &[(&str, &str)]| csi::Topology {
+        segments: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    };
+    let with =
+        |preferred: Vec<csi::Topology>, requisite: Vec<csi::Topology>| csi::CreateVolumeRequest {
+            accessibility_requirements: Some(csi::TopologyRequirement { requisite, preferred }),
+            ..Default::default()
+        };
+    let cases = [
+        ("no topology", create("x"), vec!["driver"]),
+        (
+            "the first preferred segment",
+            with(
+                vec![segment(&[("zone", "a"), ("rack", "1")]), segment(&[("zone", "b")])],
+                vec![segment(&[("zone", "c")])],
+            ),
+            vec!["driver", "rack=1,zone=a"],
+        ),
+        (
+            "else the first requisite",
+            with(vec![], vec![segment(&[("zone", "c")])]),
+            vec!["driver", "zone=c"],
+        ),
+        ("an empty segment is none", with(vec![segment(&[])], vec![]), vec!["driver"]),
+    ];
+    for (name, request, want) in cases {
+        assert_eq!(create_budgets(&request), want, "{name}");
+    }
+}
