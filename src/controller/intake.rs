@@ -3,6 +3,7 @@
 //! periodic pass looks at). `on_change` says which keys a change makes worth another look.
 
 use super::*;
+use crate::model::turn::{Lane, Ticket};
 
 /// The work queues and the watch-fed indexes, made before the controller so the watches can
 /// feed them from the start.
@@ -32,10 +33,7 @@ pub struct Intake {
 fn claim_queue(backoff: Backoff) -> WorkQueue<ClaimKey> {
     let queue = WorkQueue::named(backoff, "claims");
     queue.place_by(Arc::new(|key: &ClaimKey| {
-        crate::model::turn::Ticket::new(
-            crate::model::turn::Lane::Other,
-            key.namespace.as_deref().unwrap_or_default(),
-        )
+        Ticket::new(Lane::Other, key.namespace.as_deref().unwrap_or_default())
     }));
     queue
 }
@@ -95,7 +93,10 @@ impl Intake {
                     intake.claims.drop_ticket(&key);
                     intake.claims.add(key);
                 } else {
-                    intake.claims.add_with(key, crate::provision::turn::ticket(c));
+                    let made = c.metadata.uid.as_deref().is_some_and(|uid| {
+                        intake.index.read().is_ok_and(|index| index.contains(&naming.for_uid(uid)))
+                    });
+                    intake.claims.add_with(key, crate::provision::turn::ticket(c, made));
                 }
                 // A clone that moves may free its source's protection.
                 if let Some((ns, name)) = crate::provision::source::clone_source_key(c) {
@@ -129,7 +130,20 @@ impl Intake {
                 if let Some(r) = v.claim_ref()
                     && let (Some(ns), Some(name)) = (&r.namespace, &r.name)
                 {
-                    intake.claims.add(ObjectRef::new(name).within(ns));
+                    // The claim's next pass is on a volume that exists (its binding, release
+                    // or deletion): it goes ahead of creates.
+                    let key = ObjectRef::new(name).within(ns);
+                    let released = matches!(
+                        v.phase(),
+                        Some(
+                            crate::model::VolumePhase::Released | crate::model::VolumePhase::Failed
+                        )
+                    );
+                    if released || matches!(change, Change::VolumeGone(_)) {
+                        intake.claims.add(key);
+                    } else {
+                        intake.claims.add_with(key, Ticket::new(Lane::Existing, ns));
+                    }
                 }
             }
             Change::Class(c) => {

@@ -76,6 +76,24 @@ impl Controller {
         }
     }
 
+    /// Says on the claims queued longest (at most `QUEUE_WRITES` a pass) that they wait for the
+    /// driver, and how many of their namespace are ahead, once each has waited
+    /// `--waiting-condition-after` in the queue. Called by the periodic pass; a claim says it
+    /// once (the cause-change rule), so a storm of creates costs one write per claim that
+    /// waits long, not one per pass.
+    pub(super) async fn tell_queue_waits(&self) {
+        let after = self.switches.waiting_condition_after;
+        for (key, _, ahead) in self.intake.claims.waiting_longer_than(after, QUEUE_WRITES) {
+            let Some(claim) = self.stores.claims.get(&key) else { continue };
+            if super::age(&claim) < after {
+                continue;
+            }
+            if let Some(wait) = waiting::in_queue(&claim, &self.settings.driver, ahead) {
+                self.tell_wait(&claim, wait).await;
+            }
+        }
+    }
+
     /// A backoff held against `before` holds against `after`, our own condition write: only a
     /// change by someone else lifts it early.
     fn backoff_follows(&self, before: &PersistentVolumeClaim, after: &PersistentVolumeClaim) {
@@ -92,6 +110,10 @@ impl Controller {
         });
     }
 }
+
+/// The most claims one periodic pass tells that they are queued: their writes share the API
+/// with the work itself.
+const QUEUE_WRITES: usize = 50;
 
 /// The wall-clock time `delay` from now, as conditions record it.
 fn wall_clock_at(delay: std::time::Duration) -> String {

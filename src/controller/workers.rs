@@ -66,6 +66,7 @@ impl Controller {
                             me.enqueue_unsettled();
                         }
                         me.sweep_journal().await;
+                        me.tell_queue_waits().await;
                     };
                     contain_or_log("periodic", pass).await;
                 }
@@ -124,8 +125,17 @@ impl Controller {
             }
         }
         self.intake.unsettled.volumes_relisted();
-        for c in self.stores.claims.held_state() {
-            self.intake.claims.add(object_key(&c.name, c.namespace.as_deref()));
+        let claims: std::collections::HashSet<ClaimKey> = self
+            .stores
+            .claims
+            .held_state()
+            .iter()
+            .map(|c| object_key(&c.name, c.namespace.as_deref()))
+            .collect();
+        // Tickets given by a late event to claims gone since are forgotten here.
+        self.intake.claims.retain_tickets(|k| claims.contains(k));
+        for key in claims {
+            self.intake.claims.add(key);
         }
         for v in volumes {
             self.intake.volumes.add(v.name.to_string());

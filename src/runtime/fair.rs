@@ -106,6 +106,18 @@ impl<K: Clone + Eq + Hash> FairLine<K> {
         Some((ticket.clone(), ahead))
     }
 
+    /// Every queued key with its ticket and the keys of its share ahead of it in its lane.
+    pub fn places(&self) -> Vec<(K, Ticket, usize)> {
+        let mut out = Vec::with_capacity(self.len());
+        for lane in Lane::ALL {
+            for (share, line) in &self.lanes[index(lane)].lines {
+                let ticket = Ticket::new(lane, share);
+                out.extend(line.iter().enumerate().map(|(n, k)| (k.clone(), ticket.clone(), n)));
+            }
+        }
+        out
+    }
+
     pub fn contains(&self, key: &K) -> bool {
         self.tickets.contains_key(key)
     }
@@ -209,6 +221,10 @@ mod tests {
         }
         assert_eq!(line.place(&"zz"), None);
         assert_eq!(line.place(&"b1").map(|(t, _)| t), Some(Ticket::new(O, "b")));
+        let mut places = line.places();
+        places.sort_by_key(|(k, _, _)| *k);
+        let ahead: Vec<(&str, usize)> = places.iter().map(|(k, _, n)| (*k, *n)).collect();
+        assert_eq!(ahead, [("a1", 0), ("a2", 1), ("a3", 2), ("b1", 0)]);
     }
 
     #[test]

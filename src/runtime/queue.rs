@@ -245,6 +245,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.add(key);
     }
 
+    /// Keeps the tickets of the keys `keep` holds, and forgets the rest: keys whose object went
+    /// while a late event still gave them a ticket.
+    pub fn retain_tickets(&self, keep: impl Fn(&K) -> bool) {
+        self.state().tickets.retain(|k, _| keep(k));
+    }
+
     /// Forgets the ticket of a key whose object is gone.
     pub fn drop_ticket(&self, key: &K) {
         self.state().tickets.remove(key);
@@ -253,6 +259,26 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Where `key` waits: its ticket and the keys of its share ahead of it in its lane.
     pub fn place(&self, key: &K) -> Option<(Ticket, usize)> {
         self.state().ready.place(key)
+    }
+
+    /// The keys queued for at least `waited`, longest first, at most `most` of them: each with
+    /// its ticket and the keys of its share ahead of it.
+    pub fn waiting_longer_than(&self, waited: Duration, most: usize) -> Vec<(K, Ticket, usize)> {
+        let state = self.state();
+        let now = Instant::now();
+        let mut found: Vec<(Duration, (K, Ticket, usize))> = state
+            .ready
+            .places()
+            .into_iter()
+            .filter_map(|place| {
+                let since = state.queued.get(&place.0)?;
+                let waited_for = now.saturating_duration_since(*since);
+                (waited_for >= waited).then_some((waited_for, place))
+            })
+            .collect();
+        drop(state);
+        found.sort_by_key(|(waited, _)| std::cmp::Reverse(*waited));
+        found.into_iter().take(most).map(|(_, place)| place).collect()
     }
 
     fn measure_share(&self, ticket: &Ticket, waiting: usize) {
@@ -559,6 +585,24 @@ mod tests {
         q.add("b2");
         q.add("a3");
         assert_eq!(q.next().await.unwrap(), "a3");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_waiting_long_are_found_longest_first_with_their_place() {
+        use crate::runtime::fair::{Lane, Ticket};
+        let q = queue();
+        q.add_with("old", Ticket::new(Lane::Other, "a"));
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        q.add_with("older-than-10s", Ticket::new(Lane::Other, "a"));
+        q.add_with("b", Ticket::new(Lane::Other, "b"));
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        q.add_with("new", Ticket::new(Lane::Other, "a"));
+        let found = q.waiting_longer_than(Duration::from_secs(10), 10);
+        let keys: Vec<(&str, usize)> = found.iter().map(|(k, _, n)| (*k, *n)).collect();
+        assert_eq!(&keys[..1], [("old", 0)]);
+        assert_eq!(keys.len(), 3);
+        assert!(keys.contains(&("older-than-10s", 1)) && keys.contains(&("b", 0)));
+        assert_eq!(q.waiting_longer_than(Duration::from_secs(10), 1).len(), 1);
     }
 
     #[tokio::test]

@@ -65,6 +65,9 @@ pub enum Cause {
     DriverError,
     /// The driver answered with a volume that cannot be recorded; it was deleted again.
     DriverAnswerInvalid,
+    /// Queued for the driver behind other claims: the driver's limit is shared in turn between
+    /// namespaces, and this many of its own namespace are ahead of it.
+    WaitingForDriver,
 }
 
 impl Cause {
@@ -86,11 +89,12 @@ impl Cause {
             Cause::DriverRefused => "DriverRefused",
             Cause::DriverError => "DriverError",
             Cause::DriverAnswerInvalid => "DriverAnswerInvalid",
+            Cause::WaitingForDriver => "WaitingForDriver",
         }
     }
 
     /// Every cause, for docs and tests.
-    pub const ALL: [Cause; 15] = [
+    pub const ALL: [Cause; 16] = [
         Cause::WaitingForBinder,
         Cause::WaitForFirstConsumer,
         Cause::WaitingForPopulator,
@@ -106,6 +110,7 @@ impl Cause {
         Cause::DriverRefused,
         Cause::DriverError,
         Cause::DriverAnswerInvalid,
+        Cause::WaitingForDriver,
     ];
 
     /// A claim the plan refuses.
@@ -149,6 +154,23 @@ impl Cause {
             (_, ErrorClass::Final) => Cause::DriverError,
         }
     }
+}
+
+/// The wait of a claim handed to `driver`, with no PV yet, that has been queued a while with
+/// `ahead` claims of its namespace before it. A claim whose condition names a failed attempt
+/// keeps that cause: it says more than the queue does. None for other claims.
+pub fn in_queue(claim: &PersistentVolumeClaim, driver: &str, ahead: usize) -> Option<Wait> {
+    if claim.named_volume().is_some() || !(claim.handed_to(driver) || claim.has_intent()) {
+        return None;
+    }
+    let superseded =
+        [Cause::WaitingForBinder, Cause::WaitForFirstConsumer, Cause::WaitingForDriver]
+            .map(Cause::reason);
+    if recorded(claim).is_some_and(|(reason, _)| !superseded.contains(&reason)) {
+        return None;
+    }
+    let message = format!("waiting for the driver: {ahead} ahead in this namespace's share");
+    Some(Wait::on(Cause::WaitingForDriver, message))
 }
 
 /// What a pass knows of a claim's wait.

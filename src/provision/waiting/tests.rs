@@ -178,3 +178,42 @@ fn recorded_reads_the_condition_back() {
     assert_eq!(recorded(&with_condition("NoCapacity")), Some(("NoCapacity", "m")));
     assert_eq!(recorded(&pvc("c").build()), None);
 }
+
+#[test]
+fn a_claim_queued_for_the_driver_says_how_many_of_its_namespace_are_ahead() {
+    const DRIVER: &str = "hostpath.csi.k8s.io";
+    let handed = || {
+        pvc("c").phase("Pending").annotation(crate::model::names::ANN_STORAGE_PROVISIONER, DRIVER)
+    };
+    let with_reason = |reason: &str| {
+        handed()
+            .with(json!({"status": {"conditions": [{"type": CONDITION, "status": "True", "reason": reason}]}}))
+            .build()
+    };
+    let said = "waiting for the driver: 12 ahead in this namespace's share";
+    let cases = [
+        ("handed to the driver", handed().build(), Some(said)),
+        ("the binder's wait is over", with_reason("WaitingForBinder"), Some(said)),
+        ("the pod's wait is over", with_reason("WaitForFirstConsumer"), Some(said)),
+        ("said already: the same cause, no new write", with_reason("WaitingForDriver"), Some(said)),
+        ("a failed attempt says more", with_reason("DriverError"), None),
+        (
+            "another driver's claim",
+            pvc("c")
+                .phase("Pending")
+                .annotation(crate::model::names::ANN_STORAGE_PROVISIONER, "other")
+                .build(),
+            None,
+        ),
+        ("a claim with a PV", handed().with(json!({"spec": {"volumeName": "pv-1"}})).build(), None),
+    ];
+    for (name, claim, want) in cases {
+        let wait = in_queue(&claim, DRIVER, 12);
+        assert_eq!(wait.as_ref().map(|w| w.message.as_str()), want, "{name}");
+        if let Some(wait) = wait {
+            assert_eq!(wait.cause, Cause::WaitingForDriver, "{name}");
+            let patch = condition_patch(&claim, Some(&wait), OLD, AFTER, NOW);
+            assert_eq!(patch.is_none(), name.starts_with("said already"), "{name}");
+        }
+    }
+}
