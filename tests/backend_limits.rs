@@ -88,7 +88,7 @@ async fn calls_in_flight_fall_on_resource_exhausted_and_recover_after_it() {
     let low = create_limit(&world).await;
     let refusals = relay.refused("CreateVolume").len();
     let metrics = world.sidecar.metrics().await;
-    assert!(opening >= 8, "the first calls went {opening} at once");
+    assert!(opening >= settled + 3, "the first calls went {opening} at once, later {settled}");
     assert!(low <= 4.0, "the limit after the refusals: {low} ({:?})", limits(&world).await);
     assert!(settled <= 5 && settled < opening, "in flight once settled: {settled}");
     assert!(

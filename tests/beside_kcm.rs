@@ -308,6 +308,15 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     let watch = DoubleBindWatch::start(world.client.clone(), &world.namespace);
     let mut names = world.create_claims("up", "fast", UP).await;
     claims_bound(&world, &names).await;
+    // A driver that never refuses sees no limit: every budget stays at --worker-threads (100).
+    let metrics = world.sidecar.metrics().await;
+    let limits: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("csi_pv_controller_driver_concurrency_limit{"))
+        .collect();
+    assert!(!limits.is_empty(), "no driver limit exported");
+    assert!(limits.iter().all(|l| l.ends_with(" 100.0") || l.ends_with(" 100")), "{limits:?}");
+    assert!(!metrics.contains("csi_pv_controller_driver_refusals_total{"), "refusals counted");
     // Events are sent after the pass that queued them: a kill may drop one still queued.
     for name in &names {
         world.event(name, "ProvisioningSucceeded", "Successfully provisioned volume", LIMIT).await;

@@ -215,8 +215,9 @@ pub fn controller(
         expansion_workers: config.workers,
         waiting_condition_after: config.waiting_condition_after,
     };
-    // Every state-changing driver call passes one adaptive limit, at most --worker-threads.
-    let gate = Gate::new(limit::Settings::with_ceiling(config.worker_threads));
+    // Every state-changing driver call passes one adaptive limit, at most --worker-threads;
+    // answers at half of --timeout count as the backend slowing down.
+    let gate = Gate::new(limit::Settings::new(config.worker_threads, config.timeout));
     let limited = Arc::new(Limited::new(csi.clone(), gate));
     Controller::new(clients, limited, stores, driver, settings, intake, switches)
 }

@@ -78,12 +78,13 @@ impl Controller {
 
     /// Says on the claims queued longest (at most `QUEUE_WRITES` a pass) that they wait for the
     /// driver, and how many of their namespace are ahead, once each has waited
-    /// `--waiting-condition-after` in the queue. Called by the periodic pass; a claim says it
+    /// `--waiting-condition-after` in the queue (5 s at least). Called by the periodic pass; a claim says it
     /// once (the cause-change rule), so a storm of creates costs one write per claim that
     /// waits long, not one per pass.
     pub(super) async fn tell_queue_waits(&self) {
         let after = self.switches.waiting_condition_after;
-        for (key, _, ahead) in self.intake.claims.waiting_longer_than(after, QUEUE_WRITES) {
+        let queued = after.max(QUEUED_AT_LEAST);
+        for (key, _, ahead) in self.intake.claims.waiting_longer_than(queued, QUEUE_WRITES) {
             let Some(claim) = self.stores.claims.get(&key) else { continue };
             if super::age(&claim) < after {
                 continue;
@@ -114,6 +115,11 @@ impl Controller {
 /// The most claims one periodic pass tells that they are queued: their writes share the API
 /// with the work itself.
 const QUEUE_WRITES: usize = 50;
+
+/// The least time in the queue that counts as waiting for the driver, whatever
+/// `--waiting-condition-after` says: the periodic pass queues claims itself, and one it has
+/// just queued waits for nothing yet.
+const QUEUED_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The wall-clock time `delay` from now, as conditions record it.
 fn wall_clock_at(delay: std::time::Duration) -> String {

@@ -1,7 +1,7 @@
 //! How many driver calls may be in flight at once, found from what the backend answers:
 //! additive increase while it answers in time, multiplicative decrease when it refuses as
-//! overloaded (ResourceExhausted, Unavailable) or its latency rises well past what it answers
-//! unloaded. Never above the ceiling (`--worker-threads`), never below one call. And which
+//! overloaded (ResourceExhausted, Unavailable) or answers so late that calls near their
+//! deadline. Never above the ceiling (`--worker-threads`), never below one call. And which
 //! waiting calls may go now. Pure: answers and latencies in, limits and admissions out.
 
 use std::collections::HashSet;
@@ -11,31 +11,23 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     /// The most calls in flight, and where the limit starts: a driver that never refuses and
-    /// never slows down is never held below it.
+    /// never nears its deadline is never held below it.
     pub ceiling: f64,
     /// The limit times this on a refusal.
     pub refused: f64,
-    /// The limit times this when latency rises past `tolerance` times the unloaded latency.
+    /// The limit times this on an answer that took `slow` or longer.
     pub slowed: f64,
-    pub tolerance: f64,
-    /// Latency under this much above the unloaded latency never counts as rising: a driver
-    /// answering in milliseconds is not slowed down by jitter.
-    pub slack: Duration,
-    /// Answers per window of the unloaded latency (the least latency of this window and the
-    /// last, so that a backend that turns slow for good is soon taken as it is).
-    pub window: u32,
+    /// An answer this late says the backend is past what it can take: calls are nearing their
+    /// deadline, and those that pass it are repeated, which adds to the load. Half the calls'
+    /// timeout. (A latency that merely grows with the calls in flight is no such sign: a driver
+    /// that serializes its work answers later under a burst and loses nothing by it.)
+    pub slow: Duration,
 }
 
 impl Settings {
-    pub fn with_ceiling(ceiling: usize) -> Settings {
-        Settings {
-            ceiling: (ceiling.max(1)) as f64,
-            refused: 0.7,
-            slowed: 0.9,
-            tolerance: 2.0,
-            slack: Duration::from_millis(100),
-            window: 100,
-        }
+    /// `ceiling`: --worker-threads; `timeout`: the driver calls' --timeout.
+    pub fn new(ceiling: usize, timeout: Duration) -> Settings {
+        Settings { ceiling: (ceiling.max(1)) as f64, refused: 0.7, slowed: 0.9, slow: timeout / 2 }
     }
 }
 
@@ -67,22 +59,11 @@ pub struct Limit {
     /// The limit the last refusal came at: the backend's knee, as far as we know it. Near it,
     /// the limit grows ten times slower, so that finding the knee again costs few refusals.
     refused_at: Option<f64>,
-    unloaded: Option<Duration>,
-    window_least: Option<Duration>,
-    window_answers: u32,
 }
 
 impl Limit {
     pub fn new(settings: Settings) -> Limit {
-        Limit {
-            settings,
-            limit: settings.ceiling,
-            epoch: 0,
-            refused_at: None,
-            unloaded: None,
-            window_least: None,
-            window_answers: 0,
-        }
+        Limit { settings, limit: settings.ceiling, epoch: 0, refused_at: None }
     }
 
     /// The calls that may be in flight now.
@@ -99,11 +80,6 @@ impl Limit {
         self.epoch
     }
 
-    /// The latency taken as unloaded, once any answer was heard.
-    pub fn unloaded(&self) -> Option<Duration> {
-        self.unloaded
-    }
-
     /// Takes in what a call admitted in `epoch` heard.
     pub fn heard(&mut self, epoch: u64, heard: Heard) -> Change {
         let current = epoch == self.epoch;
@@ -112,21 +88,15 @@ impl Limit {
                 self.refused_at = Some(self.limit);
                 self.cut(self.settings.refused)
             }
-            Heard::Overloaded => Change::Kept,
-            Heard::Answered(latency) => {
-                let rising = self.unloaded.is_some_and(|base| {
-                    latency > base.mul_f64(self.settings.tolerance)
-                        && latency > base + self.settings.slack
-                });
-                self.learn(latency);
-                if rising && current {
+            Heard::Answered(latency) if latency >= self.settings.slow => {
+                if current {
                     self.cut(self.settings.slowed)
-                } else if rising {
-                    Change::Kept
                 } else {
-                    self.raise()
+                    Change::Kept
                 }
             }
+            Heard::Overloaded => Change::Kept,
+            Heard::Answered(_) => self.raise(),
         }
     }
 
@@ -150,18 +120,6 @@ impl Limit {
         let step = if near { 0.1 } else { 1.0 };
         self.limit = (self.limit + step / self.limit).min(self.settings.ceiling);
         Change::Raised
-    }
-
-    fn learn(&mut self, latency: Duration) {
-        self.window_least = Some(self.window_least.map_or(latency, |l| l.min(latency)));
-        self.unloaded = Some(self.unloaded.map_or(latency, |u| u.min(latency)));
-        self.window_answers += 1;
-        if self.window_answers >= self.settings.window {
-            // The next window starts from this one's least: older calm is forgotten.
-            self.unloaded = self.window_least;
-            self.window_answers = 0;
-            self.window_least = None;
-        }
     }
 }
 

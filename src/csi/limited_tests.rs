@@ -100,7 +100,7 @@ async fn storm(driver: &Arc<Limited<Arc<Backend>>>, callers: usize, rounds: usiz
 #[tokio::test(start_paused = true)]
 async fn calls_in_flight_fall_on_refusals_and_recover_after_them() {
     let backend = Arc::new(Backend::new(6, Duration::from_millis(50)));
-    let gate = Gate::new(Settings::with_ceiling(40));
+    let gate = Gate::new(Settings::new(40, Duration::from_secs(10)));
     let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
 
     // Refusals come at once; the limit falls from the ceiling to about the knee.
@@ -123,7 +123,7 @@ async fn calls_in_flight_fall_on_refusals_and_recover_after_them() {
 #[tokio::test(start_paused = true)]
 async fn refusals_stay_few_once_the_limit_has_found_the_knee() {
     let backend = Arc::new(Backend::new(8, Duration::from_millis(50)));
-    let gate = Gate::new(Settings::with_ceiling(50));
+    let gate = Gate::new(Settings::new(50, Duration::from_secs(10)));
     let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
     storm(&driver, 50, 4).await;
     let before = backend.refused.load(Ordering::SeqCst);
@@ -136,7 +136,7 @@ async fn refusals_stay_few_once_the_limit_has_found_the_knee() {
 #[tokio::test(start_paused = true)]
 async fn existing_volume_work_goes_ahead_of_waiting_creates() {
     let backend = Arc::new(Backend::new(100, Duration::from_millis(10)));
-    let gate = Gate::new(Settings::with_ceiling(1));
+    let gate = Gate::new(Settings::new(1, Duration::from_secs(60)));
     let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
     let mut tasks = Vec::new();
     for name in ["create-1", "create-2", "create-3"] {
@@ -166,7 +166,7 @@ async fn existing_volume_work_goes_ahead_of_waiting_creates() {
 #[tokio::test(start_paused = true)]
 async fn a_caller_that_gives_up_leaves_the_line() {
     let backend = Arc::new(Backend::new(100, Duration::from_secs(10)));
-    let gate = Gate::new(Settings::with_ceiling(1));
+    let gate = Gate::new(Settings::new(1, Duration::from_secs(60)));
     let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
     let busy = {
         let driver = driver.clone();
