@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: msrv image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching demo demo-ci clean-peers fuzz fuzz-binder
+.PHONY: msrv image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching bench-storm demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -170,7 +170,7 @@ demo-ci: peers
 # `bench-journal` is the intent journal's CPU per claim, alone in a process, in a row named
 # JOURNAL_LABEL (the commit by default) beside the rows of earlier builds; `bench-matching` is
 # the binder's index against a full scan.
-bench: bench-stacks bench-pods bench-journal bench-matching
+bench: bench-stacks bench-pods bench-journal bench-matching bench-storm
 
 JOURNAL_LABEL ?= $(shell git rev-parse --short HEAD)
 bench-journal:
@@ -186,6 +186,14 @@ bench-stacks: peers
 	$(CARGO) build --locked --release --bin csi-pv-controller -p csi-pv-controller
 	$(CARGO) build --locked --release -p csi-pv-bench
 	$(CURDIR)/target/release/bench-stacks --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/bench/results $(BENCH_ARGS)
+
+# A burst against a backend with limits (the test relay in front of hostpathplugin), ours beside
+# kube-controller-manager and csi-provisioner + csi-resizer at default and hand-tuned workers;
+# STORM_ARGS narrows it (`bench-storm --help`).
+bench-storm: peers
+	$(CARGO) build --locked --release
+	$(CARGO) build --locked --release -p csi-pv-bench --bin bench-storm
+	$(CURDIR)/target/release/bench-storm --sidecar $(CURDIR)/target/release/csi-pv-controller --out $(CURDIR)/bench/results $(STORM_ARGS)
 
 bench-matching:
 	$(CARGO) bench --locked --bench matching

@@ -157,6 +157,7 @@ impl Bench {
             dir: &dir,
             journal_root: args.journal_dir.as_deref(),
             extra_controllers: &[],
+            workers: None,
         };
         let mut stack =
             Stack::start(id.kind, id.throttle, &plane.plane, &args.sidecar, &placement)?;

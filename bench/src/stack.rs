@@ -161,6 +161,9 @@ pub struct Placement<'a> {
     pub dir: &'a Path,
     pub journal_root: Option<&'a Path>,
     pub extra_controllers: &'a [&'a str],
+    /// csi-provisioner's --worker-threads and csi-resizer's --workers (ours: --worker-threads);
+    /// None for WORKERS.
+    pub workers: Option<u32>,
 }
 
 impl Stack {
@@ -173,6 +176,7 @@ impl Stack {
         at: &Placement,
     ) -> Result<Stack, String> {
         let (socket, dir, journal_root) = (at.socket, at.dir, at.journal_root);
+        let workers = at.workers.unwrap_or(WORKERS);
         let kubeconfig = format!("--kubeconfig={}", plane.admin_kubeconfig.display());
         let controllers = match kind {
             StackKind::Upstream | StackKind::Beside => {
@@ -210,14 +214,14 @@ impl Stack {
         match kind {
             StackKind::Upstream => {
                 // csi-provisioner and csi-resizer take the same flags but for their worker count.
-                for (name, workers) in
+                for (name, flag) in
                     [("csi-provisioner", "--worker-threads"), ("csi-resizer", "--workers")]
                 {
                     let mut args = vec![
                         csi_address.clone(),
                         kubeconfig.clone(),
                         "--leader-election=false".into(),
-                        format!("{workers}={WORKERS}"),
+                        format!("{flag}={workers}"),
                     ];
                     args.extend(throttle.flags(1));
                     procs.push(Proc::start(name, &peer(name), &args, dir)?);
@@ -227,7 +231,7 @@ impl Stack {
                 let mut args = vec![
                     format!("--csi-address=unix://{}", socket.display()),
                     kubeconfig,
-                    format!("--worker-threads={WORKERS}"),
+                    format!("--worker-threads={workers}"),
                 ];
                 if kind == StackKind::Ours {
                     // kube-controller-manager runs without its binder here: we are the binder.

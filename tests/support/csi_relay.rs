@@ -204,6 +204,26 @@ impl CsiRelay {
         self.state().peak.get(method).copied().unwrap_or(0)
     }
 
+    /// How many calls of `method` the driver answered with OK.
+    pub fn answered_ok(&self, method: &str) -> usize {
+        self.handle().answered_ok(method)
+    }
+
+    /// How many calls of `method` were refused for capacity.
+    pub fn refused_count(&self, method: &str) -> usize {
+        self.handle().refused_count(method)
+    }
+
+    /// The calls of `method` the relay holds unanswered now.
+    pub fn in_flight(&self, method: &str) -> usize {
+        self.handle().in_flight(method)
+    }
+
+    /// A handle that reads the relay's counts from another task.
+    pub fn handle(&self) -> RelayProbe {
+        RelayProbe { state: self.state.clone() }
+    }
+
     /// Starts counting `peak_in_flight` of `method` again from the calls now in flight.
     pub fn reset_peak(&self, method: &str) {
         let mut state = self.state();
@@ -236,6 +256,26 @@ impl CsiRelay {
     /// Whether the relay is down after a `DieAfter`.
     pub fn is_down(&self) -> bool {
         self.state().down_until.is_some_and(|t| Instant::now() < t)
+    }
+}
+
+/// Reads a relay's counts; cloneable, for a task that samples them.
+#[derive(Clone)]
+pub struct RelayProbe {
+    state: Arc<Mutex<State>>,
+}
+
+impl RelayProbe {
+    pub fn answered_ok(&self, method: &str) -> usize {
+        lock(&self.state).spans.iter().filter(|s| s.ok && s.method == method).count()
+    }
+
+    pub fn refused_count(&self, method: &str) -> usize {
+        lock(&self.state).refused.get(method).map_or(0, Vec::len)
+    }
+
+    pub fn in_flight(&self, method: &str) -> usize {
+        lock(&self.state).in_flight.get(method).copied().unwrap_or(0)
     }
 }
 

@@ -96,6 +96,7 @@ impl Cluster {
             dir: &dir,
             journal_root: None,
             extra_controllers: &NODE_CONTROLLERS,
+            workers: None,
         };
         let stack = Stack::start(kind, throttle, &plane.plane, sidecar, &placement)?;
         let mut args = vec![
