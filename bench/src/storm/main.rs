@@ -100,6 +100,11 @@ fn contenders(args: &Args) -> Result<Vec<Contender>, String> {
                 kind: StackKind::Beside,
                 workers: 100,
             }),
+            "ours-binder" => Ok(Contender {
+                label: "ours as the binder too (100 workers)".into(),
+                kind: StackKind::Ours,
+                workers: 100,
+            }),
             "upstream" => Ok(Contender {
                 label: "upstream (100 workers)".into(),
                 kind: StackKind::Upstream,
