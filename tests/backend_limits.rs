@@ -90,7 +90,7 @@ async fn calls_in_flight_fall_on_resource_exhausted_and_recover_after_it() {
     let metrics = world.sidecar.metrics().await;
     assert!(opening >= settled + 3, "the first calls went {opening} at once, later {settled}");
     assert!(low <= 4.0, "the limit after the refusals: {low} ({:?})", limits(&world).await);
-    assert!(settled <= 5 && settled < opening, "in flight once settled: {settled}");
+    assert!(settled <= 6, "in flight once settled: {settled}");
     assert!(
         metrics.contains("csi_pv_controller_driver_refusals_total{budget=")
             && metrics.contains("grpc_status_code=\"ResourceExhausted\""),

@@ -204,8 +204,10 @@ impl Controller {
             let object = || self.stores.claims.get(&key).as_deref().map(reference);
             // On the heap, as `drive` puts each step: the pass's future is large in a debug
             // build, and polled deep in a task's stack.
-            let pass =
-                self.contained("claim", pass_with_op(Box::pin(self.sync_claim(&key))), object);
+            // Its driver calls take their turn among its namespace's.
+            let share = key.namespace.clone().unwrap_or_default();
+            let work = crate::csi::limited::in_share(share, Box::pin(self.sync_claim(&key)));
+            let pass = self.contained("claim", pass_with_op(work), object);
             let result = pass.instrument(span.clone()).await;
             self.intake.claims.done(&key);
             span.in_scope(|| self.finish_pass(&self.intake.claims, key, result));

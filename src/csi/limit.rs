@@ -31,6 +31,9 @@ impl Settings {
     }
 }
 
+const PAUSE_BEFORE_ANY: Duration = Duration::from_millis(100);
+const PAUSE_MAX: Duration = Duration::from_secs(5);
+
 /// What one call heard.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Heard {
@@ -59,11 +62,22 @@ pub struct Limit {
     /// The limit the last refusal came at: the backend's knee, as far as we know it. Near it,
     /// the limit grows ten times slower, so that finding the knee again costs few refusals.
     refused_at: Option<f64>,
+    /// Refusals since the last answer, and the usual time of an answer: a refusal comes back
+    /// at once, so without a pause the next call would meet the same empty bucket.
+    refusals: u32,
+    typical: Option<Duration>,
 }
 
 impl Limit {
     pub fn new(settings: Settings) -> Limit {
-        Limit { settings, limit: settings.ceiling, epoch: 0, refused_at: None }
+        Limit {
+            settings,
+            limit: settings.ceiling,
+            epoch: 0,
+            refused_at: None,
+            refusals: 0,
+            typical: None,
+        }
     }
 
     /// The calls that may be in flight now.
@@ -80,9 +94,32 @@ impl Limit {
         self.epoch
     }
 
+    /// How long the budget sends nothing after a refusal: the usual answer's time (100 ms
+    /// before any), doubled for each refusal in a row, at most 5 s; zero once an answer came.
+    pub fn pause(&self) -> Duration {
+        if self.refusals == 0 {
+            return Duration::ZERO;
+        }
+        let base = self.typical.unwrap_or(PAUSE_BEFORE_ANY);
+        let doubling = 1u32 << (self.refusals - 1).min(10);
+        base.saturating_mul(doubling).min(PAUSE_MAX)
+    }
+
     /// Takes in what a call admitted in `epoch` heard.
     pub fn heard(&mut self, epoch: u64, heard: Heard) -> Change {
         let current = epoch == self.epoch;
+        match heard {
+            // Calls sent before the last cut met the same overload: one refusal in a row.
+            Heard::Overloaded if current => self.refusals = self.refusals.saturating_add(1),
+            Heard::Overloaded => {}
+            Heard::Answered(latency) => {
+                self.refusals = 0;
+                self.typical = Some(match self.typical {
+                    Some(t) => t.mul_f64(0.8) + latency.mul_f64(0.2),
+                    None => latency,
+                });
+            }
+        }
         match heard {
             Heard::Overloaded if current => {
                 self.refused_at = Some(self.limit);
@@ -123,8 +160,35 @@ impl Limit {
     }
 }
 
-/// A call waiting to go: the budgets it needs room in, in order of priority (the caller sorts
-/// the waiting calls: work on existing volumes first, then by arrival).
+/// A call waiting for room, as the order sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued<'a> {
+    pub id: u64,
+    /// Work on an existing volume: a deletion, an expansion, a modify.
+    pub existing: bool,
+    /// The claim's namespace ("" when the call has none).
+    pub share: &'a str,
+}
+
+/// The order waiting calls go in: work on existing volumes first, by arrival; then creates,
+/// the share served least first (by `served`, calls admitted per share), by arrival within a
+/// share. With every share backlogged that is round robin; a share that starts waiting is
+/// counted from the least of the others (`joined`), so it neither jumps the line for what it
+/// did not ask before nor waits behind what others asked.
+pub fn fair_order(waiting: &[Queued<'_>], served: &dyn Fn(&str) -> u64) -> Vec<u64> {
+    let mut order: Vec<&Queued<'_>> = waiting.iter().collect();
+    order.sort_by_key(|q| (!q.existing, if q.existing { 0 } else { served(q.share) }, q.id));
+    order.into_iter().map(|q| q.id).collect()
+}
+
+/// The count a share starts from when its first call starts waiting: its own, or the least
+/// among the shares already waiting, whichever is more.
+pub fn joined(own: u64, waiting_shares: impl Iterator<Item = u64>) -> u64 {
+    waiting_shares.min().map_or(own, |least| own.max(least))
+}
+
+/// A call waiting to go: the budgets it needs room in, in the order calls go in
+/// (`fair_order`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiter<'a> {
     pub id: u64,

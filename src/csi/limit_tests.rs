@@ -176,3 +176,67 @@ fn settles_below_a_knee_it_is_not_told_of() {
     assert!(mean > 7.2, "{mean}");
     assert!(refused * 60 < answered, "{refused} refused, {answered} answered");
 }
+
+#[test]
+fn a_refusal_pauses_the_budget_for_about_an_answer_doubling_while_refusals_go_on() {
+    let mut l = limit(10);
+    assert_eq!(l.pause(), Duration::ZERO);
+    // Before any answer: 100 ms, then doubling.
+    l.heard(l.epoch(), Heard::Overloaded);
+    assert_eq!(l.pause(), ms(100));
+    l.heard(l.epoch(), Heard::Answered(ms(200)));
+    assert_eq!(l.pause(), Duration::ZERO, "an answer ends the pause");
+    let pauses: Vec<Duration> = (0..7)
+        .map(|_| {
+            l.heard(l.epoch(), Heard::Overloaded);
+            l.pause()
+        })
+        .collect();
+    assert_eq!(pauses, [ms(200), ms(400), ms(800), ms(1_600), ms(3_200), ms(5_000), ms(5_000)]);
+    // A call sent before the last cut was refused by the same overload: no doubling.
+    let before = l.epoch() - 1;
+    l.heard(before, Heard::Overloaded);
+    assert_eq!(l.pause(), ms(5_000));
+}
+
+#[test]
+fn fair_order_tables() {
+    let q = |id, existing, share| Queued { id, existing, share };
+    type Served = &'static [(&'static str, u64)];
+    let cases: &[(&str, Vec<Queued<'_>>, Served, &[u64])] = &[
+        (
+            "existing-volume work first, by arrival",
+            vec![q(1, false, "a"), q(2, true, "b"), q(3, true, "a")],
+            &[],
+            &[2, 3, 1],
+        ),
+        (
+            "the share served least goes first",
+            vec![q(1, false, "a"), q(2, false, "a"), q(3, false, "b")],
+            &[("a", 40), ("b", 2)],
+            &[3, 1, 2],
+        ),
+        (
+            "equal shares by arrival",
+            vec![q(5, false, "a"), q(4, false, "b")],
+            &[("a", 3), ("b", 3)],
+            &[4, 5],
+        ),
+    ];
+    for (name, waiting, served, want) in cases {
+        let served_of = |s: &str| served.iter().find(|(n, _)| *n == s).map_or(0, |(_, v)| *v);
+        assert_eq!(fair_order(waiting, &served_of), *want, "{name}");
+    }
+}
+
+#[test]
+fn a_share_that_starts_waiting_counts_from_the_least_of_the_others() {
+    let cases: &[(&str, u64, &[u64], u64)] = &[
+        ("new, others far along: from the least of them", 0, &[900, 40], 40),
+        ("ahead of them already: its own", 100, &[40], 100),
+        ("nobody else waits: its own", 7, &[], 7),
+    ];
+    for (name, own, others, want) in cases {
+        assert_eq!(joined(*own, others.iter().copied()), *want, "{name}");
+    }
+}

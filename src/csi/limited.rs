@@ -1,7 +1,9 @@
 //! The driver behind its adaptive limit: each state-changing call waits for room in its budgets
 //! (the driver's; a create's topology segment's too), is made, and tells its budget what it
-//! heard. Work on existing volumes (deletions, expansions, modifies) waits ahead of creates. The
-//! limits and the admission order are decided in `limit`; this is the waiting and counting.
+//! heard; a refusal pauses the budget. Work on existing volumes (deletions, expansions,
+//! modifies) waits ahead of creates, and creates take turns by namespace (the pass says whose
+//! with `in_share`). The limits and the order are decided in `limit`; this is the waiting and
+//! counting.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::limit::{Heard, Limit, Settings, Waiter, admissible};
+use super::limit::{Heard, Limit, Queued, Settings, Waiter, admissible, fair_order, joined};
 use super::{CsiError, Driver, driver::Answer, v1 as csi};
 
 /// The budget every call needs room in.
@@ -18,12 +20,25 @@ pub const DRIVER: &str = "driver";
 struct Budget {
     limit: Limit,
     in_flight: usize,
+    /// No call goes before this: the pause after a refusal.
+    paused_until: Option<Instant>,
+}
+
+impl Budget {
+    fn room(&self, now: Instant) -> usize {
+        if self.paused_until.is_some_and(|until| now < until) {
+            return 0;
+        }
+        self.limit.allowed().saturating_sub(self.in_flight)
+    }
 }
 
 struct Waiting {
     id: u64,
     /// Work on an existing volume: waits ahead of creates.
     existing: bool,
+    /// The namespace of the claim the call is for.
+    share: String,
     budgets: Vec<String>,
 }
 
@@ -31,7 +46,23 @@ struct Waiting {
 struct State {
     budgets: HashMap<String, Budget>,
     waiting: Vec<Waiting>,
+    /// Calls admitted per share (`limit::fair_order`).
+    served: HashMap<String, u64>,
     next_id: u64,
+}
+
+tokio::task_local! {
+    /// The namespace of the claim whose pass makes the calls, for the fair order.
+    static SHARE: String;
+}
+
+/// Runs `work` with its driver calls counted in `share`'s turn (a claim's namespace).
+pub async fn in_share<F: std::future::Future>(share: String, work: F) -> F::Output {
+    SHARE.scope(share, work).await
+}
+
+fn current_share() -> String {
+    SHARE.try_with(String::clone).unwrap_or_default()
 }
 
 /// The budgets' limits and the calls waiting for them, shared by every call.
@@ -66,23 +97,29 @@ impl Gate {
 
     /// Waits until the call may go; the permit gives the room back when dropped.
     async fn admit(self: &Arc<Self>, budgets: Vec<String>, existing: bool) -> Permit {
+        let share = current_share();
         let id = {
             let mut state = self.state();
             state.next_id += 1;
             let id = state.next_id;
             for name in &budgets {
-                state
-                    .budgets
-                    .entry(name.clone())
-                    .or_insert_with(|| Budget { limit: Limit::new(self.settings), in_flight: 0 });
+                state.budgets.entry(name.clone()).or_insert_with(|| Budget {
+                    limit: Limit::new(self.settings),
+                    in_flight: 0,
+                    paused_until: None,
+                });
             }
-            // Existing-volume work ahead of every create, each kind in arrival order.
-            let at = state.waiting.iter().position(|w| existing && !w.existing);
-            let entry = Waiting { id, existing, budgets: budgets.clone() };
-            match at {
-                Some(at) => state.waiting.insert(at, entry),
-                None => state.waiting.push(entry),
+            if !existing && !state.waiting.iter().any(|w| !w.existing && w.share == share) {
+                let others: Vec<u64> = state
+                    .waiting
+                    .iter()
+                    .filter(|w| !w.existing)
+                    .map(|w| state.served.get(&w.share).copied().unwrap_or(0))
+                    .collect();
+                let own = state.served.get(&share).copied().unwrap_or(0);
+                state.served.insert(share.clone(), joined(own, others.into_iter()));
             }
+            state.waiting.push(Waiting { id, existing, share, budgets: budgets.clone() });
             id
         };
         let leave = Leave { gate: self, id, armed: true };
@@ -100,18 +137,32 @@ impl Gate {
 
     fn try_take(self: &Arc<Self>, id: u64, names: &[String]) -> Option<Permit> {
         let mut state = self.state();
+        let now = Instant::now();
         let go = {
-            let waiters: Vec<Waiter<'_>> =
-                state.waiting.iter().map(|w| Waiter { id: w.id, budgets: &w.budgets }).collect();
-            let room = |name: &str| {
-                state.budgets.get(name).map_or(0, |b| b.limit.allowed().saturating_sub(b.in_flight))
-            };
+            let queued: Vec<Queued<'_>> = state
+                .waiting
+                .iter()
+                .map(|w| Queued { id: w.id, existing: w.existing, share: &w.share })
+                .collect();
+            let served = |share: &str| state.served.get(share).copied().unwrap_or(0);
+            let order = fair_order(&queued, &served);
+            let by_id: HashMap<u64, &Waiting> = state.waiting.iter().map(|w| (w.id, w)).collect();
+            let waiters: Vec<Waiter<'_>> = order
+                .iter()
+                .filter_map(|id| by_id.get(id))
+                .map(|w| Waiter { id: w.id, budgets: &w.budgets })
+                .collect();
+            let room = |name: &str| state.budgets.get(name).map_or(0, |b| b.room(now));
             admissible(&waiters, &room)
         };
         if !go.contains(&id) {
             return None;
         }
-        state.waiting.retain(|w| w.id != id);
+        let at = state.waiting.iter().position(|w| w.id == id)?;
+        let admitted = state.waiting.remove(at);
+        if !admitted.existing {
+            *state.served.entry(admitted.share).or_default() += 1;
+        }
         let mut epochs = Vec::with_capacity(names.len());
         for name in names {
             if let Some(budget) = state.budgets.get_mut(name) {
@@ -126,6 +177,17 @@ impl Gate {
             self.wake.notify_waiters();
         }
         Some(Permit { gate: self.clone(), epochs, started: Instant::now() })
+    }
+
+    /// Wakes the waiting calls once a pause is over.
+    fn wake_after(self: &Arc<Self>, pause: std::time::Duration) {
+        let gate = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            if let Some(gate) = gate.upgrade() {
+                gate.wake.notify_waiters();
+            }
+        });
     }
 
     fn measure(&self, state: &State, names: &[String]) {
@@ -188,8 +250,18 @@ impl Permit {
             return;
         };
         let mut state = self.gate.state();
+        let mut paused = None;
         if let Some(budget) = state.budgets.get_mut(name) {
             budget.limit.heard(*epoch, heard);
+            let pause = budget.limit.pause();
+            if !pause.is_zero() {
+                budget.paused_until = Some(Instant::now() + pause);
+                paused = Some(pause);
+            }
+        }
+        drop(state);
+        if let Some(pause) = paused {
+            self.gate.wake_after(pause);
         }
         if let (Heard::Overloaded, Some(code)) = (heard, code) {
             let labels = crate::metrics::RefusalLabels {

@@ -213,3 +213,57 @@ fn a_create_with_a_topology_needs_its_segment_too() {
         assert_eq!(create_budgets(&request), want, "{name}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_late_namespace_gets_its_turn_at_the_driver() {
+    let backend = Arc::new(Backend::new(100, Duration::from_millis(10)));
+    let gate = Gate::new(Settings::new(1, Duration::from_secs(60)));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    let mut tasks = Vec::new();
+    let call = |share: &str, name: String| {
+        let driver = driver.clone();
+        let share = share.to_string();
+        tokio::spawn(in_share(share, async move {
+            driver.create_volume(create(&name)).await.map(|_| ())
+        }))
+    };
+    for n in 0..6 {
+        tasks.push(call("tenant-a", format!("a-{n}")));
+        tokio::task::yield_now().await;
+    }
+    tasks.push(call("tenant-b", "b-0".into()));
+    tokio::task::yield_now().await;
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let order = backend.order.lock().unwrap().clone();
+    let b_at = order.iter().position(|n| n == "b-0").unwrap();
+    assert!(b_at <= 2, "{order:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_refusal_nothing_is_sent_until_the_pause_is_over() {
+    // A backend that refuses every call; 8 callers try for 2 s.
+    let backend = Arc::new(Backend::new(0, Duration::from_millis(200)));
+    let gate = Gate::new(Settings::new(8, Duration::from_secs(60)));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        let driver = driver.clone();
+        tasks.push(tokio::spawn(async move {
+            while tokio::time::Instant::now() < until {
+                let _ = driver.create_volume(create(&format!("pvc-{c}"))).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // The first 8 at once, then one limit's worth after each pause (0.1, 0.2, 0.4, 0.8 s):
+    // a refusal comes back at once, and without the pause its room would go to the next
+    // doomed call at once, thousands in 2 s.
+    let refused = backend.refused.load(Ordering::SeqCst);
+    assert!(refused <= 24, "{refused} refused in 2 s");
+    assert!(gate.budgets()[0].1 <= 2.0, "{:?}", gate.budgets());
+}

@@ -16,7 +16,7 @@
 //! on these 2 cores): with a larger one the binder, not the backend, is what the burst meets.
 
 #[path = "../../../tests/support/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod support;
 
 #[path = "../common.rs"]
