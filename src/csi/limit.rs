@@ -39,8 +39,12 @@ const PAUSE_MAX: Duration = Duration::from_secs(5);
 pub enum Heard {
     /// An answer (OK or an error that is not overload), after this long.
     Answered(Duration),
-    /// ResourceExhausted or Unavailable: the backend says it takes no more now.
+    /// ResourceExhausted: the backend says it takes no more now.
     Overloaded,
+    /// Unavailable: the backend, or the driver's socket, cannot take calls now. Cut as a
+    /// refusal, with no pause: a driver that is down is waited out by the executor (its Probe),
+    /// and a pause on top would only hold back its return.
+    Unavailable,
 }
 
 /// What hearing an answer did to the limit.
@@ -111,7 +115,7 @@ impl Limit {
         match heard {
             // Calls sent before the last cut met the same overload: one refusal in a row.
             Heard::Overloaded if current => self.refusals = self.refusals.saturating_add(1),
-            Heard::Overloaded => {}
+            Heard::Overloaded | Heard::Unavailable => {}
             Heard::Answered(latency) => {
                 self.refusals = 0;
                 self.typical = Some(match self.typical {
@@ -121,7 +125,7 @@ impl Limit {
             }
         }
         match heard {
-            Heard::Overloaded if current => {
+            Heard::Overloaded | Heard::Unavailable if current => {
                 self.refused_at = Some(self.limit);
                 self.cut(self.settings.refused)
             }
@@ -132,7 +136,7 @@ impl Limit {
                     Change::Kept
                 }
             }
-            Heard::Overloaded => Change::Kept,
+            Heard::Overloaded | Heard::Unavailable => Change::Kept,
             Heard::Answered(_) => self.raise(),
         }
     }

@@ -24,6 +24,7 @@ fn what_each_answer_does() {
     // calls allowed after.
     let cases: &[(&str, Heard, Change, usize)] = &[
         ("a refusal cuts to 0.7", Heard::Overloaded, Change::Cut, 7),
+        ("Unavailable cuts to 0.7", Heard::Unavailable, Change::Cut, 7),
         ("an answer at half the timeout cuts to 0.9", Heard::Answered(ms(5_000)), Change::Cut, 9),
         ("a late answer is still one", Heard::Answered(ms(4_999)), Change::Kept, 10),
         ("in time", Heard::Answered(ms(12)), Change::Kept, 10),
@@ -160,8 +161,8 @@ fn settles_below_a_knee_it_is_not_told_of() {
             let heard = if call >= 8 { Heard::Overloaded } else { Heard::Answered(ms(20)) };
             if round >= 100 {
                 match heard {
-                    Heard::Overloaded => refused += 1,
                     Heard::Answered(_) => answered += 1,
+                    _ => refused += 1,
                 }
             }
             l.heard(epoch, heard);
@@ -197,6 +198,11 @@ fn a_refusal_pauses_the_budget_for_about_an_answer_doubling_while_refusals_go_on
     let before = l.epoch() - 1;
     l.heard(before, Heard::Overloaded);
     assert_eq!(l.pause(), ms(5_000));
+    // Unavailable pauses nothing: a driver that is down is waited out elsewhere.
+    let mut down = limit(10);
+    down.heard(down.epoch(), Heard::Unavailable);
+    assert_eq!(down.pause(), Duration::ZERO);
+    assert_eq!(down.allowed(), 7);
 }
 
 #[test]

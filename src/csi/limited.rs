@@ -241,9 +241,15 @@ impl Permit {
     /// Tells the most specific budget what the call heard: a segment's refusal is that
     /// segment's, not the whole driver's.
     fn heard<T>(&self, answer: &Result<T, CsiError>) {
+        // A call that never reached the driver (its socket refused, the connection dropped)
+        // says nothing of the backend: the driver is down, which the executor waits out.
+        if let Err(CsiError::Transport { .. }) = answer {
+            return;
+        }
         let code = answer.as_ref().err().and_then(CsiError::code);
         let heard = match code {
-            Some(tonic::Code::ResourceExhausted | tonic::Code::Unavailable) => Heard::Overloaded,
+            Some(tonic::Code::ResourceExhausted) => Heard::Overloaded,
+            Some(tonic::Code::Unavailable) => Heard::Unavailable,
             _ => Heard::Answered(self.started.elapsed()),
         };
         let Some((name, epoch)) = self.epochs.last() else {
@@ -263,7 +269,7 @@ impl Permit {
         if let Some(pause) = paused {
             self.gate.wake_after(pause);
         }
-        if let (Heard::Overloaded, Some(code)) = (heard, code) {
+        if let (Heard::Overloaded | Heard::Unavailable, Some(code)) = (heard, code) {
             let labels = crate::metrics::RefusalLabels {
                 budget: name.clone(),
                 grpc_status_code: crate::metrics::code_name(code),

@@ -267,3 +267,46 @@ async fn after_a_refusal_nothing_is_sent_until_the_pause_is_over() {
     assert!(refused <= 24, "{refused} refused in 2 s");
     assert!(gate.budgets()[0].1 <= 2.0, "{:?}", gate.budgets());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_driver_that_cannot_be_reached_is_no_overload() {
+    struct Down;
+    impl Driver for Down {
+        fn create_volume(&self, _: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+            Box::pin(async {
+                Err(CsiError::Transport {
+                    method: "CreateVolume",
+                    code: tonic::Code::Unavailable,
+                    message: "connection refused".into(),
+                })
+            })
+        }
+        fn delete_volume(&self, _: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn controller_expand_volume(
+            &self,
+            _: csi::ControllerExpandVolumeRequest,
+        ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
+            Box::pin(async { Ok(Default::default()) })
+        }
+        fn controller_modify_volume(
+            &self,
+            _: csi::ControllerModifyVolumeRequest,
+        ) -> Answer<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn probe(&self) -> Answer<'_, bool> {
+            Box::pin(async { Ok(false) })
+        }
+    }
+    let gate = Gate::new(Settings::new(4, Duration::from_secs(60)));
+    let driver = Limited::new(Down, gate.clone());
+    let started = tokio::time::Instant::now();
+    for _ in 0..5 {
+        assert!(driver.create_volume(create("x")).await.is_err());
+    }
+    // No cut, no pause: the executor's own wait for the driver applies, not ours on top.
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(gate.budgets(), vec![(DRIVER.to_string(), 4.0, 0)]);
+}
