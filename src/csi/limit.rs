@@ -1,8 +1,12 @@
 //! How many driver calls may be in flight at once, found from what the backend answers:
 //! additive increase while it answers in time, multiplicative decrease when it refuses as
 //! overloaded (ResourceExhausted, Unavailable) or answers so late that calls near their
-//! deadline. Never above the ceiling (`--worker-threads`), never below one call. And which
-//! waiting calls may go now. Pure: answers and latencies in, limits and admissions out.
+//! deadline. Never above the ceiling (`--worker-threads`). Once cut, the limit is a paced
+//! window: `limit` calls per usual answer's time, started evenly rather than at once, so that
+//! a fraction of a call counts (a backend that takes five calls a second, each answered in
+//! 200 ms, needs about one in flight, and whole calls would swing between half and double
+//! that). And which waiting calls may go now. Pure: answers and latencies in, limits and
+//! admissions out.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -33,6 +37,17 @@ impl Settings {
 
 const PAUSE_BEFORE_ANY: Duration = Duration::from_millis(100);
 const PAUSE_MAX: Duration = Duration::from_secs(5);
+/// The least limit: one call per twenty usual answers' time.
+const FLOOR: f64 = 0.05;
+/// From 0.9 of the level the backend last refused at, the limit grows by this share of that
+/// level per answer: a hundred answers from there back to it, so about one refusal in a
+/// hundred calls while the backend stays as it is.
+const NEAR_STEP: f64 = 0.001;
+/// Past the level the backend last refused at, the excess over it grows by this share per
+/// answer, on top of the slow step.
+const PROBE_GROWTH: f64 = 0.1;
+/// Within a float's error of a whole call, it is that whole call.
+const EPSILON: f64 = 1e-9;
 
 /// What one call heard.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,9 +99,20 @@ impl Limit {
         }
     }
 
-    /// The calls that may be in flight now.
+    /// The calls that may be in flight now: the limit rounded up (a paced fraction of a call
+    /// is a call sent less often), at least one.
     pub fn allowed(&self) -> usize {
-        self.limit.floor().max(1.0) as usize
+        (self.limit - EPSILON).ceil().clamp(1.0, self.settings.ceiling) as usize
+    }
+
+    /// The time between two calls' starts: none at the ceiling (a driver that never refused
+    /// is never held back); below it, the usual answer's time (100 ms before any) over the
+    /// limit, so that `limit` calls go per answer's time, spread out.
+    pub fn interval(&self) -> Duration {
+        if self.limit >= self.settings.ceiling {
+            return Duration::ZERO;
+        }
+        self.typical.unwrap_or(PAUSE_BEFORE_ANY).div_f64(self.limit)
     }
 
     pub fn value(&self) -> f64 {
@@ -142,14 +168,15 @@ impl Limit {
     }
 
     fn cut(&mut self, factor: f64) -> Change {
-        self.limit = (self.limit * factor).max(1.0);
+        self.limit = (self.limit * factor).max(FLOOR);
         self.epoch += 1;
         Change::Cut
     }
 
-    /// One more call per limit's worth of answers (about one per round trip), a tenth of that
-    /// near where the backend last refused; well past it, that knee is forgotten (the backend
-    /// may have grown).
+    /// One more call per limit's worth of answers (about one per round trip; below one call,
+    /// half again per answer) up to 0.9 of where the backend last refused; from there, a
+    /// thousandth of that level per answer. Well past it, that knee is forgotten (the backend may have
+    /// grown).
     fn raise(&mut self) -> Change {
         if self.limit >= self.settings.ceiling {
             return Change::Kept;
@@ -157,9 +184,19 @@ impl Limit {
         if self.refused_at.is_some_and(|knee| self.limit > knee * 1.2) {
             self.refused_at = None;
         }
-        let near = self.refused_at.is_some_and(|knee| self.limit >= knee * 0.85);
-        let step = if near { 0.1 } else { 1.0 };
-        self.limit = (self.limit + step / self.limit).min(self.settings.ceiling);
+        let fast = if self.limit >= 1.0 { 1.0 / self.limit } else { self.limit / 2.0 };
+        self.limit = match self.refused_at {
+            // Past it, probing speeds up: the backend may have grown.
+            Some(knee) if self.limit >= knee => {
+                self.limit + NEAR_STEP * knee + (self.limit - knee) * PROBE_GROWTH
+            }
+            Some(knee) if self.limit >= knee * 0.9 => self.limit + NEAR_STEP * knee,
+            // The fast climb stops where the slow one starts: at a fraction of a call, one
+            // step could pass the refused level at once.
+            Some(knee) => (self.limit + fast).min(knee * 0.9),
+            None => self.limit + fast,
+        }
+        .min(self.settings.ceiling);
         Change::Raised
     }
 }

@@ -58,31 +58,78 @@ fn the_calls_in_flight_at_one_overload_cut_once() {
 }
 
 #[test]
-fn never_below_one_call() {
+fn one_call_in_flight_at_least_and_a_twentieth_of_a_call_per_answer_time() {
     let mut l = limit(4);
-    for _ in 0..20 {
+    l.heard(l.epoch(), Heard::Answered(ms(200)));
+    for _ in 0..40 {
         l.heard(l.epoch(), Heard::Overloaded);
     }
     assert_eq!(l.allowed(), 1);
-    assert!(l.value() >= 1.0);
+    assert!((l.value() - FLOOR).abs() < 1e-9, "{}", l.value());
+    // One call per twenty answers' time: 200 ms / 0.05.
+    assert_eq!(l.interval(), ms(4_000));
 }
 
 #[test]
-fn recovers_by_about_one_call_per_round_trip_up_to_the_ceiling() {
+fn the_interval_between_starts_is_the_usual_answer_over_the_limit_below_the_ceiling() {
     let mut l = limit(10);
+    assert_eq!(l.interval(), Duration::ZERO, "never cut: never paced");
     l.heard(l.epoch(), Heard::Overloaded);
-    assert_eq!(l.allowed(), 7);
-    // About 7 answers (one round trip at 7 in flight) for the eighth call.
+    assert_eq!(l.interval(), ms(100).div_f64(7.0), "100 ms before any answer");
+    l.heard(l.epoch(), Heard::Answered(ms(350)));
+    assert_eq!(l.allowed(), 8, "7 and a fraction: the fraction is a paced call");
+    assert_eq!(l.interval(), ms(350).div_f64(l.value()));
+    for _ in 0..10_000 {
+        l.heard(l.epoch(), Heard::Answered(ms(350)));
+    }
+    assert_eq!((l.value(), l.interval()), (10.0, Duration::ZERO), "back at the ceiling");
+}
+
+#[test]
+fn recovers_by_about_one_call_per_round_trip_then_slowly_near_the_refused_level() {
+    let mut l = limit(20);
+    l.heard(l.epoch(), Heard::Overloaded);
+    assert_eq!(l.allowed(), 14);
+    let answers_to = |l: &mut Limit, level: f64| {
+        let mut answers = 0;
+        while l.value() < level - 1e-9 {
+            l.heard(l.epoch(), Heard::Answered(ms(5)));
+            answers += 1;
+        }
+        answers
+    };
+    // About 14 answers (one round trip at 14 in flight) for the fifteenth call.
+    let fast = answers_to(&mut l, 15.0);
+    assert!((13..=15).contains(&fast), "{fast}");
+    // From 0.9 of the refused level (18) to it: a thousandth of 20 per answer.
+    answers_to(&mut l, 18.0);
+    let slow = answers_to(&mut l, 20.0);
+    assert!((95..=105).contains(&slow), "{slow}");
+    for _ in 0..10 {
+        l.heard(l.epoch(), Heard::Answered(ms(5)));
+    }
+    assert_eq!(l.value(), 20.0, "never above the ceiling");
+}
+
+#[test]
+fn well_past_the_refused_level_it_is_forgotten() {
+    let mut l = limit(100);
+    for _ in 0..5 {
+        l.heard(l.epoch(), Heard::Overloaded);
+    }
+    let refused = l.value() / 0.7;
+    // Up to the refused level: slowly (a hundred answers from 0.9 of it); past it, faster
+    // and faster; past 1.2 times it, one call per round trip again.
     let mut answers = 0;
-    while l.allowed() < 8 {
+    while l.value() < refused * 1.2 {
         l.heard(l.epoch(), Heard::Answered(ms(5)));
         answers += 1;
     }
-    assert!((6..=8).contains(&answers), "{answers}");
-    for _ in 0..1000 {
-        l.heard(l.epoch(), Heard::Answered(ms(5)));
-    }
-    assert_eq!(l.value(), 10.0);
+    let before = l.value();
+    l.heard(l.epoch(), Heard::Answered(ms(5)));
+    // About 90 answers from 17 to 21.6 (0.9 of 24), 100 from there to 24, 32 past it.
+    assert!((200..=250).contains(&answers), "{answers}");
+    assert!((l.value() - before - 1.0 / before).abs() < 1e-9, "{} from {before}", l.value());
 }
 
 #[test]
@@ -244,5 +291,57 @@ fn a_share_that_starts_waiting_counts_from_the_least_of_the_others() {
     ];
     for (name, own, others, want) in cases {
         assert_eq!(joined(*own, others.iter().copied()), *want, "{name}");
+    }
+}
+
+/// A backend that takes `rate` calls a second (a token bucket holding one second's worth, as
+/// cloud APIs throttle) and answers each in `latency`, behind the limiter as the gate runs it
+/// (a start holds the next for the interval, a refusal pauses), with calls always waiting; in
+/// 1 ms steps for `secs`. The volumes made and the refusals, from `warm` seconds on.
+fn behind_a_token_bucket(rate: f64, latency: u64, secs: u64, warm: u64) -> (f64, f64) {
+    let mut l = limit(100);
+    let mut tokens = rate;
+    let mut in_flight: Vec<(u64, u64)> = Vec::new();
+    let mut not_before = 0.0_f64;
+    let (mut made, mut refused) = (0.0, 0.0);
+    for t in 0..secs * 1_000 {
+        let counted = t >= warm * 1_000;
+        tokens = (tokens + rate / 1_000.0).min(rate);
+        for (_, epoch) in in_flight.iter().filter(|(done, _)| *done == t) {
+            l.heard(*epoch, Heard::Answered(ms(latency)));
+            made += if counted { 1.0 } else { 0.0 };
+        }
+        in_flight.retain(|(done, _)| *done > t);
+        let now = t as f64;
+        while in_flight.len() < l.allowed() && now >= not_before {
+            let epoch = l.epoch();
+            not_before = not_before.max(now + l.interval().as_secs_f64() * 1_000.0);
+            if tokens >= 1.0 {
+                tokens -= 1.0;
+                in_flight.push((t + latency, epoch));
+            } else {
+                l.heard(epoch, Heard::Overloaded);
+                not_before = not_before.max(now + l.pause().as_secs_f64() * 1_000.0);
+                refused += if counted { 1.0 } else { 0.0 };
+            }
+        }
+    }
+    (made, refused)
+}
+
+/// The paced window finds a rate it is not told of: near it, with about one refusal per
+/// hundred volumes, whether the right number in flight is a fraction of a call or many.
+#[test]
+fn a_rate_limited_backend_is_used_near_its_rate_with_few_refusals() {
+    for (rate, latency) in [(5.0, 200), (2.0, 300), (40.0, 200), (5.0, 2_000)] {
+        let (secs, warm) = (1_260, 60);
+        let (made, refused) = behind_a_token_bucket(rate, latency, secs, warm);
+        let share = made / (rate * (secs - warm) as f64);
+        let per_hundred = refused * 100.0 / made;
+        println!(
+            "{rate}/s at {latency} ms: {share:.3} of the rate, {per_hundred:.2} refused per 100"
+        );
+        assert!(share > 0.93, "{rate}/s at {latency} ms: {share:.3} of the rate");
+        assert!(per_hundred < 1.5, "{rate}/s at {latency} ms: {per_hundred:.2} per 100");
     }
 }

@@ -1,5 +1,6 @@
 //! The driver behind its adaptive limit: each state-changing call waits for room in its budgets
-//! (the driver's; a create's topology segment's too), is made, and tells its budget what it
+//! (the driver's; a create's topology segment's too), and, in a budget cut below its ceiling,
+//! for its pacing interval since the last start; it is made, and tells its budget what it
 //! heard; a refusal pauses the budget. Work on existing volumes (deletions, expansions,
 //! modifies) waits ahead of creates, and creates take turns by namespace (the pass says whose
 //! with `in_share`). The limits and the order are decided in `limit`; this is the waiting and
@@ -20,16 +21,27 @@ pub const DRIVER: &str = "driver";
 struct Budget {
     limit: Limit,
     in_flight: usize,
-    /// No call goes before this: the pause after a refusal.
-    paused_until: Option<Instant>,
+    /// No call goes before this: the pacing interval after a start, the pause after a refusal.
+    not_before: Option<Instant>,
 }
 
 impl Budget {
     fn room(&self, now: Instant) -> usize {
-        if self.paused_until.is_some_and(|until| now < until) {
+        if self.not_before.is_some_and(|at| now < at) {
             return 0;
         }
         self.limit.allowed().saturating_sub(self.in_flight)
+    }
+
+    /// Holds the budget's next call back for `gap` from `now`, if that is later than it
+    /// already is; true when it is.
+    fn hold(&mut self, now: Instant, gap: std::time::Duration) -> bool {
+        let at = now + gap;
+        if gap.is_zero() || self.not_before.is_some_and(|t| t >= at) {
+            return false;
+        }
+        self.not_before = Some(at);
+        true
     }
 }
 
@@ -106,7 +118,7 @@ impl Gate {
                 state.budgets.entry(name.clone()).or_insert_with(|| Budget {
                     limit: Limit::new(self.settings),
                     in_flight: 0,
-                    paused_until: None,
+                    not_before: None,
                 });
             }
             if !existing && !state.waiting.iter().any(|w| !w.existing && w.share == share) {
@@ -164,14 +176,22 @@ impl Gate {
             *state.served.entry(admitted.share).or_default() += 1;
         }
         let mut epochs = Vec::with_capacity(names.len());
+        let mut paced = std::time::Duration::ZERO;
         for name in names {
             if let Some(budget) = state.budgets.get_mut(name) {
                 budget.in_flight += 1;
                 epochs.push((name.clone(), budget.limit.epoch()));
+                let interval = budget.limit.interval();
+                if budget.hold(now, interval) {
+                    paced = paced.max(interval);
+                }
             }
         }
         self.measure(&state, names);
         drop(state);
+        if !paced.is_zero() {
+            self.wake_after(paced);
+        }
         if go.len() > 1 {
             // Others may go too: let them look.
             self.wake.notify_waiters();
@@ -179,7 +199,7 @@ impl Gate {
         Some(Permit { gate: self.clone(), epochs, started: Instant::now() })
     }
 
-    /// Wakes the waiting calls once a pause is over.
+    /// Wakes the waiting calls once a pause or a pacing interval is over.
     fn wake_after(self: &Arc<Self>, pause: std::time::Duration) {
         let gate = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -260,8 +280,7 @@ impl Permit {
         if let Some(budget) = state.budgets.get_mut(name) {
             budget.limit.heard(*epoch, heard);
             let pause = budget.limit.pause();
-            if !pause.is_zero() {
-                budget.paused_until = Some(Instant::now() + pause);
+            if budget.hold(Instant::now(), pause) {
                 paused = Some(pause);
             }
         }

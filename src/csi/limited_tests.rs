@@ -310,3 +310,102 @@ async fn a_driver_that_cannot_be_reached_is_no_overload() {
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(gate.budgets(), vec![(DRIVER.to_string(), 4.0, 0)]);
 }
+
+/// A backend that takes `per_second` creates a second (a token bucket holding one second's
+/// worth) and answers each after `latency`.
+struct Bucket {
+    per_second: f64,
+    latency: Duration,
+    state: Mutex<(f64, Instant)>,
+    made: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+impl Driver for Arc<Bucket> {
+    fn create_volume(&self, _: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+        Box::pin(async move {
+            let granted = {
+                let mut state = self.state.lock().unwrap();
+                let now = Instant::now();
+                let refill = now.duration_since(state.1).as_secs_f64() * self.per_second;
+                state.0 = (state.0 + refill).min(self.per_second);
+                state.1 = now;
+                let granted = state.0 >= 1.0;
+                if granted {
+                    state.0 -= 1.0;
+                }
+                granted
+            };
+            if !granted {
+                self.refused.fetch_add(1, Ordering::SeqCst);
+                let status = tonic::Status::resource_exhausted("rate exceeded");
+                return Err(CsiError::from_status("CreateVolume", &status));
+            }
+            tokio::time::sleep(self.latency).await;
+            self.made.fetch_add(1, Ordering::SeqCst);
+            Ok(csi::Volume::default())
+        })
+    }
+    fn delete_volume(&self, _: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn controller_expand_volume(
+        &self,
+        _: csi::ControllerExpandVolumeRequest,
+    ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
+        Box::pin(async { Ok(Default::default()) })
+    }
+    fn controller_modify_volume(&self, _: csi::ControllerModifyVolumeRequest) -> Answer<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+    fn probe(&self) -> Answer<'_, bool> {
+        Box::pin(async { Ok(true) })
+    }
+}
+
+/// Five creates a second, each answered in 200 ms, so about one call in flight is right: with
+/// 30 callers always waiting, the paced limit finds that rate, and once it has, the creates
+/// come near it with about one refusal per hundred volumes.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_backend_is_paced_to_its_rate() {
+    let backend = Arc::new(Bucket {
+        per_second: 5.0,
+        latency: Duration::from_millis(200),
+        state: Mutex::new((5.0, Instant::now())),
+        made: AtomicUsize::new(0),
+        refused: AtomicUsize::new(0),
+    });
+    let gate = Gate::new(Settings::new(30, Duration::from_secs(10)));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    let run = |n: usize| {
+        let (driver, backend) = (driver.clone(), backend.clone());
+        async move {
+            let mut tasks = Vec::new();
+            for c in 0..30 {
+                let driver = driver.clone();
+                let backend = backend.clone();
+                tasks.push(tokio::spawn(async move {
+                    while backend.made.load(Ordering::SeqCst) < n {
+                        let _ = driver.create_volume(create(&format!("pvc-{c}"))).await;
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        }
+    };
+    run(100).await;
+    let (made, refused, started) = (
+        backend.made.load(Ordering::SeqCst),
+        backend.refused.load(Ordering::SeqCst),
+        Instant::now(),
+    );
+    run(made + 1_000).await;
+    let made = backend.made.load(Ordering::SeqCst) - made;
+    let refused = backend.refused.load(Ordering::SeqCst) - refused;
+    let share = made as f64 / (5.0 * started.elapsed().as_secs_f64());
+    println!("{made} made, {refused} refused, {share:.3} of the rate");
+    assert!(share > 0.9, "{made} made in {:?}: {share:.3} of the rate", started.elapsed());
+    assert!(refused * 100 <= made * 2, "{refused} refused for {made} made");
+}
