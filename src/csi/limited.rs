@@ -1,5 +1,5 @@
 //! The driver behind its adaptive limit: each state-changing call waits for room in its budgets
-//! (the driver's; a create's topology segment's too), and, in a budget cut below its ceiling,
+//! (the driver's, its method's; a create's topology segment's too), and, in a budget cut below its ceiling,
 //! for its pacing interval since the last start; it is made, and tells its budget what it
 //! heard; a refusal pauses the budget. Work on existing volumes (deletions, expansions,
 //! modifies) waits ahead of creates, and creates take turns by namespace (the pass says whose
@@ -15,8 +15,16 @@ use tokio::time::Instant;
 use super::limit::{Heard, Limit, Queued, Settings, Waiter, admissible, fair_order, joined};
 use super::{CsiError, Driver, driver::Answer, v1 as csi};
 
-/// The budget every call needs room in.
+/// The budget every call needs room in: `--worker-threads` calls at most, all methods together.
 pub const DRIVER: &str = "driver";
+
+/// The budgets a call of `method` needs: the driver's and its method's. A refusal is told to
+/// the most specific budget, so a backend that throttles CreateVolume holds back creates, not
+/// the deletions and expansions of volumes that exist; one whose throttle is shared refuses
+/// those too, and their own budgets learn it.
+fn method_budgets(method: &str) -> Vec<String> {
+    vec![DRIVER.to_string(), method.to_string()]
+}
 
 struct Budget {
     limit: Limit,
@@ -313,10 +321,10 @@ impl Drop for Permit {
     }
 }
 
-/// The budgets a create needs: the driver's, and its first preferred (else requisite)
-/// topology segment's, where it names one.
+/// The budgets a create needs: the driver's, CreateVolume's, and its first preferred (else
+/// requisite) topology segment's, where it names one.
 fn create_budgets(request: &csi::CreateVolumeRequest) -> Vec<String> {
-    let mut budgets = vec![DRIVER.to_string()];
+    let mut budgets = method_budgets("CreateVolume");
     let segment = request.accessibility_requirements.as_ref().and_then(|r| {
         r.preferred.first().or_else(|| r.requisite.first()).map(|t| {
             let mut pairs: Vec<String> =
@@ -361,21 +369,23 @@ impl<D: Driver> Driver for Limited<D> {
     }
 
     fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
-        self.through(vec![DRIVER.to_string()], true, move |d| d.delete_volume(request))
+        self.through(method_budgets("DeleteVolume"), true, move |d| d.delete_volume(request))
     }
 
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
-        self.through(vec![DRIVER.to_string()], true, move |d| d.controller_expand_volume(request))
+        let budgets = method_budgets("ControllerExpandVolume");
+        self.through(budgets, true, move |d| d.controller_expand_volume(request))
     }
 
     fn controller_modify_volume(
         &self,
         request: csi::ControllerModifyVolumeRequest,
     ) -> Answer<'_, ()> {
-        self.through(vec![DRIVER.to_string()], true, move |d| d.controller_modify_volume(request))
+        let budgets = method_budgets("ControllerModifyVolume");
+        self.through(budgets, true, move |d| d.controller_modify_volume(request))
     }
 
     fn probe(&self) -> Answer<'_, bool> {

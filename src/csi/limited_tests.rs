@@ -179,7 +179,8 @@ async fn a_caller_that_gives_up_leaves_the_line() {
     assert!(gave_up.is_err());
     assert_eq!(gate.waiting(), 0);
     busy.await.unwrap().unwrap();
-    assert_eq!(gate.budgets(), vec![(DRIVER.to_string(), 1.0, 0)]);
+    let each = |limit| vec![("CreateVolume".to_string(), limit, 0), (DRIVER.to_string(), limit, 0)];
+    assert_eq!(gate.budgets(), each(1.0));
 }
 
 #[test]
@@ -193,21 +194,25 @@ fn a_create_with_a_topology_needs_its_segment_too() {
             ..Default::default()
         };
     let cases = [
-        ("no topology", create("x"), vec!["driver"]),
+        ("no topology", create("x"), vec!["driver", "CreateVolume"]),
         (
             "the first preferred segment",
             with(
                 vec![segment(&[("zone", "a"), ("rack", "1")]), segment(&[("zone", "b")])],
                 vec![segment(&[("zone", "c")])],
             ),
-            vec!["driver", "rack=1,zone=a"],
+            vec!["driver", "CreateVolume", "rack=1,zone=a"],
         ),
         (
             "else the first requisite",
             with(vec![], vec![segment(&[("zone", "c")])]),
-            vec!["driver", "zone=c"],
+            vec!["driver", "CreateVolume", "zone=c"],
         ),
-        ("an empty segment is none", with(vec![segment(&[])], vec![]), vec!["driver"]),
+        (
+            "an empty segment is none",
+            with(vec![segment(&[])], vec![]),
+            vec!["driver", "CreateVolume"],
+        ),
     ];
     for (name, request, want) in cases {
         assert_eq!(create_budgets(&request), want, "{name}");
@@ -308,7 +313,8 @@ async fn a_driver_that_cannot_be_reached_is_no_overload() {
     }
     // No cut, no pause: the executor's own wait for the driver applies, not ours on top.
     assert_eq!(started.elapsed(), Duration::ZERO);
-    assert_eq!(gate.budgets(), vec![(DRIVER.to_string(), 4.0, 0)]);
+    let each = |limit| vec![("CreateVolume".to_string(), limit, 0), (DRIVER.to_string(), limit, 0)];
+    assert_eq!(gate.budgets(), each(4.0));
 }
 
 /// A backend that takes `per_second` creates a second (a token bucket holding one second's
@@ -408,4 +414,18 @@ async fn a_rate_limited_backend_is_paced_to_its_rate() {
     println!("{made} made, {refused} refused, {share:.3} of the rate");
     assert!(share > 0.9, "{made} made in {:?}: {share:.3} of the rate", started.elapsed());
     assert!(refused * 100 <= made * 2, "{refused} refused for {made} made");
+
+    // The refusals were CreateVolume's: the driver's budget, and deletions, are not held back.
+    let budgets = gate.budgets();
+    assert!(budgets[0].0 == "CreateVolume" && budgets[0].1 < 2.0, "{budgets:?}");
+    assert_eq!(budgets[1], (DRIVER.to_string(), 30.0, 0));
+    let started = Instant::now();
+    let deletes = (0..20).map(|i| {
+        driver.delete_volume(csi::DeleteVolumeRequest {
+            volume_id: format!("v{i}"),
+            ..Default::default()
+        })
+    });
+    futures::future::join_all(deletes).await;
+    assert_eq!(started.elapsed(), Duration::ZERO, "deletions paced: {:?}", gate.budgets());
 }
