@@ -93,6 +93,13 @@ async fn calls_in_flight_fall_on_resource_exhausted_and_recover_after_it() {
     // after the last refusal raise it again).
     let half = CEILING as f64 / 2.0;
     assert!(low <= half, "the limit after the refusals: {low} ({:?})", limits(&world).await);
+    // One budget is cut: what a create heard is told to the most specific of its budgets, the
+    // node's topology segment that hostpathplugin names; the class has its budget too.
+    let all = limits(&world).await;
+    let cut: Vec<&str> = all.iter().filter(|(_, v)| *v <= half).map(|(b, _)| b.as_str()).collect();
+    assert_eq!(cut, [format!("topology.hostpath.csi/node=node-{}", world.namespace)], "{all:?}");
+    let class = format!("storageclass/{}-std", world.namespace);
+    assert!(all.iter().any(|(b, _)| *b == class), "no budget {class}: {all:?}");
     assert!(
         metrics.contains("csi_pv_controller_driver_refusals_total{budget=")
             && metrics.contains("grpc_status_code=\"ResourceExhausted\""),
@@ -106,11 +113,11 @@ async fn calls_in_flight_fall_on_resource_exhausted_and_recover_after_it() {
     let roomy = Capacity { knee: 100, per_second: 1e6, latency: Duration::from_secs(1) };
     relay.limit("CreateVolume", roomy);
     let lifted = SystemTime::now();
-    let second = world.create_claims("after", "std", 200).await;
+    let second = world.create_claims("after", "std", 400).await;
     all_bound(&world, &second).await;
     let recovered = create_limit(&world).await;
     let wider = in_flight_since(&world, lifted);
-    // Up again: slowly up to where it was refused (a hundred answers), faster past it, and by
+    // Up again: slowly up to where it was refused (two hundred answers), faster past it, and by
     // about one call per round trip once well past; the calls in flight follow, as far as the
     // claims' hand-over keeps them coming.
     assert!(recovered >= low + 2.0, "the limit stayed at {recovered} (from {low})");

@@ -129,7 +129,7 @@ impl Bench {
             let classes: Api<StorageClass> = Api::all(client.clone());
             for name in [DYNAMIC_CLASS, STATIC_CLASS] {
                 classes
-                    .create(&PostParams::default(), &scenario::class(name, DRIVER))
+                    .create(&PostParams::default(), &crate::claims::class(name, DRIVER))
                     .await
                     .map_err(|e| format!("class {name}: {e}"))?;
             }

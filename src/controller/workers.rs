@@ -26,6 +26,8 @@ impl Controller {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
+        let reserved = crate::model::turn::reserved_for_existing(options.workers);
+        self.intake.claims.reserve_for_existing(options.workers, reserved);
         for _ in 0..options.workers {
             let me = self.clone();
             tasks.push(tokio::spawn(async move { me.claim_worker().await }));
@@ -204,9 +206,15 @@ impl Controller {
             let object = || self.stores.claims.get(&key).as_deref().map(reference);
             // On the heap, as `drive` puts each step: the pass's future is large in a debug
             // build, and polled deep in a task's stack.
-            // Its driver calls take their turn among its namespace's.
+            // Its driver calls take their turn among its namespace's, its creates in its
+            // class's budget.
             let share = key.namespace.clone().unwrap_or_default();
-            let work = crate::csi::limited::in_share(share, Box::pin(self.sync_claim(&key)));
+            let class = self
+                .stores
+                .claims
+                .get(&key)
+                .and_then(|c| crate::provision::plan::class_name(&c).map(str::to_string));
+            let work = crate::csi::limited::in_share(share, class, Box::pin(self.sync_claim(&key)));
             let pass = self.contained("claim", pass_with_op(work), object);
             let result = pass.instrument(span.clone()).await;
             self.intake.claims.done(&key);

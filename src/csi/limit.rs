@@ -40,9 +40,9 @@ const PAUSE_MAX: Duration = Duration::from_secs(5);
 /// The least limit: one call per twenty usual answers' time.
 const FLOOR: f64 = 0.05;
 /// From 0.9 of the level the backend last refused at, the limit grows by this share of that
-/// level per answer: a hundred answers from there back to it, so about one refusal in a
+/// level per answer: two hundred answers from there back to it, so about one refusal in two
 /// hundred calls while the backend stays as it is.
-const NEAR_STEP: f64 = 0.001;
+const NEAR_STEP: f64 = 0.0005;
 /// Past the level the backend last refused at, the excess over it grows by this share per
 /// answer, on top of the slow step.
 const PROBE_GROWTH: f64 = 0.1;
@@ -174,9 +174,9 @@ impl Limit {
     }
 
     /// One more call per limit's worth of answers (about one per round trip; below one call,
-    /// half again per answer) up to 0.9 of where the backend last refused; from there, a
-    /// thousandth of that level per answer. Well past it, that knee is forgotten (the backend may have
-    /// grown).
+    /// half again per answer) up to 0.9 of where the backend last refused; from there, half a
+    /// thousandth of that level per answer, and faster past it. Well past it, that knee is
+    /// forgotten (the backend may have grown).
     fn raise(&mut self) -> Change {
         if self.limit >= self.settings.ceiling {
             return Change::Kept;

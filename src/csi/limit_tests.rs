@@ -101,10 +101,10 @@ fn recovers_by_about_one_call_per_round_trip_then_slowly_near_the_refused_level(
     // About 14 answers (one round trip at 14 in flight) for the fifteenth call.
     let fast = answers_to(&mut l, 15.0);
     assert!((13..=15).contains(&fast), "{fast}");
-    // From 0.9 of the refused level (18) to it: a thousandth of 20 per answer.
+    // From 0.9 of the refused level (18) to it: half a thousandth of 20 per answer.
     answers_to(&mut l, 18.0);
     let slow = answers_to(&mut l, 20.0);
-    assert!((95..=105).contains(&slow), "{slow}");
+    assert!((195..=205).contains(&slow), "{slow}");
     for _ in 0..10 {
         l.heard(l.epoch(), Heard::Answered(ms(5)));
     }
@@ -118,7 +118,7 @@ fn well_past_the_refused_level_it_is_forgotten() {
         l.heard(l.epoch(), Heard::Overloaded);
     }
     let refused = l.value() / 0.7;
-    // Up to the refused level: slowly (a hundred answers from 0.9 of it); past it, faster
+    // Up to the refused level: slowly (two hundred answers from 0.9 of it); past it, faster
     // and faster; past 1.2 times it, one call per round trip again.
     let mut answers = 0;
     while l.value() < refused * 1.2 {
@@ -127,8 +127,8 @@ fn well_past_the_refused_level_it_is_forgotten() {
     }
     let before = l.value();
     l.heard(l.epoch(), Heard::Answered(ms(5)));
-    // About 90 answers from 17 to 21.6 (0.9 of 24), 100 from there to 24, 32 past it.
-    assert!((200..=250).contains(&answers), "{answers}");
+    // About 90 answers from 17 to 21.6 (0.9 of 24), 200 from there to 24, 39 past it.
+    assert!((300..=360).contains(&answers), "{answers}");
     assert!((l.value() - before - 1.0 / before).abs() < 1e-9, "{} from {before}", l.value());
 }
 
@@ -329,7 +329,7 @@ fn behind_a_token_bucket(rate: f64, latency: u64, secs: u64, warm: u64) -> (f64,
     (made, refused)
 }
 
-/// The paced window finds a rate it is not told of: near it, with about one refusal per
+/// The paced window finds a rate it is not told of: near it, with under one refusal per
 /// hundred volumes, whether the right number in flight is a fraction of a call or many.
 #[test]
 fn a_rate_limited_backend_is_used_near_its_rate_with_few_refusals() {
@@ -342,6 +342,6 @@ fn a_rate_limited_backend_is_used_near_its_rate_with_few_refusals() {
             "{rate}/s at {latency} ms: {share:.3} of the rate, {per_hundred:.2} refused per 100"
         );
         assert!(share > 0.93, "{rate}/s at {latency} ms: {share:.3} of the rate");
-        assert!(per_hundred < 1.5, "{rate}/s at {latency} ms: {per_hundred:.2} per 100");
+        assert!(per_hundred < 1.0, "{rate}/s at {latency} ms: {per_hundred:.2} per 100");
     }
 }

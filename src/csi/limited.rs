@@ -1,5 +1,5 @@
 //! The driver behind its adaptive limit: each state-changing call waits for room in its budgets
-//! (the driver's, its method's; a create's topology segment's too), and, in a budget cut below its ceiling,
+//! (the driver's, its method's; a create's class's and topology segment's too), and, in a budget cut below its ceiling,
 //! for its pacing interval since the last start; it is made, and tells its budget what it
 //! heard; a refusal pauses the budget. Work on existing volumes (deletions, expansions,
 //! modifies) waits ahead of creates, and creates take turns by namespace (the pass says whose
@@ -71,18 +71,31 @@ struct State {
     next_id: u64,
 }
 
+/// Whose calls a claim's pass makes.
+#[derive(Debug, Clone, Default)]
+struct Turn {
+    /// The claim's namespace: its turn in the fair order.
+    share: String,
+    /// The claim's StorageClass: a budget of its own for its creates.
+    class: Option<String>,
+}
+
 tokio::task_local! {
-    /// The namespace of the claim whose pass makes the calls, for the fair order.
-    static SHARE: String;
+    static TURN: Turn;
 }
 
-/// Runs `work` with its driver calls counted in `share`'s turn (a claim's namespace).
-pub async fn in_share<F: std::future::Future>(share: String, work: F) -> F::Output {
-    SHARE.scope(share, work).await
+/// Runs `work` with its driver calls counted in `share`'s turn (a claim's namespace), and its
+/// creates in `class`'s budget.
+pub async fn in_share<F: std::future::Future>(
+    share: String,
+    class: Option<String>,
+    work: F,
+) -> F::Output {
+    TURN.scope(Turn { share, class }, work).await
 }
 
-fn current_share() -> String {
-    SHARE.try_with(String::clone).unwrap_or_default()
+fn current_turn() -> Turn {
+    TURN.try_with(Turn::clone).unwrap_or_default()
 }
 
 /// The budgets' limits and the calls waiting for them, shared by every call.
@@ -117,7 +130,7 @@ impl Gate {
 
     /// Waits until the call may go; the permit gives the room back when dropped.
     async fn admit(self: &Arc<Self>, budgets: Vec<String>, existing: bool) -> Permit {
-        let share = current_share();
+        let share = current_turn().share;
         let id = {
             let mut state = self.state();
             state.next_id += 1;
@@ -321,10 +334,12 @@ impl Drop for Permit {
     }
 }
 
-/// The budgets a create needs: the driver's, CreateVolume's, and its first preferred (else
-/// requisite) topology segment's, where it names one.
-fn create_budgets(request: &csi::CreateVolumeRequest) -> Vec<String> {
+/// The budgets a create needs: the driver's, CreateVolume's, its class's (`storageclass/NAME`:
+/// a class may name a pool or a tier of its own), and its first preferred (else requisite)
+/// topology segment's, where it names one.
+fn create_budgets(request: &csi::CreateVolumeRequest, class: Option<&str>) -> Vec<String> {
     let mut budgets = method_budgets("CreateVolume");
+    budgets.extend(class.filter(|c| !c.is_empty()).map(|c| format!("storageclass/{c}")));
     let segment = request.accessibility_requirements.as_ref().and_then(|r| {
         r.preferred.first().or_else(|| r.requisite.first()).map(|t| {
             let mut pairs: Vec<String> =
@@ -365,7 +380,8 @@ impl<D: Driver> Limited<D> {
 
 impl<D: Driver> Driver for Limited<D> {
     fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
-        self.through(create_budgets(&request), false, move |d| d.create_volume(request))
+        let budgets = create_budgets(&request, current_turn().class.as_deref());
+        self.through(budgets, false, move |d| d.create_volume(request))
     }
 
     fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {

@@ -184,7 +184,7 @@ async fn a_caller_that_gives_up_leaves_the_line() {
 }
 
 #[test]
-fn a_create_with_a_topology_needs_its_segment_too() {
+fn a_create_needs_its_class_and_its_topology_segment_too() {
     let segment = |pairs: &[(&str, &str)]| csi::Topology {
         segments: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     };
@@ -214,8 +214,11 @@ fn a_create_with_a_topology_needs_its_segment_too() {
             vec!["driver", "CreateVolume"],
         ),
     ];
+    let with_class = create_budgets(&with(vec![], vec![segment(&[("zone", "c")])]), Some("fast"));
+    assert_eq!(with_class, ["driver", "CreateVolume", "storageclass/fast", "zone=c"]);
+    assert_eq!(create_budgets(&create("x"), Some("")), ["driver", "CreateVolume"]);
     for (name, request, want) in cases {
-        assert_eq!(create_budgets(&request), want, "{name}");
+        assert_eq!(create_budgets(&request, None), want, "{name}");
     }
 }
 
@@ -228,7 +231,7 @@ async fn a_late_namespace_gets_its_turn_at_the_driver() {
     let call = |share: &str, name: String| {
         let driver = driver.clone();
         let share = share.to_string();
-        tokio::spawn(in_share(share, async move {
+        tokio::spawn(in_share(share, None, async move {
             driver.create_volume(create(&name)).await.map(|_| ())
         }))
     };

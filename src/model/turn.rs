@@ -40,3 +40,24 @@ impl Ticket {
         Ticket { lane, share: share.to_string() }
     }
 }
+
+/// Of `workers`, how many only take work on existing volumes: a tenth. Creates that wait for
+/// the driver hold their worker; without a reserve, a burst of them would leave a deletion, an
+/// expansion or a modify no worker until the driver has taken a create. Under ten workers,
+/// none: each is needed for creates, and the fair order still puts existing volumes first.
+pub fn reserved_for_existing(workers: usize) -> usize {
+    workers / 10
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenth_of_the_workers_is_kept_for_existing_volumes() {
+        let cases = [(1, 0), (2, 0), (9, 0), (10, 1), (16, 1), (100, 10), (250, 25)];
+        for (workers, reserved) in cases {
+            assert_eq!(reserved_for_existing(workers), reserved, "{workers} workers");
+        }
+    }
+}

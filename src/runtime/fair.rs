@@ -62,7 +62,15 @@ impl<K: Clone + Eq + Hash> FairLine<K> {
     /// The next key: the first lane with work, the share whose turn it is, that share's oldest
     /// key. The share goes to the back of the turns.
     pub fn pop(&mut self) -> Option<K> {
-        for shares in &mut self.lanes {
+        self.pop_where(|_| true).map(|(key, _)| key)
+    }
+
+    /// The next key as `pop` gives it, and its ticket, from the lanes `open` lets through.
+    pub fn pop_where(&mut self, open: impl Fn(Lane) -> bool) -> Option<(K, Ticket)> {
+        for (lane, shares) in Lane::ALL.into_iter().zip(&mut self.lanes) {
+            if !open(lane) {
+                continue;
+            }
             while let Some(share) = shares.turns.pop_front() {
                 let Some(line) = shares.lines.get_mut(&share) else {
                     continue;
@@ -74,10 +82,10 @@ impl<K: Clone + Eq + Hash> FairLine<K> {
                 if line.is_empty() {
                     shares.lines.remove(&share);
                 } else {
-                    shares.turns.push_back(share);
+                    shares.turns.push_back(share.clone());
                 }
                 self.tickets.remove(&key);
-                return Some(key);
+                return Some((key, Ticket { lane, share }));
             }
         }
         None
@@ -236,6 +244,23 @@ mod tests {
         assert!(!line.contains(&"a1"));
         assert_eq!(line.waiting(), vec![(O, "a".to_string(), 1), (O, "b".to_string(), 1)]);
         assert_eq!(drain(line), ["a2", "b1"]);
+    }
+
+    #[test]
+    fn closed_lanes_are_passed_over_and_keep_their_turns() {
+        let mut line = line(&[
+            ("a1", O, "a"),
+            ("b1", O, "b"),
+            ("s1", S, "a"),
+            ("del", E, "b"),
+            ("a2", O, "a"),
+        ]);
+        let existing_only = |lane: Lane| lane == E;
+        assert_eq!(line.pop_where(existing_only), Some(("del", Ticket::new(E, "b"))));
+        assert_eq!(line.pop_where(existing_only), None);
+        assert_eq!(line.len(), 4);
+        assert_eq!(line.pop_where(|lane| lane != S), Some(("a1", Ticket::new(O, "a"))));
+        assert_eq!(drain(line), ["s1", "b1", "a2"]);
     }
 
     #[test]

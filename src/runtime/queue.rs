@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use tokio::sync::Notify;
 
-use super::fair::{FairLine, Ticket};
+use super::fair::{FairLine, Lane, Ticket};
 
 /// Per-key backoff: `start` doubled on each consecutive failure, capped at `max`.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +44,8 @@ struct State<K> {
     queued: HashMap<K, Instant>,
     /// Keys being worked on, and since when (client-go's work duration).
     active: HashMap<K, Instant>,
+    /// Of those, the keys handed out from a lane other than `Lane::Existing`.
+    active_others: HashSet<K>,
     /// Keys added while a worker had them; they are queued again when that worker is done.
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
@@ -61,6 +63,8 @@ struct Inner<K> {
     wake: Notify,
     backoff: Backoff,
     default_ticket: std::sync::OnceLock<Tickets<K>>,
+    /// The most keys of lanes other than `Lane::Existing` worked on at once (no bound unset).
+    others_most: std::sync::OnceLock<usize>,
     /// The `name` label of the workqueue metrics; unnamed queues are not measured.
     name: Option<crate::metrics::QueueLabels>,
     /// A second `name` the client-go workqueue series are also exported under: the claim
@@ -136,6 +140,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     tickets: HashMap::new(),
                     queued: HashMap::new(),
                     active: HashMap::new(),
+                    active_others: HashSet::new(),
                     dirty: HashSet::new(),
                     failures: HashMap::new(),
                     conflicts: HashMap::new(),
@@ -146,6 +151,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 wake: Notify::new(),
                 backoff,
                 default_ticket: std::sync::OnceLock::new(),
+                others_most: std::sync::OnceLock::new(),
                 name,
                 alias: std::sync::OnceLock::new(),
             }),
@@ -193,6 +199,15 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Sets how keys no one has given a ticket are placed (once; later calls change nothing).
     pub fn place_by(&self, tickets: Tickets<K>) {
         let _ = self.inner.default_ticket.set(tickets);
+    }
+
+    /// Keeps `reserved` of `workers` for work on existing volumes (`model::turn`): keys of the
+    /// other lanes are handed out only while fewer than the rest are worked on. Once; later
+    /// calls change nothing.
+    pub fn reserve_for_existing(&self, workers: usize, reserved: usize) {
+        if reserved > 0 {
+            let _ = self.inner.others_most.set(workers.saturating_sub(reserved).max(1));
+        }
     }
 
     fn ticket_of(&self, state: &State<K>, key: &K) -> Ticket {
@@ -384,8 +399,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 if state.closed {
                     return None;
                 }
-                if let Some(key) = state.ready.pop() {
-                    let ticket = self.ticket_of(&state, &key);
+                let most = self.inner.others_most.get().copied().unwrap_or(usize::MAX);
+                let others_open = state.active_others.len() < most;
+                let open = |lane: Lane| lane == Lane::Existing || others_open;
+                if let Some((key, ticket)) = state.ready.pop_where(open) {
+                    if ticket.lane != Lane::Existing {
+                        state.active_others.insert(key.clone());
+                    }
                     let share = state.ready.count(&ticket);
                     let waited = state.queued.remove(&key).map(|at| at.elapsed());
                     state.active.insert(key.clone(), Instant::now());
@@ -411,6 +431,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut state = self.state();
         let worked = state.active.remove(key).map(|at| at.elapsed());
+        // A key of the other lanes done: one held back by the reserve may go now.
+        let freed = state.active_others.remove(key);
         let again = state.dirty.remove(key)
             && !state.closed
             && state.queued.insert(key.clone(), Instant::now()).is_none();
@@ -424,7 +446,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             self.measure_share(ticket, *waiting);
         }
         self.observe(worked, |m| &m.work_seconds);
-        if again {
+        if again || freed {
             self.inner.wake.notify_one();
         }
     }
@@ -476,144 +498,5 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn queue() -> WorkQueue<&'static str> {
-        WorkQueue::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) })
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let b = Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) };
-        let delays: Vec<u64> =
-            [1, 2, 3, 4, 9, 10, 64, 1000].iter().map(|n| b.delay(*n).as_secs()).collect();
-        assert_eq!(delays, [1, 2, 4, 8, 256, 300, 300, 300]);
-    }
-
-    #[tokio::test]
-    async fn a_key_is_queued_once_and_held_by_one_worker() {
-        let q = queue();
-        q.add("a");
-        q.add("a");
-        q.add("b");
-        assert_eq!(q.len(), 2);
-        let first = q.next().await.unwrap();
-        assert_eq!(first, "a");
-        // Added while active: not handed out again until done.
-        q.add("a");
-        assert_eq!(q.next().await.unwrap(), "b");
-        assert!(q.is_empty());
-        q.done(&"a");
-        assert_eq!(q.next().await.unwrap(), "a");
-        q.done(&"a");
-        q.done(&"b");
-        assert!(q.is_empty());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn retries_back_off_per_key_and_forget_resets() {
-        let q = queue();
-        assert_eq!(q.retry("a"), Duration::from_secs(1));
-        assert_eq!(q.retry("a"), Duration::from_secs(2));
-        assert_eq!(q.failures(&"a"), 2);
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(q.next().await.unwrap(), "a");
-        q.done(&"a");
-        q.forget(&"a");
-        assert_eq!(q.retry("a"), Duration::from_secs(1));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn infeasible_retries_wait_the_longest_delay() {
-        let q = queue();
-        assert_eq!(q.retry_slowly("a"), Duration::from_secs(300));
-        tokio::time::sleep(Duration::from_secs(299)).await;
-        assert!(q.is_empty());
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(q.next().await.unwrap(), "a");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn conflicts_back_off_from_20ms_and_forget_resets() {
-        let q = queue();
-        let delays: Vec<u128> = (0..10).map(|_| q.retry_conflict("a").as_millis()).collect();
-        assert_eq!(delays, [20, 40, 80, 160, 320, 640, 1280, 2560, 5000, 5000]);
-        // Failures keep their own count.
-        assert_eq!(q.failures(&"a"), 0);
-        q.forget(&"a");
-        assert_eq!(q.retry_conflict("a"), Duration::from_millis(20));
-    }
-
-    #[tokio::test]
-    async fn passes_are_counted_per_key_until_taken() {
-        let q = queue();
-        for _ in 0..3 {
-            q.add("hot");
-            assert_eq!(q.next().await.unwrap(), "hot");
-            q.done(&"hot");
-        }
-        q.add("calm");
-        assert_eq!(q.next().await.unwrap(), "calm");
-        q.done(&"calm");
-        let passes = q.take_passes();
-        assert_eq!(passes.get("hot"), Some(&3));
-        assert_eq!(passes.get("calm"), Some(&1));
-        assert!(q.take_passes().is_empty());
-    }
-
-    #[tokio::test]
-    async fn keys_reach_workers_in_the_fair_order_and_a_new_ticket_moves_a_queued_key() {
-        use crate::model::turn::{Lane, Ticket};
-        let q = queue();
-        q.place_by(Arc::new(|k: &&'static str| Ticket::new(Lane::Other, &k[..1])));
-        for key in ["a1", "a2", "a3", "b1"] {
-            q.add(key);
-        }
-        assert_eq!(q.place(&"a3"), Some((Ticket::new(Lane::Other, "a"), 2)));
-        // a3's claim got bound meanwhile: its work is on an existing volume now.
-        q.add_with("a3", Ticket::new(Lane::Existing, "a"));
-        assert_eq!(q.len(), 4);
-        let mut order = Vec::new();
-        for _ in 0..4 {
-            let key = q.next().await.unwrap();
-            q.done(&key);
-            order.push(key);
-        }
-        assert_eq!(order, ["a3", "a1", "b1", "a2"]);
-        // A retry (no ticket given) keeps the ticket the key was last given.
-        q.add("b2");
-        q.add("a3");
-        assert_eq!(q.next().await.unwrap(), "a3");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn keys_waiting_long_are_found_longest_first_with_their_place() {
-        use crate::runtime::fair::{Lane, Ticket};
-        let q = queue();
-        q.add_with("old", Ticket::new(Lane::Other, "a"));
-        tokio::time::sleep(Duration::from_secs(20)).await;
-        q.add_with("older-than-10s", Ticket::new(Lane::Other, "a"));
-        q.add_with("b", Ticket::new(Lane::Other, "b"));
-        tokio::time::sleep(Duration::from_secs(15)).await;
-        q.add_with("new", Ticket::new(Lane::Other, "a"));
-        let found = q.waiting_longer_than(Duration::from_secs(10), 10);
-        let keys: Vec<(&str, usize)> = found.iter().map(|(k, _, n)| (*k, *n)).collect();
-        assert_eq!(&keys[..1], [("old", 0)]);
-        assert_eq!(keys.len(), 3);
-        assert!(keys.contains(&("older-than-10s", 1)) && keys.contains(&("b", 0)));
-        assert_eq!(q.waiting_longer_than(Duration::from_secs(10), 1).len(), 1);
-    }
-
-    #[tokio::test]
-    async fn close_wakes_waiting_workers() {
-        let q = queue();
-        let waiter = tokio::spawn({
-            let q = q.clone();
-            async move { q.next().await }
-        });
-        tokio::task::yield_now().await;
-        q.close();
-        assert_eq!(waiter.await.unwrap(), None);
-    }
-}
+#[path = "queue_tests.rs"]
+mod tests;

@@ -8,17 +8,19 @@
 //!
 //! Stacks: ours beside kube-controller-manager as deploy/ runs it (`--worker-threads=100`), ours
 //! as the binder too (kube-controller-manager without its binder), csi-provisioner +
-//! csi-resizer at their default 100 workers, and hand-tuned to `--tuned-workers` (5 by default:
-//! the backend's rate times the second a csi-provisioner worker holds a claim here).
+//! csi-resizer at their default 100 workers, and hand-tuned to `--tuned-workers` (10 by
+//! default: the backend's rate times the second a csi-provisioner worker holds a claim here).
 //!
-//! The backend's default capacity, 5 volumes/s, sits below what kube-controller-manager's
+//! The backend's default capacity, 10 volumes/s, sits just below what kube-controller-manager's
 //! binder hands over at its default client limits (about 11 claims/s with 5,000 claims queued
-//! on these 2 cores): with a larger one the binder, not the backend, is what the burst meets.
+//! on 2 cores): with a larger one the binder, not the backend, is what the burst meets.
 
 #[path = "../../../tests/support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
 
+#[path = "../claims.rs"]
+mod claims;
 #[path = "../common.rs"]
 mod common;
 #[path = "../font.rs"]
@@ -52,7 +54,7 @@ struct Args {
     sidecar: PathBuf,
     #[arg(long)]
     out: PathBuf,
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 5000)]
     tenant_a: usize,
     #[arg(long, default_value_t = 10)]
     tenant_b: usize,
@@ -66,16 +68,16 @@ struct Args {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     middle: Duration,
     /// The backend: calls in flight past which CreateVolume slows down...
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     knee: usize,
     /// ...creates a second above which it refuses...
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 10.0)]
     rate: f64,
     /// ...and how long one create takes up to the knee.
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     latency: Duration,
     /// csi-provisioner's and csi-resizer's hand-tuned workers.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 10)]
     tuned_workers: u32,
     /// Which stacks: ours (beside kube-controller-manager's binder, as deploy/ runs it),
     /// ours-binder (kube-controller-manager without its binder, ours with --bind-all),
@@ -317,7 +319,7 @@ mod tests {
         let args = Args::parse_from(["bench-storm", "--sidecar", "s", "--out", "o"]);
         let got: Vec<(String, u32)> =
             contenders(&args).unwrap().into_iter().map(|c| (c.label, c.workers)).collect();
-        assert_eq!(got[2], ("upstream (5 workers, tuned)".to_string(), 5));
+        assert_eq!(got[2], ("upstream (10 workers, tuned)".to_string(), 10));
         let bad =
             Args::parse_from(["bench-storm", "--sidecar", "s", "--out", "o", "--stacks", "x"]);
         assert!(contenders(&bad).is_err());

@@ -3,7 +3,6 @@
 //! deletion and a resize with nothing else going on), then the storm (tenant A's burst, B's
 //! claims during it, the deletion and the resize in its middle), sampled every second.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,11 +10,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde::Serialize;
-use serde_json::json;
 
+use crate::claims::{self, Seen, claim, is_bound, is_expanded};
 use crate::common::each;
 use crate::stack::{Placement, Stack, StackKind, Throttle};
 use crate::support::control_plane::{OwnedPlane, PlaneOptions, create_namespace};
@@ -90,117 +89,29 @@ pub struct Outcome {
     pub resizes_storm: Option<f64>,
 }
 
-fn claim(name: &str) -> PersistentVolumeClaim {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "storageClassName": CLASS,
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-        }
-    }))
-    .unwrap_or_default()
-}
-
-fn class() -> StorageClass {
-    serde_json::from_value(json!({
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": CLASS},
-        "provisioner": DRIVER,
-        "reclaimPolicy": "Delete",
-        "volumeBindingMode": "Immediate",
-        "allowVolumeExpansion": true,
-    }))
-    .unwrap_or_default()
-}
-
-fn bound(c: &PersistentVolumeClaim) -> bool {
-    c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-}
-
 /// kube-controller-manager's binder handed the claim to a provisioner.
 fn handed(c: &PersistentVolumeClaim) -> bool {
     let annotations = c.metadata.annotations.as_ref();
     annotations.is_some_and(|a| a.contains_key("volume.kubernetes.io/storage-provisioner"))
 }
 
-fn grown(c: &PersistentVolumeClaim) -> bool {
-    let capacity = c.status.as_ref().and_then(|s| s.capacity.as_ref());
-    capacity.and_then(|c| c.get("storage")).is_some_and(|q| q.0 == "2Gi")
-}
-
-/// When each claim of a namespace was first seen satisfying `test`, from a watch.
-struct Clock {
-    at: Arc<Mutex<HashMap<String, Instant>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Clock {
-    fn watch(api: Api<PersistentVolumeClaim>, test: fn(&PersistentVolumeClaim) -> bool) -> Clock {
-        let at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-        let seen = at.clone();
-        let task = tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default()).applied_objects();
-            stream
-                .for_each(|claim| {
-                    if let Ok(c) = claim
-                        && test(&c)
-                    {
-                        let name = c.metadata.name.clone().unwrap_or_default();
-                        let mut at = seen.lock().unwrap_or_else(|p| p.into_inner());
-                        at.entry(name).or_insert_with(Instant::now);
-                    }
-                    async {}
-                })
-                .await;
-        });
-        Clock { at, task }
-    }
-
-    fn get(&self, name: &str) -> Option<Instant> {
-        self.at.lock().unwrap_or_else(|p| p.into_inner()).get(name).copied()
-    }
-
-    fn count(&self, names: &[String]) -> usize {
-        let at = self.at.lock().unwrap_or_else(|p| p.into_inner());
-        names.iter().filter(|n| at.contains_key(n.as_str())).count()
-    }
-
-    /// The last of `names` to be seen, once all are, waiting at most until `deadline`.
-    async fn all(&self, names: &[String], deadline: Instant) -> Option<Instant> {
-        loop {
-            let last = {
-                let at = self.at.lock().unwrap_or_else(|p| p.into_inner());
-                names.iter().map(|n| at.get(n.as_str()).copied()).collect::<Option<Vec<_>>>()
-            };
-            if let Some(last) = last {
-                return last.into_iter().max();
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Clock {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 async fn create(api: &Api<PersistentVolumeClaim>, names: &[String]) -> Result<(), String> {
     each(names.to_vec(), SETUP_CONCURRENCY, |name| {
         let api = api.clone();
         async move {
-            api.create(&PostParams::default(), &claim(&name))
+            api.create(&PostParams::default(), &claim(&name, CLASS, "1Gi", None))
                 .await
                 .map(|_| ())
                 .map_err(|e| format!("create {name}: {e}"))
         }
     })
     .await
+}
+
+/// The last of `names` to be seen, once all are, waiting at most until `deadline`.
+async fn last_of(seen: &Seen, names: &[String], deadline: Instant) -> Option<Instant> {
+    let at = seen.all(names, deadline.saturating_duration_since(Instant::now())).await.ok()?;
+    at.into_values().max()
 }
 
 /// Deletes `names` and grows `grow` at once: seconds until the deleted claims' PVs are gone,
@@ -224,7 +135,7 @@ async fn delete_and_grow(
             .for_each(|_| async {}),
     );
     pvs.wait_until_ready().await.map_err(|e| format!("PV store: {e}"))?;
-    let grown_at = Clock::watch(api.clone(), grown);
+    let grown_at = Seen::watch(api.clone(), is_expanded);
     let start = Instant::now();
     each(names.to_vec(), SETUP_CONCURRENCY, |name| {
         let api = api.clone();
@@ -236,15 +147,9 @@ async fn delete_and_grow(
         }
     })
     .await?;
-    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
     each(grow.to_vec(), SETUP_CONCURRENCY, |name| {
-        let (api, patch) = (api.clone(), patch.clone());
-        async move {
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(|_| ())
-                .map_err(|e| format!("grow {name}: {e}"))
-        }
+        let api = api.clone();
+        async move { claims::grow(&api, &name).await }
     })
     .await?;
     let deleted = async {
@@ -263,7 +168,7 @@ async fn delete_and_grow(
         }
     };
     let grown = async {
-        let last = grown_at.all(grow, deadline).await?;
+        let last = last_of(&grown_at, grow, deadline).await?;
         Some(last.saturating_duration_since(start).as_secs_f64())
     };
     let (deleted, grown) = tokio::join!(deleted, grown);
@@ -280,21 +185,21 @@ async fn trickle(
     prefix: &str,
     deadline: Instant,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
-    let clock = Clock::watch(api.clone(), bound);
-    let handover = Clock::watch(api.clone(), handed);
+    let clock = Seen::watch(api.clone(), is_bound);
+    let handover = Seen::watch(api.clone(), handed);
     let start = Instant::now();
     let mut sent = Vec::new();
     for i in 0..count {
         tokio::time::sleep_until((start + first + every * i as u32).into()).await;
         let name = format!("{prefix}-{i:02}");
-        api.create(&PostParams::default(), &claim(&name))
+        api.create(&PostParams::default(), &claim(&name, CLASS, "1Gi", None))
             .await
             .map_err(|e| format!("create {name}: {e}"))?;
         sent.push((name, Instant::now()));
     }
     let names: Vec<String> = sent.iter().map(|(n, _)| n.clone()).collect();
-    clock.all(&names, deadline).await;
-    let since = |c: &Clock| -> Vec<f64> {
+    last_of(&clock, &names, deadline).await;
+    let since = |c: &Seen| -> Vec<f64> {
         sent.iter()
             .filter_map(|(n, at)| Some(c.get(n)?.saturating_duration_since(*at).as_secs_f64()))
             .collect()
@@ -323,7 +228,7 @@ pub fn run(
         }
         let classes: Api<StorageClass> = Api::all(client.clone());
         classes
-            .create(&PostParams::default(), &class())
+            .create(&PostParams::default(), &claims::class(CLASS, DRIVER))
             .await
             .map_err(|e| format!("class: {e}"))?;
         let config = HostpathConfig {
@@ -368,9 +273,9 @@ async fn storm(
     // The existing volumes: one set to delete and grow calmly, one for the storm.
     let existing = (plan.deletes + plan.resizes) * 2;
     let names: Vec<String> = (0..existing).map(|i| format!("c-{i:04}")).collect();
-    let c_bound = Clock::watch(c.clone(), bound);
+    let c_bound = Seen::watch(c.clone(), is_bound);
     create(&c, &names).await?;
-    c_bound.all(&names, setup_limit).await.ok_or("tenant C's claims were not all Bound")?;
+    last_of(&c_bound, &names, setup_limit).await.ok_or("tenant C's claims were not all Bound")?;
     let (calm, stormy) = names.split_at(existing / 2);
     let (calm_delete, calm_grow) = calm.split_at(plan.deletes);
     let (storm_delete, storm_grow) = stormy.split_at(plan.deletes);
@@ -391,7 +296,7 @@ async fn storm(
     let start = Instant::now();
     let deadline = start + plan.limit;
     let a_names: Vec<String> = (0..plan.tenant_a).map(|i| format!("a-{i:05}")).collect();
-    let a_bound = Clock::watch(a.clone(), bound);
+    let a_bound = Seen::watch(a.clone(), is_bound);
     let samples = Arc::new(Mutex::new(Vec::new()));
     let sampler = {
         let samples = samples.clone();
@@ -419,7 +324,7 @@ async fn storm(
         delete_and_grow(client, &c, (storm_delete, storm_grow), deadline).await
     };
     let all_a = async {
-        let last = a_bound.all(&a_names, deadline).await;
+        let last = last_of(&a_bound, &a_names, deadline).await;
         last.map(|t| t.saturating_duration_since(start).as_secs_f64())
     };
     let (burst, tenant_b, middle, all_a) = tokio::join!(burst, tenant_b, middle, all_a);
