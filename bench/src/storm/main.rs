@@ -90,6 +90,29 @@ struct Args {
     /// A label for the results folder (the date by default).
     #[arg(long)]
     label: Option<String>,
+    /// Runs nothing: draws the picture of a run's storm.json again, beside it.
+    #[arg(long)]
+    replot: Option<PathBuf>,
+}
+
+/// The picture of `plan`'s outcomes, at `path`.
+fn picture(outcomes: &[Outcome], plan: &Plan, path: &std::path::Path) -> Result<(), String> {
+    let title = format!(
+        "{} claims of tenant A at once against a backend of {:.0} volumes/s (knee {} in flight)",
+        plan.tenant_a,
+        plan.capacity().calls_per_second(),
+        plan.capacity.0
+    );
+    let capacity = (plan.capacity().calls_per_second(), plan.capacity.0);
+    plot::draw(outcomes, capacity, &title, path)
+}
+
+fn replot(json: &std::path::Path) -> Result<(), String> {
+    font::load_font()?;
+    let text = std::fs::read_to_string(json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let (plan, outcomes): (Plan, Vec<Outcome>) =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
+    picture(&outcomes, &plan, &json.with_file_name("storm.png"))
 }
 
 fn contenders(args: &Args) -> Result<Vec<Contender>, String> {
@@ -219,6 +242,9 @@ fn main() -> ExitCode {
         limit: args.limit,
     };
     let outcome = (|| -> Result<(), String> {
+        if let Some(json) = &args.replot {
+            return replot(json);
+        }
         font::load_font()?;
         let contenders = contenders(&args)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -245,14 +271,7 @@ fn main() -> ExitCode {
         }
         std::fs::write(dir.join("storm.md"), report(&outcomes, &plan, &args))
             .map_err(|e| e.to_string())?;
-        let title = format!(
-            "{} claims of tenant A at once against a backend of {:.0} volumes/s (knee {} in flight)",
-            plan.tenant_a,
-            plan.capacity().calls_per_second(),
-            plan.capacity.0
-        );
-        let capacity = (plan.capacity().calls_per_second(), plan.capacity.0);
-        plot::draw(&outcomes, capacity, &title, &dir.join("storm.png"))?;
+        picture(&outcomes, &plan, &dir.join("storm.png"))?;
         println!("results in {}", dir.display());
         Ok(())
     })();

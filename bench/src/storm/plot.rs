@@ -10,6 +10,19 @@ use super::run::Outcome;
 const COLORS: [RGBColor; 4] =
     [RGBColor(0, 114, 178), RGBColor(213, 94, 0), RGBColor(0, 158, 115), RGBColor(204, 121, 167)];
 
+/// The calls in flight, the mean of the last `window` samples, at each sample: sampled once a
+/// second, the raw count jumps between whole calls.
+pub fn mean_in_flight(outcome: &Outcome, window: usize) -> Vec<(f64, f64)> {
+    let s = &outcome.samples;
+    (window.max(1)..=s.len())
+        .map(|end| {
+            let part = &s[end - window.max(1)..end];
+            let sum: usize = part.iter().map(|x| x.in_flight).sum();
+            (part[part.len() - 1].seconds, sum as f64 / part.len() as f64)
+        })
+        .collect()
+}
+
 /// Volumes created per second, over a window of `window` samples, at each sample.
 pub fn goodput(outcome: &Outcome, window: usize) -> Vec<(f64, f64)> {
     let s = &outcome.samples;
@@ -33,17 +46,13 @@ pub fn draw(
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root.titled(title, ("sans-serif", 15)).map_err(|e| err(&e))?;
     let (left, right) = root.split_horizontally(700);
-    let flight: Vec<(String, Vec<(f64, f64)>)> = outcomes
-        .iter()
-        .map(|o| {
-            (o.label.clone(), o.samples.iter().map(|s| (s.seconds, s.in_flight as f64)).collect())
-        })
-        .collect();
+    let flight: Vec<(String, Vec<(f64, f64)>)> =
+        outcomes.iter().map(|o| (o.label.clone(), mean_in_flight(o, 5))).collect();
     let rate: Vec<(String, Vec<(f64, f64)>)> =
         outcomes.iter().map(|o| (o.label.clone(), goodput(o, 5))).collect();
     let knee_line = ("backend's knee", knee as f64);
-    panel(&left, "CreateVolume calls in flight at the backend", "calls", &flight, knee_line)
-        .map_err(|e| err(&e))?;
+    let in_flight = "CreateVolume calls in flight at the backend (5 s mean)";
+    panel(&left, in_flight, "calls", &flight, knee_line).map_err(|e| err(&e))?;
     let capacity_line = ("backend's capacity", capacity);
     panel(&right, "volumes created per second (5 s window)", "volumes/s", &rate, capacity_line)
         .map_err(|e| err(&e))?;
@@ -74,8 +83,9 @@ fn panel<DB: DrawingBackend>(
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
     for (n, (label, points)) in lines.iter().enumerate() {
         let color = COLORS[n % COLORS.len()];
+        // One pixel wide: a wider line's joins spike out at every sharp turn.
         chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(1)))?
             .label(label.clone())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -102,5 +112,16 @@ mod tests {
         let outcome = Outcome { samples, ..Outcome::default() };
         let rates = goodput(&outcome, 5);
         assert_eq!(rates, vec![(5.0, 10.0), (6.0, 10.0), (7.0, 10.0)]);
+    }
+
+    #[test]
+    fn in_flight_is_the_mean_of_the_window() {
+        let samples = [1, 3, 2, 6]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Sample { seconds: i as f64, in_flight: *n, created: 0, refused: 0 })
+            .collect();
+        let outcome = Outcome { samples, ..Outcome::default() };
+        assert_eq!(mean_in_flight(&outcome, 2), vec![(1.0, 2.0), (2.0, 2.5), (3.0, 4.0)]);
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::claims::{self, Seen, claim, is_bound, is_expanded};
 use crate::common::each;
@@ -27,7 +27,7 @@ const CREATE: &str = "CreateVolume";
 const SETUP_CONCURRENCY: usize = 64;
 
 /// What a run is asked to do.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     pub tenant_a: usize,
     pub tenant_b: usize,
@@ -57,7 +57,7 @@ pub struct Contender {
 }
 
 /// One second of the storm, as the backend saw it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
     pub seconds: f64,
     pub in_flight: usize,
@@ -66,7 +66,7 @@ pub struct Sample {
 }
 
 /// What one stack did.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Outcome {
     pub label: String,
     pub samples: Vec<Sample>,
