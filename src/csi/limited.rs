@@ -1,10 +1,10 @@
 //! The driver behind its adaptive limit: each state-changing call waits for room in its budgets
-//! (the driver's, its method's; a create's class's and topology segment's too), and, in a budget cut below its ceiling,
-//! for its pacing interval since the last start; it is made, and tells its budget what it
-//! heard; a refusal pauses the budget. Work on existing volumes (deletions, expansions,
-//! modifies) waits ahead of creates, and creates take turns by namespace (the pass says whose
-//! with `in_share`). The limits and the order are decided in `limit`; this is the waiting and
-//! counting.
+//! (the driver's, its method's; a create's class's and topology segment's too), and, in a
+//! budget cut below its ceiling, for its pacing interval since the last start; it is made, and
+//! tells its budget what it heard; a refusal pauses the budget. Work on existing volumes
+//! (deletions, expansions, modifies) waits ahead of creates, and creates take turns by
+//! namespace (the pass says whose with `in_share`). The limits and the order are decided in
+//! `limit`; this is the waiting and counting.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
