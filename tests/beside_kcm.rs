@@ -282,9 +282,10 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
     );
     // Binding is kube-controller-manager's: ours are the Delete half's deletion finalizer
     // (added once the PV is Bound, as the driver's provisioned PVs carry it), the PV delete,
-    // and the finalizer's removal.
-    assert_eq!(w.conflicts_ours, 0);
-    assert!(w.ours <= N / 2 * 3, "our writes: {}", w.ours);
+    // and the finalizer's removal, and Released where we were first (docs/binder.md §5): the
+    // one write of ours that can meet a conflict, once per PV at most.
+    assert!(w.conflicts_ours <= N, "our conflicts: {}", w.conflicts_ours);
+    assert!(w.ours <= N / 2 * 3 + N, "our writes: {}", w.ours);
     assert_eq!(warnings(&world).await, vec![]);
     assert!(
         w.our_agents.iter().all(|a| a.starts_with("csi-pv-controller/v")),

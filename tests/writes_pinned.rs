@@ -145,8 +145,8 @@ fn reasons(events: &BTreeMap<String, i32>, of: &[&str]) -> BTreeMap<String, i32>
 /// Beside kube-controller-manager's binder: five successful writes per claim (its hand-over
 /// annotation, the PV we create, and the binding's claim, claim status and PV status, which the
 /// binder and we race to write, each going to the first: the loser's are refused, docs/binder.md §5); five per
-/// deletion (the protection finalizer, Released, our finalizer and the PV's deletion). Our
-/// events: Provisioning and ProvisioningSucceeded, once each.
+/// deletion (the two protection finalizers, Released, again whoever is first, our finalizer and
+/// the PV's deletion). Our events: Provisioning and ProvisioningSucceeded, once each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
     for (provisioned, events, deleted) in
@@ -159,8 +159,11 @@ async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
         assert_eq!(provisioned.ours_created_pv, 1, "{provisioned:?}");
         assert!(provisioned.ours >= 1 && provisioned.kcm >= 1, "{provisioned:?}");
         assert!(provisioned.ours_refused <= 3, "ours refused: {provisioned:?}");
-        let deleted = (deleted.ours, deleted.kcm, deleted.ours_refused);
-        assert_eq!(deleted, (2, 3, 0), "deleted: ours, kube-controller-manager's, ours refused");
+        // Ours: the PV's deletion and our finalizer's removal; the protection finalizers are
+        // kube-controller-manager's; Released goes to whoever is first (docs/binder.md §5).
+        assert_eq!(deleted.ours + deleted.kcm, 5, "deleted: {deleted:?}");
+        assert!((2..=3).contains(&deleted.ours), "deleted: {deleted:?}");
+        assert!(deleted.ours_refused <= 1, "deleted: {deleted:?}");
         let ours = reasons(&events, &["Provisioning", "ProvisioningSucceeded"]);
         assert_eq!(
             ours,

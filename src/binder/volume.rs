@@ -204,13 +204,15 @@ pub fn decide(pv: &PersistentVolume, claim: ClaimLookup<'_>, driver: &str) -> Vo
 }
 
 /// Beside kube-controller-manager's binder, the steps of `decide` that stay ours: the upkeep of
-/// our deletion finalizer, and deleting the volumes of PVs that binder released, only those the
-/// driver provisioned (`pv.kubernetes.io/provisioned-by`), as external-provisioner. Phases,
-/// releasing, unbinding and the binder's events are its own.
+/// our deletion finalizer; releasing our driver's PVs whose claim the live API shows gone (or,
+/// provisioned with Delete, bound to another PV); and deleting the volumes of Released PVs the
+/// driver provisioned (`pv.kubernetes.io/provisioned-by`), as external-provisioner. Released is
+/// the value that binder writes itself, after the same live check, and whoever is first writes
+/// it (docs/binder.md §5): a burst of claims queued at that binder does not hold up deletions.
+/// Other phases, unbinding, the claim's side and the binder's events are its own.
 pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeStep) -> VolumeStep {
     match step {
         VolumeStep::Phase(_)
-        | VolumeStep::Release
         | VolumeStep::QueueClaim
         | VolumeStep::ModeMismatch
         | VolumeStep::Unbind
@@ -220,8 +222,6 @@ pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeSt
         {
             VolumeStep::None
         }
-        // Only a Released PV is ours to act on: no need to read its claim before then.
-        VolumeStep::CheckClaim if !VolumePhase::awaits_reclaim(pv.phase()) => VolumeStep::None,
         step => step,
     }
 }

@@ -88,13 +88,18 @@ impl Controller {
         let released = self.set_phase(pv, VolumePhase::Released, None).await?;
         info!("released: its claim is gone");
         // The patch answered with the live PV, and the claim was just read: no need to read again.
-        match binder::volume::reclaim(&released, &self.settings.driver) {
-            Reclaim::Delete => self.delete_released(&released).await,
-            Reclaim::Fail(notice) => {
+        let driver = &self.settings.driver;
+        let mut step = VolumeStep::Reclaim(binder::volume::reclaim(&released, driver));
+        if !self.scope.binder.binds() {
+            step = binder::volume::beside_cluster_binder(&released, driver, step);
+        }
+        match step {
+            VolumeStep::Reclaim(Reclaim::Delete) => self.delete_released(&released).await,
+            VolumeStep::Reclaim(Reclaim::Fail(notice)) => {
                 self.fail_volume(&released, &notice).await?;
                 Ok(Outcome::Done)
             }
-            Reclaim::Keep | Reclaim::External => Ok(Outcome::Done),
+            _ => Ok(Outcome::Done),
         }
     }
 

@@ -46,7 +46,12 @@ pub fn volume_needs_pass(
                 c.named_volume() == Some(volume.name())
                     && volume.claim_ref_uid().is_some_and(|u| Some(u) == c.metadata.uid.as_deref())
             });
-            binds && !agrees
+            // Beside the cluster's binder only a claim gone (or recreated) is ours to act on:
+            // the PV is released.
+            let gone = !claim.is_some_and(|c| {
+                volume.claim_ref_uid().is_some_and(|u| Some(u) == c.metadata.uid.as_deref())
+            });
+            if binds { !agrees } else { gone }
         }
         // Pending, Released, Failed or unknown: reclaim or a first phase is still to come.
         _ => true,

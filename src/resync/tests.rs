@@ -78,11 +78,19 @@ fn volumes() {
     let c = bound_claim(json!({}));
     let other_uid = bound_claim(json!({"metadata": {"uid": "another"}}));
     let elsewhere = bound_claim(json!({"spec": {"volumeName": "other-pv"}}));
-    let table: [(&str, Value, Option<&PersistentVolumeClaim>, bool, bool); 10] = [
+    let table: [(&str, Value, Option<&PersistentVolumeClaim>, bool, bool); 12] = [
         ("Bound pair, binding", json!({}), Some(&c), true, false),
         ("Bound pair, beside the binder", json!({}), Some(&c), false, false),
         ("claim not in the store, binding", json!({}), None, true, true),
-        ("claim not in the store, beside the binder", json!({}), None, false, false),
+        ("claim not in the store, beside the binder", json!({}), None, false, true),
+        (
+            "claim recreated (another UID), beside the binder",
+            json!({}),
+            Some(&other_uid),
+            false,
+            true,
+        ),
+        ("claim names another PV, beside the binder", json!({}), Some(&elsewhere), false, false),
         ("claim recreated (another UID), binding", json!({}), Some(&other_uid), true, true),
         ("claim names another PV, binding", json!({}), Some(&elsewhere), true, true),
         (

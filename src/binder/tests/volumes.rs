@@ -136,7 +136,7 @@ fn finalizer_upkeep_on_our_volumes() {
 }
 
 #[test]
-fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
+fn beside_the_cluster_binder_finalizers_release_and_deletion_stay_ours() {
     use crate::binder::volume::beside_cluster_binder;
     let ours = json!({"spec": {"csi": {"driver": DRIVER, "volumeHandle": "h"}, "persistentVolumeReclaimPolicy": "Delete"}});
     let c = requesting("v");
@@ -146,6 +146,14 @@ fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
         json!({"metadata": {"finalizers": [FINALIZER_VOLUME], "annotations": {ANN_PROVISIONED_BY: DRIVER}}, "status": {"phase": "Released"}}),
     );
     let released = bound_pv(released);
+    let mut recreated = requesting("v");
+    recreated.metadata.uid = Some("another".into());
+    let mut released_by_other = released.clone();
+    released_by_other
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(ANN_PROVISIONED_BY.into(), "other.csi".into());
     let mut static_released = released.clone();
     static_released.metadata.annotations = None;
     let fail = VolumeStep::Reclaim(Reclaim::Fail(crate::binder::claim::Notice {
@@ -162,17 +170,38 @@ fn beside_the_cluster_binder_only_finalizers_and_deletion_stay_ours() {
             VolumeStep::None,
         ),
         (
-            "claim gone, not Released yet: the binder releases",
+            "claim gone by the live API, not Released yet: released by whoever is first",
             bound_pv(ours.clone()),
             ClaimLookup::Live(None),
+            None,
+            VolumeStep::Release,
+        ),
+        (
+            "claim missing from the store, PV not Released: read it live first",
+            bound_pv(ours.clone()),
+            ClaimLookup::Store(None),
+            None,
+            VolumeStep::CheckClaim,
+        ),
+        (
+            "claim recreated (another UID in the store): read it live first",
+            bound_pv(ours.clone()),
+            ClaimLookup::Store(Some(&recreated)),
+            None,
+            VolumeStep::CheckClaim,
+        ),
+        (
+            "the claim's side not written yet: the binder's",
+            bound_pv(ours.clone()),
+            ClaimLookup::Store(Some(&requesting(""))),
             None,
             VolumeStep::None,
         ),
         (
-            "claim missing from the store, PV not Released: nothing to read yet",
-            bound_pv(ours.clone()),
+            "Released with Delete, provisioned by another: not ours to delete",
+            released_by_other.clone(),
             ClaimLookup::Store(None),
-            None,
+            Some(VolumeStep::Reclaim(Reclaim::Delete)),
             VolumeStep::None,
         ),
         (
