@@ -44,8 +44,11 @@ const FLOOR: f64 = 0.05;
 /// hundred calls while the backend stays as it is.
 const NEAR_STEP: f64 = 0.0005;
 /// Past the level the backend last refused at, the excess over it grows by this share per
-/// answer, on top of the slow step.
-const PROBE_GROWTH: f64 = 0.1;
+/// answer, on top of the slow step: a hundred answers or so to 1.2 times it, where it is
+/// forgotten. A rate limit that filled its bucket while we were below it says no only once the
+/// bucket is empty, some seconds past its rate; a faster probe would forget the level first and
+/// climb into a run of refusals.
+const PROBE_GROWTH: f64 = 0.02;
 /// Within a float's error of a whole call, it is that whole call.
 const EPSILON: f64 = 1e-9;
 
@@ -145,14 +148,22 @@ impl Limit {
             Heard::Answered(latency) => {
                 self.refusals = 0;
                 self.typical = Some(match self.typical {
-                    Some(t) => t.mul_f64(0.8) + latency.mul_f64(0.2),
+                    // Over about twenty answers: the paced interval follows it, and an
+                    // average that jumps with each answer would make the rate jump too.
+                    Some(t) => t.mul_f64(0.95) + latency.mul_f64(0.05),
                     None => latency,
                 });
             }
         }
         match heard {
             Heard::Overloaded | Heard::Unavailable if current => {
-                self.refused_at = Some(self.limit);
+                // Refused while probing past the level of the last refusal (not yet forgotten):
+                // that level is confirmed, not raised, so the climb back stops below it.
+                let level = match self.refused_at {
+                    Some(knee) if knee < self.limit => knee,
+                    _ => self.limit,
+                };
+                self.refused_at = Some(level);
                 self.cut(self.settings.refused)
             }
             Heard::Answered(latency) if latency >= self.settings.slow => {
