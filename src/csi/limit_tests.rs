@@ -311,7 +311,7 @@ fn behind_a_token_bucket(
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        latency + if jitter == 0 { 0 } else { seed % (jitter + 1) }
+        latency + seed % (jitter + 1)
     };
     let mut l = limit(100);
     let mut tokens = rate;

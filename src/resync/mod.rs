@@ -42,16 +42,14 @@ pub fn volume_needs_pass(
     match volume.phase() {
         Some(VolumePhase::Available) => volume.claim_ref().is_some(),
         Some(VolumePhase::Bound) => {
-            let agrees = claim.is_some_and(|c| {
-                c.named_volume() == Some(volume.name())
-                    && volume.claim_ref_uid().is_some_and(|u| Some(u) == c.metadata.uid.as_deref())
-            });
-            // Beside the cluster's binder only a claim gone (or recreated) is ours to act on:
-            // the PV is released.
-            let gone = !claim.is_some_and(|c| {
+            // The claim the PV was bound to: none when it is gone or was recreated.
+            let its_claim = claim.filter(|c| {
                 volume.claim_ref_uid().is_some_and(|u| Some(u) == c.metadata.uid.as_deref())
             });
-            if binds { !agrees } else { gone }
+            let agrees = its_claim.is_some_and(|c| c.named_volume() == Some(volume.name()));
+            // Beside the cluster's binder only a claim gone (or recreated) is ours to act on:
+            // the PV is released.
+            if binds { !agrees } else { its_claim.is_none() }
         }
         // Pending, Released, Failed or unknown: reclaim or a first phase is still to come.
         _ => true,
