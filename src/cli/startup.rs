@@ -218,6 +218,11 @@ pub fn controller(
     // Every state-changing driver call passes one adaptive limit, at most --worker-threads;
     // answers at half of --timeout count as the backend slowing down.
     let gate = Gate::new(limit::Settings::new(config.worker_threads, config.timeout));
+    // A namespace's claims hold no more workers than the driver's creates keep busy.
+    let creates = gate.clone();
+    intake.claims.limit_shares(Arc::new(move || {
+        csi_pv_controller::model::turn::most_per_share(creates.creates_allowed())
+    }));
     let limited = Arc::new(Limited::new(csi.clone(), gate));
     Controller::new(clients, limited, stores, driver, settings, intake, switches)
 }

@@ -225,18 +225,21 @@ pub struct Queued<'a> {
 /// The order waiting calls go in: work on existing volumes first, by arrival; then creates,
 /// the share served least first (by `served`, calls admitted per share), by arrival within a
 /// share. With every share backlogged that is round robin; a share that starts waiting is
-/// counted from the least of the others (`joined`), so it neither jumps the line for what it
-/// did not ask before nor waits behind what others asked.
+/// counted from where the others are (`joined`), so it neither jumps the line for what it did
+/// not ask before nor waits behind what the others asked.
 pub fn fair_order(waiting: &[Queued<'_>], served: &dyn Fn(&str) -> u64) -> Vec<u64> {
     let mut order: Vec<&Queued<'_>> = waiting.iter().collect();
     order.sort_by_key(|q| (!q.existing, if q.existing { 0 } else { served(q.share) }, q.id));
     order.into_iter().map(|q| q.id).collect()
 }
 
-/// The count a share starts from when its first call starts waiting: its own, or the least
-/// among the shares already waiting, whichever is more.
+/// The count a share starts from when its first call starts waiting: its own, or one less
+/// than the least among the shares already waiting, whichever is more. One less is the count
+/// of the call that share last had admitted (start-time fair queueing's virtual time): the
+/// newcomer goes next, once, as it would have had it been waiting all along, rather than
+/// after the next call of a share that has had every turn so far.
 pub fn joined(own: u64, waiting_shares: impl Iterator<Item = u64>) -> u64 {
-    waiting_shares.min().map_or(own, |least| own.max(least))
+    waiting_shares.min().map_or(own, |least| own.max(least.saturating_sub(1)))
 }
 
 /// A call waiting to go: the budgets it needs room in, in the order calls go in

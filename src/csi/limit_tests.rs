@@ -283,10 +283,13 @@ fn fair_order_tables() {
 }
 
 #[test]
-fn a_share_that_starts_waiting_counts_from_the_least_of_the_others() {
+fn a_share_that_starts_waiting_counts_from_the_call_last_admitted() {
     let cases: &[(&str, u64, &[u64], u64)] = &[
-        ("new, others far along: from the least of them", 0, &[900, 40], 40),
+        ("new, others far along: one before the least of them", 0, &[900, 40], 39),
+        ("just behind them: the same", 39, &[40], 39),
+        ("level with them: its own, after their next", 40, &[40], 40),
         ("ahead of them already: its own", 100, &[40], 100),
+        ("none served yet", 0, &[0], 0),
         ("nobody else waits: its own", 7, &[], 7),
     ];
     for (name, own, others, want) in cases {

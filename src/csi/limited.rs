@@ -18,6 +18,10 @@ use super::{CsiError, Driver, driver::Answer, v1 as csi};
 /// The budget every call needs room in: `--worker-threads` calls at most, all methods together.
 pub const DRIVER: &str = "driver";
 
+/// The method budgets of work on existing volumes: no create waits for them.
+const EXISTING_ONLY: [&str; 3] =
+    ["DeleteVolume", "ControllerExpandVolume", "ControllerModifyVolume"];
+
 /// The budgets a call of `method` needs: the driver's and its method's. A refusal is told to
 /// the most specific budget, so a backend that throttles CreateVolume holds back creates, not
 /// the deletions and expansions of volumes that exist; one whose throttle is shared refuses
@@ -121,6 +125,20 @@ impl Gate {
             state.budgets.iter().map(|(n, b)| (n.clone(), b.limit.value(), b.in_flight)).collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    /// The creates that may be in flight now, as the tightest budget a create may need says
+    /// (the driver's, CreateVolume's, a class's or a topology segment's): where a backend
+    /// throttles one segment, that segment is what creates wait for.
+    pub fn creates_allowed(&self) -> usize {
+        let state = self.state();
+        state
+            .budgets
+            .iter()
+            .filter(|(name, _)| !EXISTING_ONLY.contains(&name.as_str()))
+            .map(|(_, budget)| budget.limit.allowed())
+            .min()
+            .unwrap_or_else(|| Limit::new(self.settings).allowed())
     }
 
     /// Calls waiting for room.

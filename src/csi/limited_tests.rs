@@ -102,6 +102,7 @@ async fn calls_in_flight_fall_on_refusals_and_recover_after_them() {
     let backend = Arc::new(Backend::new(6, Duration::from_millis(50)));
     let gate = Gate::new(Settings::new(40, Duration::from_secs(10)));
     let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    assert_eq!(gate.creates_allowed(), 40, "before any call: the ceiling");
 
     // Refusals come at once; the limit falls from the ceiling to about the knee.
     storm(&driver, 40, 5).await;
@@ -112,11 +113,13 @@ async fn calls_in_flight_fall_on_refusals_and_recover_after_them() {
     let limit = gate.budgets()[0].1;
     assert!(settled <= 10, "in flight while refusing: peak {settled}");
     assert!((4.0..=9.0).contains(&limit), "limit {limit}");
+    assert_eq!(gate.creates_allowed(), limit.ceil() as usize, "{:?}", gate.budgets());
 
     backend.refusing.store(false, Ordering::SeqCst);
     storm(&driver, 40, 60).await;
     let limit = gate.budgets()[0].1;
     assert_eq!(limit, 40.0, "back to the ceiling once the refusals stop");
+    assert_eq!(gate.creates_allowed(), 40);
     assert_eq!(backend.take_peak(), 40);
 }
 
@@ -245,8 +248,9 @@ async fn a_late_namespace_gets_its_turn_at_the_driver() {
         t.await.unwrap().unwrap();
     }
     let order = backend.order.lock().unwrap().clone();
+    // The first of a's went at once; b's goes next, ahead of a's five that wait.
     let b_at = order.iter().position(|n| n == "b-0").unwrap();
-    assert!(b_at <= 2, "{order:?}");
+    assert_eq!(b_at, 1, "{order:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -431,4 +435,54 @@ async fn a_rate_limited_backend_is_paced_to_its_rate() {
     });
     futures::future::join_all(deletes).await;
     assert_eq!(started.elapsed(), Duration::ZERO, "deletions paced: {:?}", gate.budgets());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_creates_allowed_follow_the_tightest_create_budget_not_a_deletions() {
+    let backend = Arc::new(Backend::new(6, Duration::from_millis(50)));
+    let gate = Gate::new(Settings::new(40, Duration::from_secs(10)));
+    let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
+    let calls = |delete: bool| {
+        let driver = driver.clone();
+        async move {
+            let mut tasks = Vec::new();
+            for n in 0..40 {
+                let driver = driver.clone();
+                tasks.push(tokio::spawn(async move {
+                    if delete {
+                        let request = csi::DeleteVolumeRequest {
+                            volume_id: format!("v{n}"),
+                            ..Default::default()
+                        };
+                        let _ = driver.delete_volume(request).await;
+                    } else {
+                        let zone = csi::Topology {
+                            segments: [("zone".to_string(), "a".to_string())].into(),
+                        };
+                        let request = csi::CreateVolumeRequest {
+                            name: format!("pvc-{n}"),
+                            accessibility_requirements: Some(csi::TopologyRequirement {
+                                requisite: vec![zone],
+                                preferred: vec![],
+                            }),
+                            ..Default::default()
+                        };
+                        let _ = driver.create_volume(request).await;
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        }
+    };
+    calls(true).await;
+    let limit_of = |name: &str| gate.budgets().into_iter().find(|b| b.0 == name).map(|b| b.1);
+    assert!(limit_of("DeleteVolume").is_some_and(|l| l < 40.0), "{:?}", gate.budgets());
+    assert_eq!(gate.creates_allowed(), 40, "a deletion's cut holds no create back");
+    calls(false).await;
+    let zone = limit_of("zone=a").expect("the segment's budget");
+    assert!(zone < 40.0, "{:?}", gate.budgets());
+    assert_eq!(limit_of("CreateVolume"), Some(40.0), "the segment's refusal is the segment's");
+    assert_eq!(gate.creates_allowed(), zone.ceil() as usize);
 }

@@ -49,9 +49,30 @@ pub fn reserved_for_existing(workers: usize) -> usize {
     workers / 10
 }
 
+/// Workers a share's passes spend on the API before and after their driver call, at most:
+/// the hand-over and the writes that bind what was made.
+const BESIDE_THE_CALL: usize = 8;
+
+/// The most workers one namespace's claims may hold at once while the driver takes `allowed`
+/// creates in flight: as many calls in flight, as many waiting their turn, and some busy with
+/// the API around their call. More would only wait at the driver's limit, and one namespace
+/// holding every worker would leave another's first claim none until a create finishes. At
+/// the limit's ceiling (a driver that never refused) it is more than there are workers.
+pub fn most_per_share(allowed: usize) -> usize {
+    allowed.saturating_mul(2).saturating_add(BESIDE_THE_CALL)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_share_holds_twice_the_creates_in_flight_and_some_for_the_api() {
+        let cases = [(1, 10), (4, 16), (5, 18), (16, 40), (100, 208), (usize::MAX, usize::MAX)];
+        for (allowed, most) in cases {
+            assert_eq!(most_per_share(allowed), most, "{allowed} allowed");
+        }
+    }
 
     #[test]
     fn a_tenth_of_the_workers_is_kept_for_existing_volumes() {

@@ -62,16 +62,17 @@ impl<K: Clone + Eq + Hash> FairLine<K> {
     /// The next key: the first lane with work, the share whose turn it is, that share's oldest
     /// key. The share goes to the back of the turns.
     pub fn pop(&mut self) -> Option<K> {
-        self.pop_where(|_| true).map(|(key, _)| key)
+        self.pop_where(|_, _| true).map(|(key, _)| key)
     }
 
-    /// The next key as `pop` gives it, and its ticket, from the lanes `open` lets through.
-    pub fn pop_where(&mut self, open: impl Fn(Lane) -> bool) -> Option<(K, Ticket)> {
+    /// The next key as `pop` gives it, and its ticket, from the lanes and shares `open` lets
+    /// through. A share it holds back keeps its turn: it goes first once it is let through.
+    pub fn pop_where(&mut self, open: impl Fn(Lane, &str) -> bool) -> Option<(K, Ticket)> {
         for (lane, shares) in Lane::ALL.into_iter().zip(&mut self.lanes) {
-            if !open(lane) {
-                continue;
-            }
-            while let Some(share) = shares.turns.pop_front() {
+            while let Some(at) = shares.turns.iter().position(|s| open(lane, s)) {
+                let Some(share) = shares.turns.remove(at) else {
+                    break;
+                };
                 let Some(line) = shares.lines.get_mut(&share) else {
                     continue;
                 };
@@ -255,12 +256,23 @@ mod tests {
             ("del", E, "b"),
             ("a2", O, "a"),
         ]);
-        let existing_only = |lane: Lane| lane == E;
+        let existing_only = |lane: Lane, _: &str| lane == E;
         assert_eq!(line.pop_where(existing_only), Some(("del", Ticket::new(E, "b"))));
         assert_eq!(line.pop_where(existing_only), None);
         assert_eq!(line.len(), 4);
-        assert_eq!(line.pop_where(|lane| lane != S), Some(("a1", Ticket::new(O, "a"))));
+        assert_eq!(line.pop_where(|lane, _| lane != S), Some(("a1", Ticket::new(O, "a"))));
         assert_eq!(drain(line), ["s1", "b1", "a2"]);
+    }
+
+    #[test]
+    fn a_share_held_back_keeps_its_turn_for_when_it_is_let_through() {
+        let mut line = line(&[("a1", O, "a"), ("a2", O, "a"), ("b1", O, "b"), ("b2", O, "b")]);
+        let not_a = |_: Lane, share: &str| share != "a";
+        assert_eq!(line.pop_where(not_a), Some(("b1", Ticket::new(O, "b"))));
+        assert_eq!(line.pop_where(not_a), Some(("b2", Ticket::new(O, "b"))));
+        assert_eq!(line.pop_where(not_a), None);
+        line.push("b3", Ticket::new(O, "b"));
+        assert_eq!(drain(line), ["a1", "b3", "a2"]);
     }
 
     #[test]

@@ -35,6 +35,10 @@ const CONFLICT_MAX: Duration = Duration::from_secs(5);
 /// The ticket of a key no one has given one: its lane and share as far as the key shows.
 pub type Tickets<K> = Arc<dyn Fn(&K) -> Ticket + Send + Sync>;
 
+/// The most keys of lanes other than `Lane::Existing` one share may have worked on at once, as
+/// it stands now (it follows the driver's limit: `model::turn::most_per_share`).
+pub type ShareMost = Arc<dyn Fn() -> usize + Send + Sync>;
+
 struct State<K> {
     /// Keys waiting for a worker, in their fair order.
     ready: FairLine<K>,
@@ -44,8 +48,8 @@ struct State<K> {
     queued: HashMap<K, Instant>,
     /// Keys being worked on, and since when (client-go's work duration).
     active: HashMap<K, Instant>,
-    /// Of those, the keys handed out from a lane other than `Lane::Existing`.
-    active_others: HashSet<K>,
+    /// Of those, the keys handed out from a lane other than `Lane::Existing`, with their share.
+    active_others: HashMap<K, String>,
     /// Keys added while a worker had them; they are queued again when that worker is done.
     dirty: HashSet<K>,
     failures: HashMap<K, u32>,
@@ -65,6 +69,8 @@ struct Inner<K> {
     default_ticket: std::sync::OnceLock<Tickets<K>>,
     /// The most keys of lanes other than `Lane::Existing` worked on at once (no bound unset).
     others_most: std::sync::OnceLock<usize>,
+    /// The most of those one share may hold at once, asked at each hand-out (no bound unset).
+    share_most: std::sync::OnceLock<ShareMost>,
     /// The `name` label of the workqueue metrics; unnamed queues are not measured.
     name: Option<crate::metrics::QueueLabels>,
     /// A second `name` the client-go workqueue series are also exported under: the claim
@@ -106,24 +112,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         self.inner.name.iter().chain(self.inner.alias.get())
     }
 
-    /// client-go's periodic gauges: the seconds of work under way that no worker has finished,
-    /// summed over the keys being worked on, and the longest of them.
-    pub fn measure_unfinished(&self) {
-        let now = Instant::now();
-        let (total, longest) = {
-            let state = self.state();
-            state.active.values().fold((0.0, 0.0), |(total, longest): (f64, f64), since| {
-                let seconds = now.saturating_duration_since(*since).as_secs_f64();
-                (total + seconds, longest.max(seconds))
-            })
-        };
-        let m = crate::metrics::metrics();
-        for labels in self.exported() {
-            m.queue_unfinished.get_or_create(labels).set(total);
-            m.queue_longest.get_or_create(labels).set(longest);
-        }
-    }
-
     /// The queue's metrics name ("" when unnamed).
     pub fn name(&self) -> &str {
         self.inner.name.as_ref().map_or("", |n| n.name.as_str())
@@ -140,7 +128,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     tickets: HashMap::new(),
                     queued: HashMap::new(),
                     active: HashMap::new(),
-                    active_others: HashSet::new(),
+                    active_others: HashMap::new(),
                     dirty: HashSet::new(),
                     failures: HashMap::new(),
                     conflicts: HashMap::new(),
@@ -152,6 +140,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 backoff,
                 default_ticket: std::sync::OnceLock::new(),
                 others_most: std::sync::OnceLock::new(),
+                share_most: std::sync::OnceLock::new(),
                 name,
                 alias: std::sync::OnceLock::new(),
             }),
@@ -162,38 +151,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         // A worker that panicked while holding the lock leaves consistent sets behind: every
         // mutation below is a single insert or remove.
         self.inner.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn measure(&self, depth: usize, added: bool) {
-        let m = crate::metrics::metrics();
-        for labels in self.exported() {
-            m.queue_depth.get_or_create(labels).set(i64::try_from(depth).unwrap_or(i64::MAX));
-            if added {
-                m.queue_adds.get_or_create(labels).inc();
-            }
-        }
-    }
-
-    /// Observes `elapsed` in one of the queue's duration histograms.
-    fn observe(
-        &self,
-        elapsed: Option<Duration>,
-        histogram: impl Fn(
-            &crate::metrics::Metrics,
-        ) -> &prometheus_client::metrics::family::Family<
-            crate::metrics::QueueLabels,
-            prometheus_client::metrics::histogram::Histogram,
-            fn() -> prometheus_client::metrics::histogram::Histogram,
-        >,
-    ) {
-        let Some(elapsed) = elapsed else {
-            return;
-        };
-        for labels in self.exported() {
-            histogram(crate::metrics::metrics())
-                .get_or_create(labels)
-                .observe(elapsed.as_secs_f64());
-        }
     }
 
     /// Sets how keys no one has given a ticket are placed (once; later calls change nothing).
@@ -208,6 +165,14 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         if reserved > 0 {
             let _ = self.inner.others_most.set(workers.saturating_sub(reserved).max(1));
         }
+    }
+
+    /// Holds back a share's keys of lanes other than `Lane::Existing` while it has `most()` of
+    /// them worked on: workers beyond what the driver takes would only wait for it, and one
+    /// share holding them all would leave another share's first claim no worker. Once; later
+    /// calls change nothing.
+    pub fn limit_shares(&self, most: ShareMost) {
+        let _ = self.inner.share_most.set(most);
     }
 
     fn ticket_of(&self, state: &State<K>, key: &K) -> Ticket {
@@ -296,21 +261,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         found.into_iter().take(most).map(|(_, place)| place).collect()
     }
 
-    fn measure_share(&self, ticket: &Ticket, waiting: usize) {
-        let Some(labels) = &self.inner.name else {
-            return;
-        };
-        let labels = crate::metrics::ShareLabels {
-            name: labels.name.clone(),
-            lane: ticket.lane.name().to_string(),
-            namespace: ticket.share.clone(),
-        };
-        crate::metrics::metrics()
-            .queue_share_waiting
-            .get_or_create(&labels)
-            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
-    }
-
     /// Queues `key` after `delay`.
     pub fn add_after(&self, key: K, delay: Duration) {
         if delay.is_zero() {
@@ -394,17 +344,28 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             let woken = self.inner.wake.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            // Asked before the queue's lock: it may take the driver's.
+            let share_most = self.inner.share_most.get().map_or(usize::MAX, |most| most());
             {
-                let mut state = self.state();
+                let mut guard = self.state();
+                let state = &mut *guard;
                 if state.closed {
                     return None;
                 }
                 let most = self.inner.others_most.get().copied().unwrap_or(usize::MAX);
                 let others_open = state.active_others.len() < most;
-                let open = |lane: Lane| lane == Lane::Existing || others_open;
-                if let Some((key, ticket)) = state.ready.pop_where(open) {
+                let mut held: HashMap<&str, usize> = HashMap::new();
+                for share in state.active_others.values() {
+                    *held.entry(share.as_str()).or_default() += 1;
+                }
+                let open = |lane: Lane, share: &str| {
+                    lane == Lane::Existing
+                        || (others_open && held.get(share).copied().unwrap_or(0) < share_most)
+                };
+                let popped = state.ready.pop_where(open);
+                if let Some((key, ticket)) = popped {
                     if ticket.lane != Lane::Existing {
-                        state.active_others.insert(key.clone());
+                        state.active_others.insert(key.clone(), ticket.share.clone());
                     }
                     let share = state.ready.count(&ticket);
                     let waited = state.queued.remove(&key).map(|at| at.elapsed());
@@ -412,7 +373,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     *state.passes.entry(key.clone()).or_insert(0) += 1;
                     let more = !state.ready.is_empty();
                     let depth = state.ready.len();
-                    drop(state);
+                    drop(guard);
                     self.measure(depth, false);
                     self.measure_share(&ticket, share);
                     self.observe(waited, |m| &m.queue_seconds);
@@ -432,7 +393,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         let mut state = self.state();
         let worked = state.active.remove(key).map(|at| at.elapsed());
         // A key of the other lanes done: one held back by the reserve may go now.
-        let freed = state.active_others.remove(key);
+        let freed = state.active_others.remove(key).is_some();
         let again = state.dirty.remove(key)
             && !state.closed
             && state.queued.insert(key.clone(), Instant::now()).is_none();
@@ -462,19 +423,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         std::mem::take(&mut self.state().period_conflicts)
     }
 
-    /// Takes the passes (`take_passes`) into `csi_pv_controller_passes_per_key`, and returns the
-    /// keys that got at least `hot` of them.
-    pub fn observe_passes(&self, hot: u32) -> Vec<(K, u32)> {
-        let passes = self.take_passes();
-        if let Some(labels) = &self.inner.name {
-            let histogram = crate::metrics::metrics().passes_per_key.get_or_create(labels).clone();
-            for count in passes.values() {
-                histogram.observe(f64::from(*count));
-            }
-        }
-        passes.into_iter().filter(|(_, n)| *n >= hot).collect()
-    }
-
     /// No key waits and none is being worked on.
     pub fn is_idle(&self) -> bool {
         let state = self.state();
@@ -500,3 +448,6 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 #[cfg(test)]
 #[path = "queue_tests.rs"]
 mod tests;
+
+#[path = "queue_metrics.rs"]
+mod metrics;

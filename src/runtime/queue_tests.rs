@@ -168,3 +168,40 @@ async fn the_reserve_keeps_workers_for_existing_volumes_from_a_burst_of_creates(
     q.done(&100);
     assert!(tokio::time::timeout(Duration::from_secs(5), q.next()).await.is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_share_at_its_most_leaves_workers_for_another_namespace_and_existing_volumes() {
+    let q: WorkQueue<u32> =
+        WorkQueue::new(Backoff { start: Duration::from_secs(1), max: Duration::from_secs(300) });
+    q.reserve_for_existing(10, 1);
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(3));
+    let limit = most.clone();
+    q.limit_shares(Arc::new(move || limit.load(std::sync::atomic::Ordering::SeqCst)));
+    for n in 0..20 {
+        q.add_with(n, Ticket::new(Lane::Other, "a"));
+    }
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        taken.push(q.next().await.unwrap());
+    }
+    assert_eq!(taken, [0, 1, 2]);
+    // Namespace a holds its three: its fourth create waits, with six workers free...
+    let waiting = tokio::time::timeout(Duration::from_secs(5), q.next()).await;
+    assert!(waiting.is_err(), "a fourth create of one namespace was handed out");
+    // ...for another namespace's first claim, a pod's claim of a included, and a deletion.
+    q.add_with(100, Ticket::new(Lane::Other, "b"));
+    q.add_with(101, Ticket::new(Lane::Scheduled, "a"));
+    q.add_with(102, Ticket::new(Lane::Existing, "a"));
+    assert_eq!(q.next().await, Some(102));
+    assert_eq!(q.next().await, Some(100));
+    assert!(tokio::time::timeout(Duration::from_secs(5), q.next()).await.is_err());
+    // One of a's done lets its next through, the claim a pod waits for first.
+    q.done(&taken[0]);
+    assert_eq!(q.next().await, Some(101));
+    // A limit that grows lets more through at the next look.
+    most.store(5, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(q.next().await, Some(3));
+    assert_eq!(q.next().await, Some(4));
+    assert!(tokio::time::timeout(Duration::from_secs(5), q.next()).await.is_err());
+    assert_eq!(q.len(), 15);
+}
