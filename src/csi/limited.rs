@@ -128,14 +128,20 @@ impl Gate {
     }
 
     /// The creates that may be in flight now, as the tightest budget a create may need says
-    /// (the driver's, CreateVolume's, a class's or a topology segment's): where a backend
-    /// throttles one segment, that segment is what creates wait for.
+    /// (the driver's, CreateVolume's, a class's or a topology segment's) among those with calls
+    /// in flight or waiting: where a backend throttles one segment, that segment is what
+    /// creates wait for; a budget cut long ago that nothing uses now holds nothing back.
     pub fn creates_allowed(&self) -> usize {
         let state = self.state();
+        let busy = |name: &str, budget: &Budget| {
+            budget.in_flight > 0
+                || state.waiting.iter().any(|w| w.budgets.iter().any(|b| b == name))
+        };
         state
             .budgets
             .iter()
             .filter(|(name, _)| !EXISTING_ONLY.contains(&name.as_str()))
+            .filter(|(name, budget)| busy(name, budget))
             .map(|(_, budget)| budget.limit.allowed())
             .min()
             .unwrap_or_else(|| Limit::new(self.settings).allowed())

@@ -77,6 +77,31 @@ impl Driver for Arc<Backend> {
     }
 }
 
+/// The calls of a test driver that only its creates are about: each succeeds at once, and
+/// Probe says `$ready`.
+macro_rules! other_calls_succeed {
+    ($ready:expr) => {
+        fn delete_volume(&self, _: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn controller_expand_volume(
+            &self,
+            _: csi::ControllerExpandVolumeRequest,
+        ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
+            Box::pin(async { Ok(Default::default()) })
+        }
+        fn controller_modify_volume(
+            &self,
+            _: csi::ControllerModifyVolumeRequest,
+        ) -> Answer<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn probe(&self) -> Answer<'_, bool> {
+            Box::pin(async { Ok($ready) })
+        }
+    };
+}
+
 fn create(name: &str) -> csi::CreateVolumeRequest {
     csi::CreateVolumeRequest { name: name.to_string(), ..Default::default() }
 }
@@ -113,7 +138,7 @@ async fn calls_in_flight_fall_on_refusals_and_recover_after_them() {
     let limit = gate.budgets()[0].1;
     assert!(settled <= 10, "in flight while refusing: peak {settled}");
     assert!((4.0..=9.0).contains(&limit), "limit {limit}");
-    assert_eq!(gate.creates_allowed(), limit.ceil() as usize, "{:?}", gate.budgets());
+    assert_eq!(gate.creates_allowed(), 40, "idle, a cut budget holds nothing back");
 
     backend.refusing.store(false, Ordering::SeqCst);
     storm(&driver, 40, 60).await;
@@ -293,24 +318,7 @@ async fn a_driver_that_cannot_be_reached_is_no_overload() {
                 })
             })
         }
-        fn delete_volume(&self, _: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
-            Box::pin(async { Ok(()) })
-        }
-        fn controller_expand_volume(
-            &self,
-            _: csi::ControllerExpandVolumeRequest,
-        ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
-            Box::pin(async { Ok(Default::default()) })
-        }
-        fn controller_modify_volume(
-            &self,
-            _: csi::ControllerModifyVolumeRequest,
-        ) -> Answer<'_, ()> {
-            Box::pin(async { Ok(()) })
-        }
-        fn probe(&self) -> Answer<'_, bool> {
-            Box::pin(async { Ok(false) })
-        }
+        other_calls_succeed!(false);
     }
     let gate = Gate::new(Settings::new(4, Duration::from_secs(60)));
     let driver = Limited::new(Down, gate.clone());
@@ -359,21 +367,7 @@ impl Driver for Arc<Bucket> {
             Ok(csi::Volume::default())
         })
     }
-    fn delete_volume(&self, _: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
-        Box::pin(async { Ok(()) })
-    }
-    fn controller_expand_volume(
-        &self,
-        _: csi::ControllerExpandVolumeRequest,
-    ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
-        Box::pin(async { Ok(Default::default()) })
-    }
-    fn controller_modify_volume(&self, _: csi::ControllerModifyVolumeRequest) -> Answer<'_, ()> {
-        Box::pin(async { Ok(()) })
-    }
-    fn probe(&self) -> Answer<'_, bool> {
-        Box::pin(async { Ok(true) })
-    }
+    other_calls_succeed!(true);
 }
 
 /// Five creates a second, each answered in 200 ms, so about one call in flight is right: with
@@ -437,6 +431,14 @@ async fn a_rate_limited_backend_is_paced_to_its_rate() {
     assert_eq!(started.elapsed(), Duration::ZERO, "deletions paced: {:?}", gate.budgets());
 }
 
+fn in_zone_a(name: &str) -> csi::CreateVolumeRequest {
+    let zone = csi::Topology { segments: [("zone".to_string(), "a".to_string())].into() };
+    let requisite = vec![zone];
+    let accessibility_requirements =
+        Some(csi::TopologyRequirement { requisite, preferred: vec![] });
+    csi::CreateVolumeRequest { name: name.to_string(), accessibility_requirements, ..create(name) }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_creates_allowed_follow_the_tightest_create_budget_not_a_deletions() {
     let backend = Arc::new(Backend::new(6, Duration::from_millis(50)));
@@ -456,18 +458,7 @@ async fn the_creates_allowed_follow_the_tightest_create_budget_not_a_deletions()
                         };
                         let _ = driver.delete_volume(request).await;
                     } else {
-                        let zone = csi::Topology {
-                            segments: [("zone".to_string(), "a".to_string())].into(),
-                        };
-                        let request = csi::CreateVolumeRequest {
-                            name: format!("pvc-{n}"),
-                            accessibility_requirements: Some(csi::TopologyRequirement {
-                                requisite: vec![zone],
-                                preferred: vec![],
-                            }),
-                            ..Default::default()
-                        };
-                        let _ = driver.create_volume(request).await;
+                        let _ = driver.create_volume(in_zone_a(&format!("pvc-{n}"))).await;
                     }
                 }));
             }
@@ -484,5 +475,16 @@ async fn the_creates_allowed_follow_the_tightest_create_budget_not_a_deletions()
     let zone = limit_of("zone=a").expect("the segment's budget");
     assert!(zone < 40.0, "{:?}", gate.budgets());
     assert_eq!(limit_of("CreateVolume"), Some(40.0), "the segment's refusal is the segment's");
-    assert_eq!(gate.creates_allowed(), zone.ceil() as usize);
+    assert_eq!(gate.creates_allowed(), 40, "idle, the segment holds nothing back");
+    // A create in the segment under way: its cut is what creates wait for.
+    let one = {
+        let driver = driver.clone();
+        tokio::spawn(async move { driver.create_volume(in_zone_a("pvc-late")).await })
+    };
+    while backend.in_flight.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(gate.creates_allowed(), zone.ceil() as usize, "{:?}", gate.budgets());
+    one.await.unwrap().unwrap();
+    assert_eq!(gate.creates_allowed(), 40);
 }
