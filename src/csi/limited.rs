@@ -18,9 +18,12 @@ use super::{CsiError, Driver, driver::Answer, v1 as csi};
 /// The budget every call needs room in: `--worker-threads` calls at most, all methods together.
 pub const DRIVER: &str = "driver";
 
-/// The method budgets of work on existing volumes: no create waits for them.
-const EXISTING_ONLY: [&str; 3] =
-    ["DeleteVolume", "ControllerExpandVolume", "ControllerModifyVolume"];
+/// The method budgets of work on existing volumes.
+const DELETE: &str = "DeleteVolume";
+const EXPAND: &str = "ControllerExpandVolume";
+const MODIFY: &str = "ControllerModifyVolume";
+/// Those no create waits for.
+const EXISTING_ONLY: [&str; 3] = [DELETE, EXPAND, MODIFY];
 
 /// The budgets a call of `method` needs: the driver's and its method's. A refusal is told to
 /// the most specific budget, so a backend that throttles CreateVolume holds back creates, not
@@ -73,6 +76,13 @@ struct State {
     /// Calls admitted per share (`limit::fair_order`).
     served: HashMap<String, u64>,
     next_id: u64,
+}
+
+impl State {
+    /// The waiting calls that need room in budget `name`.
+    fn waiting_for<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Waiting> + 'a {
+        self.waiting.iter().filter(move |w| w.budgets.iter().any(|b| b == name))
+    }
 }
 
 /// Whose calls a claim's pass makes.
@@ -134,8 +144,7 @@ impl Gate {
     pub fn creates_allowed(&self) -> usize {
         let state = self.state();
         let busy = |name: &str, budget: &Budget| {
-            budget.in_flight > 0
-                || state.waiting.iter().any(|w| w.budgets.iter().any(|b| b == name))
+            budget.in_flight > 0 || state.waiting_for(name).next().is_some()
         };
         state
             .budgets
@@ -266,7 +275,7 @@ impl Gate {
             m.driver_in_flight
                 .get_or_create(&labels)
                 .set(i64::try_from(budget.in_flight).unwrap_or(i64::MAX));
-            let waiting = state.waiting.iter().filter(|w| w.budgets.contains(name)).count();
+            let waiting = state.waiting_for(name).count();
             m.driver_waiting.get_or_create(&labels).set(i64::try_from(waiting).unwrap_or(0));
         }
     }
@@ -409,14 +418,14 @@ impl<D: Driver> Driver for Limited<D> {
     }
 
     fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
-        self.through(method_budgets("DeleteVolume"), true, move |d| d.delete_volume(request))
+        self.through(method_budgets(DELETE), true, move |d| d.delete_volume(request))
     }
 
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
-        let budgets = method_budgets("ControllerExpandVolume");
+        let budgets = method_budgets(EXPAND);
         self.through(budgets, true, move |d| d.controller_expand_volume(request))
     }
 
@@ -424,7 +433,7 @@ impl<D: Driver> Driver for Limited<D> {
         &self,
         request: csi::ControllerModifyVolumeRequest,
     ) -> Answer<'_, ()> {
-        let budgets = method_budgets("ControllerModifyVolume");
+        let budgets = method_budgets(MODIFY);
         self.through(budgets, true, move |d| d.controller_modify_volume(request))
     }
 

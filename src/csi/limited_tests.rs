@@ -436,7 +436,7 @@ fn in_zone_a(name: &str) -> csi::CreateVolumeRequest {
     let requisite = vec![zone];
     let accessibility_requirements =
         Some(csi::TopologyRequirement { requisite, preferred: vec![] });
-    csi::CreateVolumeRequest { name: name.to_string(), accessibility_requirements, ..create(name) }
+    csi::CreateVolumeRequest { accessibility_requirements, ..create(name) }
 }
 
 #[tokio::test(start_paused = true)]

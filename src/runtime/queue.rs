@@ -362,8 +362,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                     lane == Lane::Existing
                         || (others_open && held.get(share).copied().unwrap_or(0) < share_most)
                 };
-                let popped = state.ready.pop_where(open);
-                if let Some((key, ticket)) = popped {
+                if let Some((key, ticket)) = state.ready.pop_where(open) {
                     if ticket.lane != Lane::Existing {
                         state.active_others.insert(key.clone(), ticket.share.clone());
                     }
