@@ -43,6 +43,7 @@ pub mod inventory;
 pub mod journal;
 pub mod leader;
 pub mod metrics;
+pub mod migration;
 pub mod model;
 pub mod modify;
 pub mod provision;

@@ -11,7 +11,7 @@ use super::{code_of, is_test_file, paths, paths_of, planted, rust_files, src, un
 /// rules; `adapters`: the API, the journal, the Lease; `executor`: the controller and its
 /// siblings that act; `process`: the binary's wiring.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("objects", &["model"]),
+    ("objects", &["model", "migration"]),
     ("machinery", &["runtime", "metrics"]),
     ("driver", &["csi"]),
     (

@@ -13,7 +13,7 @@ pub mod volume;
 #[cfg(test)]
 mod tests;
 
-use crate::model::ClaimExt;
+use crate::model::{ClaimExt, ClassExt, VolumeExt};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -93,15 +93,18 @@ impl Scope {
             return true;
         }
         let ours = match class {
-            Some(c) => c.provisioner == self.driver,
+            Some(c) => c.served_by(&self.driver),
             None => {
                 claim.handed_to(&self.driver)
                     || (self.binder.binds()
                         && claim.names_no_class()
-                        && default_class.is_some_and(|c| c.provisioner == self.driver))
+                        && default_class.is_some_and(|c| c.served_by(&self.driver)))
             }
         };
-        ours || named_volume.is_some_and(|pv| volume::is_drivers(pv, &self.driver))
+        // The named PV may be a static in-tree PV the driver serves: its claim is grown here.
+        ours || named_volume.is_some_and(|pv| {
+            volume::is_drivers(pv, &self.driver) || pv.served_by() == Some(self.driver.as_str())
+        })
     }
 
     /// CSI PVs of our driver; with `Binder::All`, every PV.

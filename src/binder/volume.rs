@@ -74,9 +74,17 @@ impl VolumeStep {
     }
 }
 
-/// The PV is a CSI volume of `driver`.
+/// The PV is a CSI volume of `driver`, or an in-tree volume that `driver` provisioned or was
+/// handed through CSI migration (`migration::deleted_by`).
 pub fn is_drivers(pv: &PersistentVolume, driver: &str) -> bool {
-    pv.csi_driver() == Some(driver)
+    pv.csi_driver() == Some(driver) || crate::migration::deleted_by(pv, driver).is_some()
+}
+
+/// `driver` made the PV's volume: `provisioned-by` names it, or the volume is an in-tree one
+/// migrated to it.
+fn provisioned_by(pv: &PersistentVolume, driver: &str) -> bool {
+    annotation(&pv.metadata, ANN_PROVISIONED_BY) == Some(driver)
+        || crate::migration::deleted_by(pv, driver).is_some()
 }
 
 fn has_finalizer(pv: &PersistentVolume) -> bool {
@@ -89,7 +97,10 @@ fn set_phase(pv: &PersistentVolume, wanted: VolumePhase) -> VolumeStep {
 
 /// reclaimVolume for a PV whose claim is gone.
 pub fn reclaim(pv: &PersistentVolume, driver: &str) -> Reclaim {
-    if annotation(&pv.metadata, "pv.kubernetes.io/migrated-to").is_some_and(|m| !m.is_empty()) {
+    // Migrated to another CSI driver: its provisioner deletes it (kube-controller-manager
+    // stands down the same way).
+    let migrated_to = crate::migration::migrated_to(&pv.metadata);
+    if !migrated_to.is_empty() && migrated_to != driver {
         return Reclaim::External;
     }
     match pv.reclaim_policy() {
@@ -217,11 +228,7 @@ pub fn beside_cluster_binder(pv: &PersistentVolume, driver: &str, step: VolumeSt
         | VolumeStep::ModeMismatch
         | VolumeStep::Unbind
         | VolumeStep::Reclaim(Reclaim::Fail(_)) => VolumeStep::None,
-        VolumeStep::Reclaim(Reclaim::Delete)
-            if annotation(&pv.metadata, ANN_PROVISIONED_BY) != Some(driver) =>
-        {
-            VolumeStep::None
-        }
+        VolumeStep::Reclaim(Reclaim::Delete) if !provisioned_by(pv, driver) => VolumeStep::None,
         step => step,
     }
 }

@@ -19,10 +19,10 @@ use super::{ClaimKey, Controller, Outcome, SyncError, due_at, now};
 use crate::csi::Operation;
 use crate::expand::failure::{ResizeFailure, after_failure};
 use crate::expand::{self, Expander, ResizeMemory, ResizeStep, Resizer};
+use crate::model::ClaimExt;
 use crate::model::copy::ClaimCopy;
 use crate::model::gate::Gated;
 use crate::model::reason::Reason;
-use crate::model::{ClaimExt, VolumeExt};
 
 fn requested(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> u64 {
     expand::Sizes::of(claim, pv).requested
@@ -125,7 +125,7 @@ impl Controller {
                     pv.name_any()
                 ))
             })?;
-        if let Some(secret) = pv.expand_secret() {
+        if let Some(secret) = expand::expansion_secret(pv) {
             let namespace = secret.namespace.as_deref().unwrap_or_default();
             let name = secret.name.as_deref().unwrap_or_default();
             request.secrets = self

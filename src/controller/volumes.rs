@@ -178,7 +178,21 @@ impl Controller {
                 return Ok(Outcome::Done);
             }
         }
-        let handle = pv.csi_handle().unwrap_or_default().to_string();
+        // An in-tree PV is deleted by its translated handle; one whose ID does not translate
+        // is never deleted by a guess.
+        let handle = match crate::migration::volume_handle(pv) {
+            Some(Ok(handle)) if !handle.is_empty() => handle,
+            other => {
+                let why = match other {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "the PersistentVolume records no volume handle".to_string(),
+                };
+                let note = format!("cannot delete the volume of {name}: {why}");
+                warn!("{note}");
+                self.events.warning(&reference(pv), Reason::VolumeFailedDelete, note).await;
+                return Ok(Outcome::Done);
+            }
+        };
         let secrets = self.deletion_secrets(pv).await;
         let class = pv.class();
         let started = tokio::time::Instant::now();

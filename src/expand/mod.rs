@@ -125,7 +125,9 @@ impl<'a> Sizes<'a> {
 pub fn owns(claim: &PersistentVolumeClaim, pv: &PersistentVolume, driver: &str) -> bool {
     let bound = claim.is_bound();
     let named = claim.volume_name() == pv.metadata.name.as_deref();
-    let ours = pv.csi_driver() == Some(driver);
+    // A CSI PV of the driver, or an in-tree PV of the plugin it serves through CSI migration
+    // (kube-controller-manager's expand controller hands those to the driver's resizer).
+    let ours = pv.served_by() == Some(driver);
     let refers = pv.claim_ref().is_some_and(|r| {
         r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid && r.uid.is_some()
     });
@@ -318,13 +320,31 @@ pub fn access_mode(modes: &[String], single_node_multi_writer: bool) -> Result<M
     })
 }
 
+/// The secret ControllerExpandVolume carries: the PV's `controllerExpandSecretRef`, read from
+/// its CSI form for an in-tree PV (Portworx names one there).
+pub fn expansion_secret(
+    pv: &PersistentVolume,
+) -> Option<k8s_openapi::api::core::v1::SecretReference> {
+    match crate::migration::csi_form(pv)? {
+        Ok(form) => form.expand_secret().cloned(),
+        Err(_) => None,
+    }
+}
+
 /// ControllerExpandVolume for `pv` at `bytes`; secrets are added by the caller.
 pub fn request(
     pv: &PersistentVolume,
     bytes: u64,
     single_node_multi_writer: bool,
 ) -> Result<csi::ControllerExpandVolumeRequest, String> {
-    let spec = pv.spec.clone().unwrap_or_default();
+    // An in-tree PV is grown through its CSI form (handle, fsType); one that does not translate
+    // is never grown by a guessed handle.
+    let form = match crate::migration::csi_form(pv) {
+        Some(Ok(form)) => form,
+        Some(Err(e)) => return Err(e.to_string()),
+        None => return Err("empty volume handle".into()),
+    };
+    let spec = form.spec.clone().unwrap_or_default();
     let source = spec.csi.clone().unwrap_or_default();
     if source.volume_handle.is_empty() {
         return Err("empty volume handle".into());

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::model::{ReclaimPolicy, VolumeExt, VolumePhase};
+use crate::model::{ClassExt, ReclaimPolicy, VolumeExt, VolumePhase};
 use crate::provision::secrets::SecretRef;
 use crate::provision::settings::VolumeNaming;
 
@@ -47,6 +47,15 @@ pub struct Known {
     /// A StorageClass of this driver retains its volumes: a volume named for a claim that is
     /// gone may be one whose Retain PV was deleted before this process saw it.
     pub retain_classes: bool,
+    /// A PV of this driver whose volume ID cannot be worked out (an in-tree PV whose ID does
+    /// not translate): any listed volume may be its, so none is taken for an orphan.
+    pub unattributed: bool,
+}
+
+/// The driver's ID of a PV's volume (translated for an in-tree PV); None when it has none that
+/// can be known.
+fn handle(pv: &PersistentVolume) -> Option<String> {
+    crate::migration::volume_handle(pv)?.ok().filter(|h| !h.is_empty())
 }
 
 /// Where a listed volume stands.
@@ -101,7 +110,7 @@ pub fn classify(id: &str, known: &Known, naming: &VolumeNaming) -> Verdict {
         _ if known.retained.contains(id) => State::Retained,
         None => State::Unknown,
         Some(n) if known.claims.contains(n) || known.intents.contains(n) => State::InFlight,
-        Some(_) if known.retain_classes => State::Retained,
+        Some(_) if known.retain_classes || known.unattributed => State::Retained,
         Some(_) => State::Orphaned,
     };
     Verdict { state, name, pv: None }
@@ -147,14 +156,14 @@ pub fn lost<'a>(
 ) -> Vec<String> {
     let mut lost: Vec<String> = pvs
         .into_iter()
-        .filter(|pv| pv.csi_driver() == Some(driver))
+        .filter(|pv| pv.served_by() == Some(driver))
         .filter(|pv| pv.metadata.deletion_timestamp.is_none())
         .filter(|pv| pv.metadata.creation_timestamp.as_ref().is_some_and(|t| t.0 < listing_began.0))
         .filter(|pv| {
             !(VolumePhase::awaits_reclaim(pv.phase())
                 && matches!(pv.reclaim_policy(), ReclaimPolicy::Delete))
         })
-        .filter(|pv| pv.csi_handle().is_some_and(|h| !listed.contains(h)))
+        .filter(|pv| handle(pv).is_some_and(|h| !listed.contains(h.as_str())))
         .map(|pv| pv.name().to_string())
         .collect();
     lost.sort();
@@ -287,24 +296,23 @@ pub fn known<'a>(
     (driver, naming): (&str, &VolumeNaming),
 ) -> Known {
     let ours: Vec<&PersistentVolume> =
-        pvs.into_iter().filter(|pv| pv.csi_driver() == Some(driver)).collect();
-    let handles = ours
-        .iter()
-        .filter_map(|pv| Some((pv.csi_handle()?.to_string(), pv.name().to_string())))
-        .collect();
+        pvs.into_iter().filter(|pv| pv.served_by() == Some(driver)).collect();
+    let handles = ours.iter().filter_map(|pv| Some((handle(pv)?, pv.name().to_string()))).collect();
     let retained = ours
         .iter()
         .filter(|pv| pv.reclaim_policy() == ReclaimPolicy::Retain)
-        .filter_map(|pv| Some(pv.csi_handle()?.to_string()))
+        .filter_map(|pv| handle(pv))
         .collect();
+    let unattributed = ours.iter().any(|pv| handle(pv).is_none());
     let named = |c: &PersistentVolumeClaim| c.metadata.uid.is_some().then(|| naming.for_claim(c));
     Known {
         handles,
         claims: claims.into_iter().filter_map(named).collect(),
         intents: journaled.into_iter().filter_map(named).collect(),
         retained,
+        unattributed,
         retain_classes: classes.into_iter().any(|c| {
-            c.provisioner == driver
+            c.served_by(driver)
                 && crate::model::ClassExt::reclaim_policy(c) == ReclaimPolicy::Retain
         }),
     }

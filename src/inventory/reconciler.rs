@@ -19,6 +19,7 @@ use crate::cluster::events::Events;
 use crate::cluster::objects::{Cluster, read_secret};
 use crate::csi::{CsiClient, CsiError, v1 as csi};
 use crate::journal::Journal;
+use crate::model::ClassExt;
 use crate::model::reason::Reason;
 use crate::provision::settings::VolumeNaming;
 
@@ -238,7 +239,7 @@ impl Reconciler {
     async fn orphan_secrets(&self, volume_name: &str) -> HashMap<String, String> {
         let classes = self.stores.classes.state();
         let ours: Vec<_> =
-            classes.iter().filter(|c| c.provisioner == self.driver).map(|c| c.as_ref()).collect();
+            classes.iter().filter(|c| c.served_by(&self.driver)).map(|c| c.as_ref()).collect();
         let secret = match orphan_secret(&ours, volume_name) {
             Ok(Some(secret)) => secret,
             Ok(None) => return HashMap::new(),

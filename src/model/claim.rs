@@ -62,10 +62,14 @@ pub trait ClaimExt {
     fn volume_mode(&self) -> VolumeMode<'_>;
     /// The provisioner the binder handed the claim to (the GA annotation, else the beta one).
     fn provisioner(&self) -> Option<&str>;
-    /// The binder handed the claim to `driver`.
+    /// The binder handed the claim to `driver`: its provisioner annotation names it, or, for a
+    /// claim handed to an in-tree plugin before that plugin was migrated,
+    /// `pv.kubernetes.io/migrated-to` does.
     fn handed_to(&self, driver: &str) -> bool {
-        self.provisioner() == Some(driver)
+        self.provisioner() == Some(driver) || (!driver.is_empty() && self.migrated_to() == driver)
     }
+    /// `pv.kubernetes.io/migrated-to`; "" if absent.
+    fn migrated_to(&self) -> &str;
     /// Our provisioning intent is written on the claim (its finalizer).
     fn has_intent(&self) -> bool;
     /// `status.conditions`, empty when absent.
@@ -132,6 +136,10 @@ impl ClaimExt for PersistentVolumeClaim {
     fn provisioner(&self) -> Option<&str> {
         annotation(&self.metadata, ANN_STORAGE_PROVISIONER)
             .or_else(|| annotation(&self.metadata, ANN_BETA_STORAGE_PROVISIONER))
+    }
+
+    fn migrated_to(&self) -> &str {
+        crate::migration::migrated_to(&self.metadata)
     }
 
     fn has_intent(&self) -> bool {

@@ -29,9 +29,18 @@ pub trait ClassExt {
     /// `reclaimPolicy`, given to the PVs the class provisions; absent means Delete, as the API
     /// defaults it.
     fn reclaim_policy(&self) -> ReclaimPolicy<'_>;
+    /// `driver` provisions the class's claims: the class names it, or names the in-tree plugin
+    /// whose volumes it serves through CSI migration.
+    fn served_by(&self, driver: &str) -> bool;
 }
 
 impl ClassExt for StorageClass {
+    fn served_by(&self, driver: &str) -> bool {
+        self.provisioner == driver
+            || crate::migration::Plugin::by_in_tree_name(&self.provisioner)
+                .is_some_and(|p| p.csi_driver() == driver)
+    }
+
     fn binding_mode(&self) -> BindingMode {
         match self.volume_binding_mode.as_deref() {
             None => BindingMode::Unset,

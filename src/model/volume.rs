@@ -116,6 +116,9 @@ pub trait VolumeExt {
     fn csi_driver(&self) -> Option<&str>;
     /// The driver's id of the volume (`spec.csi.volumeHandle`), if the PV is a CSI volume.
     fn csi_handle(&self) -> Option<&str>;
+    /// The CSI driver that serves the PV: `spec.csi`'s, or, for an in-tree PV of a migrated
+    /// plugin, that plugin's CSI driver (`crate::migration`).
+    fn served_by(&self) -> Option<&str>;
     /// `spec.accessModes`, empty when absent.
     fn access_modes(&self) -> &[String];
     /// `spec.csi.controllerExpandSecretRef`: the secret ControllerExpandVolume and
@@ -171,6 +174,10 @@ impl VolumeExt for PersistentVolume {
 
     fn csi_handle(&self) -> Option<&str> {
         Some(self.spec.as_ref()?.csi.as_ref()?.volume_handle.as_str())
+    }
+
+    fn served_by(&self) -> Option<&str> {
+        self.csi_driver().or_else(|| Some(crate::migration::Plugin::of_volume(self)?.csi_driver()))
     }
 
     fn access_modes(&self) -> &[String] {

@@ -164,7 +164,7 @@ fn next_step(claim: &PersistentVolumeClaim, ctx: &ClaimContext<'_>) -> ClaimActi
     }
     let our_pv = ctx.volume.filter(|pv| {
         pv.metadata.name.as_deref() == Some(volume_name.as_str())
-            && pv.csi_driver() == Some(ctx.settings.driver.as_str())
+            && pv.served_by() == Some(ctx.settings.driver.as_str())
             && pv.metadata.deletion_timestamp.is_none()
             && pv.claim_ref_uid() == Some(claim_uid)
     });
@@ -287,7 +287,7 @@ pub fn ours_to_provision(
     driver: &str,
 ) -> bool {
     match class {
-        Some(class) => class.provisioner == driver,
+        Some(class) => class.served_by(driver),
         None => claim.handed_to(driver),
     }
 }
@@ -329,7 +329,7 @@ pub fn awaits_handover(
     age: std::time::Duration,
     grace: std::time::Duration,
 ) -> bool {
-    let Some(class) = class.filter(|c| c.provisioner == driver) else {
+    let Some(class) = class.filter(|c| c.served_by(driver)) else {
         return false;
     };
     let unbound = claim.named_volume().is_none();
@@ -349,7 +349,7 @@ pub fn awaits_consumer(
     class: Option<&StorageClass>,
     driver: &str,
 ) -> Option<&'static str> {
-    class.filter(|c| c.provisioner == driver && c.waits_for_consumer())?;
+    class.filter(|c| c.served_by(driver) && c.waits_for_consumer())?;
     let waits = claim.named_volume().is_none()
         && selected_node(claim).is_none()
         && claim.metadata.deletion_timestamp.is_none();

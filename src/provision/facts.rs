@@ -85,6 +85,9 @@ pub enum PlanError {
     AttributesClassMissing(String),
     #[error("{0}")]
     AttributesClassDriver(String),
+    /// An in-tree class the CSI migration translation refuses.
+    #[error("failed to translate storage class: {0}")]
+    Migration(#[from] crate::migration::TranslateError),
 }
 
 /// The API group of VolumeSnapshots.

@@ -72,6 +72,9 @@ pub struct Plan {
     /// The driver's topology is used (its capability, and the Topology gate): the PV records
     /// where the driver says the volume is.
     pub topology: bool,
+    /// The class names the in-tree plugin the driver serves through CSI migration: the request
+    /// is made from the class translated, and the PV is written in the plugin's in-tree form.
+    pub migrated: Option<crate::migration::Plugin>,
 }
 
 /// The claim's class name as the binder reads it (beta annotation first); None for no class.
@@ -92,6 +95,16 @@ pub fn build(
     if spec.selector.is_some() {
         return Err(PlanError::Selector);
     }
+    // `pv.kubernetes.io/provisioned-by` names the class's provisioner: the in-tree plugin's
+    // name for a migrated class, as csi-provisioner writes it.
+    let provisioned_by = class.provisioner.clone();
+    let migrated = crate::migration::Plugin::by_in_tree_name(&class.provisioner)
+        .filter(|p| p.csi_driver() == settings.driver);
+    let translated = match migrated {
+        Some(plugin) => Some(crate::migration::class_to_csi(plugin, class)?),
+        None => None,
+    };
+    let class = translated.as_ref().unwrap_or(class);
     let attributes = attributes_class(&spec, settings, features, facts)?;
     let empty = BTreeMap::new();
     let parameters = parameters::parse(class.parameters.as_ref().unwrap_or(&empty))?;
@@ -101,7 +114,14 @@ pub fn build(
         .clone()
         .or_else(|| settings.default_fs_type.clone())
         .filter(|f| !f.is_empty());
-    let inputs = Inputs { claim, spec: &spec, class, settings, volume_name: &volume_name };
+    let inputs = Inputs {
+        claim,
+        spec: &spec,
+        class,
+        settings,
+        volume_name: &volume_name,
+        provisioned_by: &provisioned_by,
+    };
     let request =
         inputs.create_request(&parameters, fs_type.as_deref(), attributes, features, facts)?;
     let secrets = inputs.resolve_secrets(&parameters)?;
@@ -116,6 +136,7 @@ pub fn build(
         class: class.clone(),
         retain: reclaim == ReclaimPolicy::Retain,
         topology: features.topology,
+        migrated,
     })
 }
 
@@ -126,6 +147,7 @@ struct Inputs<'a> {
     class: &'a StorageClass,
     settings: &'a Settings,
     volume_name: &'a str,
+    provisioned_by: &'a str,
 }
 
 impl Inputs<'_> {
@@ -256,7 +278,7 @@ impl Inputs<'_> {
         };
         let provisioner = secrets.get(&SecretKind::Provisioner);
         let mut annotations = BTreeMap::from([
-            (ANN_PROVISIONED_BY.to_string(), settings.driver.clone()),
+            (ANN_PROVISIONED_BY.to_string(), self.provisioned_by.to_string()),
             (
                 ANN_DELETION_SECRET_NAME.to_string(),
                 provisioner.map(|s| s.name.clone()).unwrap_or_default(),

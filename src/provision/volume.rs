@@ -28,6 +28,10 @@ pub enum AnswerError {
         "driver created volume {volume_id:.64} with an answer the PV cannot hold ({what}); it is being deleted"
     )]
     Unrecordable { volume_id: String, what: String },
+    #[error(
+        "failed to translate CSI PV to in-tree ({plugin}) for volume {volume_id:.64}: {error}; it is being deleted"
+    )]
+    Migration { volume_id: String, plugin: &'static str, error: crate::migration::TranslateError },
 }
 
 /// The longest volume ID and the most volume context a PV is given: far past what drivers use,
@@ -101,7 +105,16 @@ pub fn record(
             spec.node_affinity = node_affinity(&answer.accessible_topology);
         }
     }
-    Ok(pv)
+    match plan.migrated {
+        None => Ok(pv),
+        Some(plugin) => {
+            crate::migration::pv_to_in_tree(plugin, &pv).map_err(|error| AnswerError::Migration {
+                volume_id: answer.volume_id.clone(),
+                plugin: plugin.in_tree_name(),
+                error,
+            })
+        }
+    }
 }
 
 /// One term per accessible segment (terms are ORed), each key `In [value]`.
@@ -124,6 +137,14 @@ pub fn deletion_secret(
     let (Some(class), Some(claim_ref)) = (class, pv.claim_ref()) else {
         return Ok(None);
     };
+    // An in-tree class names its secrets as the plugin did (Portworx): read in its CSI form.
+    let translated = match crate::migration::Plugin::by_in_tree_name(&class.provisioner) {
+        Some(plugin) => {
+            Some(crate::migration::class_to_csi(plugin, class).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
+    let class = translated.as_ref().unwrap_or(class);
     class_provisioner_secret(
         class,
         pv.metadata.name.as_deref().unwrap_or_default(),

@@ -69,6 +69,55 @@ fn s3_8_migrated_volume_is_left_to_the_external_provisioner() {
     assert_eq!(crate::binder::volume::reclaim(&v, DRIVER), Reclaim::External);
 }
 
+/// In-tree PVs of the plugin the driver serves through CSI migration (docs/compatibility.md):
+/// who deletes them, and whether the driver keeps their deletion finalizer.
+#[test]
+fn s3_8_in_tree_volumes_migrated_to_the_driver_are_its_to_delete() {
+    const CINDER: &str = "cinder.csi.openstack.org";
+    let released = |annotations: Value, source: Value| {
+        bound_pv(json!({
+            "metadata": {"annotations": annotations},
+            "spec": merge_into(json!({"persistentVolumeReclaimPolicy": "Delete"}), source),
+            "status": {"phase": "Released"},
+        }))
+    };
+    let cinder = json!({"cinder": {"volumeID": "v-1"}});
+    // (case, annotations, source, reclaim as cinder's driver, the driver's PV)
+    let rows = [
+        ("made by the in-tree plugin, handed over by kube-controller-manager",
+            json!({"pv.kubernetes.io/provisioned-by": "kubernetes.io/cinder", "pv.kubernetes.io/migrated-to": CINDER}),
+            cinder.clone(), Reclaim::Delete, true),
+        ("made by the in-tree plugin, no hand-over yet (our binder modes)",
+            json!({"pv.kubernetes.io/provisioned-by": "kubernetes.io/cinder"}), cinder.clone(), Reclaim::Delete, true),
+        ("static, handed over", json!({"pv.kubernetes.io/migrated-to": CINDER}), cinder.clone(), Reclaim::Delete, true),
+        // A static in-tree PV nobody handed over has no deleter: upstream's binder fails it.
+        ("static, not handed over", json!({}), cinder.clone(), Reclaim::Fail(crate::binder::claim::Notice {
+            warning: true, reason: crate::model::reason::Reason::VolumeFailedDelete,
+            message: "error getting deleter volume plugin for volume \"v\": no deletable volume plugin matched".into(),
+        }), false),
+        ("migrated to another driver", json!({"pv.kubernetes.io/provisioned-by": "kubernetes.io/cinder", "pv.kubernetes.io/migrated-to": "other.csi"}),
+            cinder.clone(), Reclaim::External, false),
+        ("another plugin's", json!({"pv.kubernetes.io/provisioned-by": "kubernetes.io/aws-ebs", "pv.kubernetes.io/migrated-to": "ebs.csi.aws.com"}),
+            json!({"awsElasticBlockStore": {"volumeID": "vol-1"}}), Reclaim::External, false),
+    ];
+    for (case, annotations, source, want, ours) in rows {
+        let v = released(annotations, source);
+        assert_eq!(crate::binder::volume::reclaim(&v, CINDER), want, "{case}");
+        assert_eq!(crate::binder::volume::is_drivers(&v, CINDER), ours, "{case}");
+        // Beside kube-controller-manager's binder, a deletion of ours stays ours; failing the
+        // PV is that binder's.
+        let step = VolumeStep::Reclaim(want.clone());
+        let beside = crate::binder::volume::beside_cluster_binder(&v, CINDER, step.clone());
+        let kept = if matches!(want, Reclaim::Fail(_)) { VolumeStep::None } else { step };
+        assert_eq!(beside, kept, "{case}");
+    }
+}
+
+fn merge_into(mut base: Value, extra: Value) -> Value {
+    merge(&mut base, extra);
+    base
+}
+
 /// (case, live PV, live claim once read, what the re-check shows)
 type RecheckCase<'a> =
     (&'a str, Option<&'a PersistentVolume>, Option<Option<&'a PersistentVolumeClaim>>, Recheck);

@@ -71,3 +71,40 @@ fn in_use_by_running_or_pending_pods_of_the_namespace() {
     assert!(!in_use(&c, &[pod("ns", "d", "Running")]));
     assert!(!in_use(&c, &[]));
 }
+
+/// An in-tree PV of the plugin the driver serves through CSI migration is the driver's to grow,
+/// through its translated handle and fsType; one whose ID does not translate is not grown.
+#[test]
+fn in_tree_volumes_grow_through_their_csi_form() {
+    let in_tree = |source: Value| {
+        let mut v = pv(json!({"spec": source}));
+        if let Some(spec) = v.spec.as_mut() {
+            spec.csi = None;
+        }
+        v
+    };
+    let ebs = in_tree(
+        json!({"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-7", "fsType": "ext4"}}),
+    );
+    assert!(owns(&claim(json!({})), &ebs, "ebs.csi.aws.com"));
+    assert!(!owns(&claim(json!({})), &ebs, "d"), "not the driver the plugin migrates to");
+    let r = request(&ebs, 2 * GI, false).unwrap();
+    assert_eq!(r.volume_id, "vol-7");
+    match r.volume_capability.unwrap().access_type.unwrap() {
+        AccessType::Mount(m) => assert_eq!(m.fs_type, "ext4"),
+        other => panic!("{other:?}"),
+    }
+    let bad = in_tree(json!({"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/disk"}}));
+    let err = request(&bad, 2 * GI, false).unwrap_err();
+    assert!(err.contains("invalid kubernetes.io/aws-ebs volume ID"), "{err}");
+    // Portworx names its expansion secret only in the CSI form.
+    let mut px = in_tree(json!({"portworxVolume": {"volumeID": "p"}}));
+    px.metadata.annotations = Some(
+        [("openstorage.io/auth-secret-name", "s"), ("openstorage.io/auth-secret-namespace", "ns")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    let secret = expansion_secret(&px).unwrap();
+    assert_eq!((secret.name.as_deref(), secret.namespace.as_deref()), (Some("s"), Some("ns")));
+}

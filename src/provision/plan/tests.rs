@@ -202,3 +202,60 @@ fn an_attributes_class_of_ours_gives_mutable_parameters() {
     let plain = build_with(&claim(json!({})), &self::class(json!({})), &s).unwrap();
     assert!(plain.request.mutable_parameters.is_empty());
 }
+
+/// A claim of an in-tree class, with the driver its plugin's migration target: the request is
+/// made from the translated class, and the PV written in the plugin's in-tree form.
+#[test]
+fn an_in_tree_class_is_translated_and_its_pv_written_in_tree() {
+    use crate::provision::volume::{AnswerError, record};
+    let mut s = settings();
+    s.driver = "cinder.csi.openstack.org".into();
+    let c = class(json!({
+        "provisioner": "kubernetes.io/cinder",
+        "parameters": {"availability": "nova", "fsType": "xfs"},
+        "reclaimPolicy": "Delete",
+    }));
+    let plan = build_with(&claim(json!({})), &c, &s).unwrap();
+    assert_eq!(plan.migrated, Some(crate::migration::Plugin::Cinder));
+    let r = &plan.request;
+    assert_eq!(r.parameters.len(), 1, "fsType is the capability's: {:?}", r.parameters);
+    assert_eq!(r.parameters["availability"], "nova");
+    let mount = match r.volume_capabilities[0].access_type.as_ref() {
+        Some(csi::volume_capability::AccessType::Mount(m)) => m.fs_type.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(mount, "xfs");
+    let pv =
+        record(&Plan { topology: true, ..plan.clone() }, &crate::fixtures::created(1 << 30), "i")
+            .unwrap();
+    let a = pv.metadata.annotations.as_ref().unwrap();
+    assert_eq!(a[ANN_PROVISIONED_BY], "kubernetes.io/cinder", "the in-tree name, as upstream");
+    assert_eq!(pv.metadata.finalizers.as_deref(), Some(&[FINALIZER_VOLUME.to_string()][..]));
+    let spec = pv.spec.as_ref().unwrap();
+    assert!(spec.csi.is_none());
+    let cinder = spec.cinder.as_ref().unwrap();
+    assert_eq!((cinder.volume_id.as_str(), cinder.fs_type.as_deref()), ("vol-1", Some("xfs")));
+    assert!(spec.node_affinity.is_some(), "the driver's topology is kept");
+    // Another driver than the plugin's target: the in-tree class is not translated for it.
+    let theirs = build_with(&claim(json!({})), &c, &settings()).unwrap();
+    assert_eq!(theirs.migrated, None);
+    // A class the translation refuses names the reason; nothing is created.
+    let mut e = settings();
+    e.driver = "ebs.csi.aws.com".into();
+    let refused = class(json!({
+        "provisioner": "kubernetes.io/aws-ebs",
+        "parameters": {"zone": "us-east-1a"},
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": ["us-east-1a"]}]}],
+    }));
+    let err = build_with(&claim(json!({})), &refused, &e).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "failed to translate storage class: cannot simultaneously set allowed topologies and zone/zones parameters"
+    );
+    // An answer the in-tree form cannot hold (topology without an EBS zone gives no region) is
+    // taken back.
+    let ebs = class(json!({"provisioner": "kubernetes.io/aws-ebs"}));
+    let plan = build_with(&claim(json!({})), &ebs, &e).unwrap();
+    let got = record(&Plan { topology: true, ..plan }, &crate::fixtures::created(1 << 30), "i");
+    assert!(matches!(got, Err(AnswerError::Migration { .. })), "{got:?}");
+}

@@ -128,7 +128,8 @@ impl Cause {
             | PlanError::Selector
             | PlanError::AttributesClassUnsupported(..)
             | PlanError::AttributesClassMissing(_)
-            | PlanError::AttributesClassDriver(_) => Cause::InvalidRequest,
+            | PlanError::AttributesClassDriver(_)
+            | PlanError::Migration(_) => Cause::InvalidRequest,
         }
     }
 
