@@ -126,8 +126,11 @@ pub fn owns(claim: &PersistentVolumeClaim, pv: &PersistentVolume, driver: &str) 
     let bound = claim.is_bound();
     let named = claim.volume_name() == pv.metadata.name.as_deref();
     // A CSI PV of the driver, or an in-tree PV of the plugin it serves through CSI migration
-    // (kube-controller-manager's expand controller hands those to the driver's resizer).
-    let ours = pv.served_by() == Some(driver);
+    // once kube-controller-manager's expander has handed the claim to the driver, as
+    // csi-resizer waits for it: growing sooner races that expander's own write of the claim.
+    let ours = pv.csi_driver() == Some(driver)
+        || (pv.served_by() == Some(driver)
+            && annotation(&claim.metadata, crate::migration::ANN_STORAGE_RESIZER) == Some(driver));
     let refers = pv.claim_ref().is_some_and(|r| {
         r.namespace == claim.metadata.namespace && r.uid == claim.metadata.uid && r.uid.is_some()
     });

@@ -40,9 +40,14 @@ impl Beside {
     /// relay; the sidecar with `args` only (so `--binder=external`, the shipped default); the
     /// driver's node registered as kubelet would.
     pub async fn start(name: &str, flags: &[&str], args: &[&str]) -> Beside {
+        Beside::start_as(name, &format!("{name}.csi.test"), flags, args).await
+    }
+
+    /// As `start`, hostpathplugin registered as `driver_name` (e.g. a CSI migration target).
+    pub async fn start_as(name: &str, driver_name: &str, flags: &[&str], args: &[&str]) -> Beside {
         let plane: &'static ControlPlane = fresh_plane();
         let kcm = Kcm::start(plane, KCM_STORAGE_CONTROLLERS);
-        let world = World::start_relayed(plane, name, flags, args).await;
+        let world = World::start_relayed_as(plane, name, driver_name, flags, args).await;
         world.register_node().await;
         Beside { world, kcm }
     }
@@ -56,8 +61,19 @@ impl World<Relayed> {
         flags: &[&str],
         extra_args: &[&str],
     ) -> World<Relayed> {
+        Self::start_relayed_as(plane, name, &format!("{name}.csi.test"), flags, extra_args).await
+    }
+
+    /// As `start_relayed`, hostpathplugin registered as `driver_name`.
+    pub async fn start_relayed_as(
+        plane: &'static ControlPlane,
+        name: &str,
+        driver_name: &str,
+        flags: &[&str],
+        extra_args: &[&str],
+    ) -> World<Relayed> {
         let dir = tempfile::tempdir().unwrap();
-        let driver_name = format!("{name}.csi.test");
+        let driver_name = driver_name.to_string();
         let hostpath = Hostpath::start(
             dir.path(),
             HostpathConfig {

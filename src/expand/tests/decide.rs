@@ -86,8 +86,14 @@ fn in_tree_volumes_grow_through_their_csi_form() {
     let ebs = in_tree(
         json!({"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-7", "fsType": "ext4"}}),
     );
-    assert!(owns(&claim(json!({})), &ebs, "ebs.csi.aws.com"));
-    assert!(!owns(&claim(json!({})), &ebs, "d"), "not the driver the plugin migrates to");
+    let handed = |driver: &str| {
+        claim(
+            json!({"metadata": {"annotations": {"volume.kubernetes.io/storage-resizer": driver}}}),
+        )
+    };
+    assert!(owns(&handed("ebs.csi.aws.com"), &ebs, "ebs.csi.aws.com"));
+    assert!(!owns(&claim(json!({})), &ebs, "ebs.csi.aws.com"), "not handed over yet");
+    assert!(!owns(&handed("d"), &ebs, "d"), "not the driver the plugin migrates to");
     let r = request(&ebs, 2 * GI, false).unwrap();
     assert_eq!(r.volume_id, "vol-7");
     match r.volume_capability.unwrap().access_type.unwrap() {
