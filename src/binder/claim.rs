@@ -134,6 +134,11 @@ fn decide_unbound(claim: &PersistentVolumeClaim, view: &ClaimView<'_>) -> ClaimS
         )));
     }
     match view.class {
+        // A migrated in-tree plugin: handed over to its CSI driver by that name, as
+        // kube-controller-manager's binder does (every plugin that migrates has migrated).
+        Some(c) if let Some(plugin) = crate::migration::Plugin::by_in_tree_name(&c.provisioner) => {
+            ClaimStep::Provision { provisioner: plugin.csi_driver().to_string() }
+        }
         Some(c) if c.provisioner.starts_with("kubernetes.io/") => {
             ClaimStep::CannotProvision(Notice::warning(
                 Reason::ProvisioningFailed,

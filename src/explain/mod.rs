@@ -340,6 +340,9 @@ pub fn report(facts: &Facts<'_>) -> String {
     let _ = writeln!(out, "next: {}", line.next);
     let (_, provisioning) = provisioning_next(facts);
     let _ = writeln!(out, "provisioning ({}): {provisioning}", facts.provisioning.settings.driver);
+    if let Some(migration) = migration(facts) {
+        let _ = writeln!(out, "migration: {migration}");
+    }
     match waiting::recorded(facts.claim) {
         Some((reason, message)) => {
             let _ = writeln!(out, "condition {}: {reason}: {message}", waiting::CONDITION);
@@ -349,6 +352,26 @@ pub fn report(facts: &Facts<'_>) -> String {
         }
     }
     out
+}
+
+/// Whether the claim is served through CSI migration: its class or its PV names an in-tree
+/// plugin, and which CSI driver takes that plugin's volumes.
+pub fn migration(facts: &Facts<'_>) -> Option<String> {
+    use crate::migration::Plugin;
+    let driver = facts.provisioning.settings.driver.as_str();
+    let from_class = facts
+        .binder
+        .class
+        .and_then(|c| Some((Plugin::by_in_tree_name(&c.provisioner)?, "StorageClass")));
+    let from_volume =
+        facts.volume.and_then(|pv| Some((Plugin::of_volume(pv)?, "PersistentVolume")));
+    let (plugin, by) = from_volume.or(from_class)?;
+    let whose = if plugin.csi_driver() == driver { "this driver" } else { "not this driver" };
+    Some(format!(
+        "migrated: its {by} is of in-tree plugin {}, whose volumes CSI driver {} serves ({whose})",
+        plugin.in_tree_name(),
+        plugin.csi_driver()
+    ))
 }
 
 /// `explain --all`'s line for a claim.

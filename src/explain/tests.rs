@@ -60,6 +60,10 @@ fn line_with(
     };
     let report = report(&facts);
     assert!(report.contains(&format!("state: {}", line(&facts).state)), "{report}");
+    // The migration line is there exactly when the class or the PV names an in-tree plugin.
+    let in_tree = crate::migration::Plugin::by_in_tree_name(&class.provisioner).is_some()
+        || volume.is_some_and(|pv| crate::migration::Plugin::of_volume(pv).is_some());
+    assert_eq!(report.contains("\nmigration: migrated: "), in_tree, "{report}");
     assert!(one_line(&facts).starts_with("ns/c "));
     line(&facts)
 }
@@ -175,4 +179,16 @@ fn a_claim_a_pv_matches_waits_for_the_binder_not_for_provisioning() {
     let line = line_with(&fixtures::claim(json!({})), &class, None, None, &volumes);
     assert_eq!((line.state, line.reason.as_str()), ("Pending", "-"), "{line:?}");
     assert!(line.next.contains("binds it to PersistentVolume pv-free"), "{line:?}");
+}
+
+/// A claim of an in-tree class whose plugin migrates to another driver: the report has its
+/// migration line (`line_with` holds every report to that), and nothing provisions it here.
+#[test]
+fn a_claim_of_an_in_tree_class_says_it_is_migrated() {
+    let class = fixtures::class(json!({"provisioner": "kubernetes.io/cinder"}));
+    let claim =
+        fixtures::claim(json!({"metadata": {"annotations": {HANDED: "cinder.csi.openstack.org"}}}));
+    let line = line_of(&claim, &class, None, None);
+    assert_eq!(line.state, "Pending");
+    assert!(!line.next.contains("CreateVolume"), "{line:?}");
 }

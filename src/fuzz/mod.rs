@@ -21,6 +21,7 @@ use crate::provision::secrets::{TemplateInput, resolve};
 use crate::provision::settings::{Settings, TopologyOptions, VolumeNaming};
 
 mod inputs;
+mod migration;
 
 #[cfg(test)]
 mod tests;
@@ -31,14 +32,17 @@ use inputs::Draw;
 pub type Target = fn(&[u8]);
 
 /// Every target by name, as `fuzz/fuzz_targets/` and the short run name them.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("secret_template", secret_template),
     ("quantity", quantity),
     ("provision_plan", provision_plan),
     ("create_volume_answer", create_volume_answer),
     ("list_volumes", list_volumes),
     ("resize_and_modify", resize_and_modify),
+    ("migration", migration),
 ];
+
+pub use migration::migration;
 
 /// A StorageClass secret template, expanded for a claim with made-up names and annotations:
 /// never a panic; what it gives is a valid Secret name and namespace.
