@@ -85,7 +85,7 @@ sanity: peers
 integration: peers
 	failed=0; \
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test csi_client --test control_plane --test sidecar --test provisioning --test crash_safety --test binding --test bind_all --test at_rest --test expansion --test leader_election --test leader_fencing --test api_faults --test apiserver_restart --test watch_expiry --test secrets --test uninstall --test end_intent --test deploy --test metrics --test data_safety --test binder_rows || failed=1; \
-	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test beside_kcm --test migration --test hostpath_e2e --test pod_on_node --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential --test writes_pinned -- --test-threads=1 --nocapture || failed=1; \
+	BINDER_DIFF_SEED=$${BINDER_DIFF_SEED:-1} $(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test beside_kcm --test migration --test migration_side_by_side --test hostpath_e2e --test pod_on_node --test data_sources --test attributes_class --test capacity --test provisioning_differential --test binder_differential --test writes_pinned -- --test-threads=1 --nocapture || failed=1; \
 	$(CARGO) test --locked --no-fail-fast $(TEST_FEATURES) --test faults_default_mode --test flags_default_mode --test flag_effects --test merged_args --test crash_points --test uninstall_default_mode --test cut_over --test inventory --test waiting --test hostile_input --test hostile_driver --test metrics_golden --test claim_metadata --test reads_per_claim --test backend_limits -- --test-threads=2 || failed=1; \
 	exit $$failed
 

@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use csi_pv_controller::csi::v1 as csi;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
@@ -32,28 +32,6 @@ async fn in_tree_class(
     let mut fields = json!({"provisioner": provisioner, "allowVolumeExpansion": true});
     support::cluster::merge(&mut fields, extra);
     world.create_class(name, fields).await;
-}
-
-async fn bound_claim(
-    world: &World<Relayed>,
-    name: &str,
-) -> (PersistentVolumeClaim, PersistentVolume) {
-    let bound = eventually(LIMIT, || async {
-        let claim = world.claim(name).await?;
-        let phase = claim.status.as_ref()?.phase.as_deref()?;
-        let volume = claim.spec.as_ref()?.volume_name.clone()?;
-        let pv = world.volumes().get_opt(&volume).await.ok()??;
-        (phase == "Bound").then_some((claim, pv))
-    })
-    .await;
-    match bound {
-        Some(found) => found,
-        None => panic!(
-            "claim {name} not Bound; events: {:?}\nsidecar log:\n{}",
-            world.events(name).await,
-            world.sidecar.log_text()
-        ),
-    }
 }
 
 async fn driver_holds(world: &World<Relayed>, count: usize, what: &str) {
@@ -88,7 +66,7 @@ async fn an_in_tree_class_is_provisioned_grown_and_deleted_through_its_csi_drive
     )
     .await;
     world.create_claim("data", "standard", "1Gi", json!({})).await;
-    let (claim, pv) = bound_claim(&world, "data").await;
+    let (claim, pv) = world.bound("data", LIMIT).await;
     let name = pv.metadata.name.clone().unwrap();
 
     // The hand-over was kube-controller-manager's, with the CSI name.
@@ -203,7 +181,7 @@ async fn an_old_in_tree_volume_released_with_delete_is_deleted_once() {
     }))
     .unwrap();
     world.create_volume(&pv).await;
-    bound_claim(&world, "legacy").await;
+    world.bound("legacy", LIMIT).await;
     // Ours to delete: our finalizer is kept on it, as csi-provisioner does.
     let guarded = eventually(LIMIT, || async {
         let pv = world.volumes().get_opt("pvc-legacy").await.ok()??;
@@ -270,7 +248,7 @@ async fn what_the_translation_refuses_is_reported_and_nothing_is_guessed() {
     }))
     .unwrap();
     world.create_volume(&pv).await;
-    bound_claim(&world, "bad-id").await;
+    world.bound("bad-id", LIMIT).await;
     world.claims().delete("bad-id", &Default::default()).await.unwrap();
     let warned = world.volume_event("pvc-bad-id", "VolumeFailedDelete", LIMIT).await;
     let warned = warned.unwrap_or_else(|| {
