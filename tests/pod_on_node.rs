@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::storage::v1::CSIDriver;
 use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -56,14 +56,35 @@ fn driver_served(driver: &Hostpath, call: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pod_writes_grows_and_gives_back_a_volume_we_provisioned() {
+    let pv = lifecycle("pod", "pod.csi.test", json!({})).await;
+    assert!(pv.spec.and_then(|s| s.csi).is_some(), "a CSI PV");
+}
+
+/// CSI migration on the node: a claim of a `kubernetes.io/cinder` class, with hostpathplugin as
+/// Cinder's CSI driver. We write the PV in-tree; kubelet mounts it through its own migration to
+/// the CSI driver, and the same pod lifecycle holds (docs/compatibility.md, "CSI migration").
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pod_uses_an_in_tree_volume_through_its_csi_driver() {
+    let in_tree = json!({"provisioner": "kubernetes.io/cinder", "parameters": {"fsType": "ext4"}});
+    let pv = lifecycle("migrated", "cinder.csi.openstack.org", in_tree).await;
+    let spec = pv.spec.unwrap();
+    assert!(spec.csi.is_none() && spec.cinder.is_some(), "an in-tree PV: {spec:?}");
+}
+
+/// A pod on the node writes into a volume of a class (`class` merged over the world's), the
+/// claim grows while the pod runs, and the pod and the claim go, leaving no volume. The PV as
+/// it was bound.
+async fn lifecycle(name: &str, driver: &str, class: serde_json::Value) -> PersistentVolume {
     let plane = fresh_plane();
     let controllers = format!("{KCM_STORAGE_CONTROLLERS},{NODE_CONTROLLERS}");
     let _kcm = Kcm::start(plane, &controllers);
-    let world = World::start_hostpath_on(plane, "pod", NODE_NAME, &[], &[]).await;
+    let world = World::start_hostpath_as(plane, name, driver, NODE_NAME, &[], &[]).await;
     let node = Node::start(plane, &world.driver).await;
     create_csi_driver(&world).await;
 
-    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    let mut fields = json!({"allowVolumeExpansion": true});
+    support::cluster::merge(&mut fields, class);
+    world.create_class("grow", fields).await;
     world.create_claim("data", "grow", "1Gi", json!({})).await;
     let (_, pv) = world.bound("data", LIMIT).await;
     let pv_name = pv.metadata.name.clone().unwrap();
@@ -147,6 +168,7 @@ async fn a_pod_writes_grows_and_gives_back_a_volume_we_provisioned() {
         !std::path::Path::new(support::node::KUBELET_ROOT).exists(),
         "the node left kubelet's root behind"
     );
+    pv
 }
 
 /// The registrar answers GetInfo as kubelet expects of a CSI plugin, and reports kubelet's

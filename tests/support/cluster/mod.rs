@@ -96,8 +96,22 @@ impl World<Hostpath> {
         flags: &[&str],
         extra_args: &[&str],
     ) -> World<Hostpath> {
-        let dir = tempfile::tempdir().unwrap();
         let driver_name = format!("{name}.csi.test");
+        Self::start_hostpath_as(plane, name, &driver_name, node, flags, extra_args).await
+    }
+
+    /// As `start_hostpath_on`, hostpathplugin registered as `driver_name` (e.g. a CSI
+    /// migration target).
+    pub async fn start_hostpath_as(
+        plane: &'static ControlPlane,
+        name: &str,
+        driver_name: &str,
+        node: &str,
+        flags: &[&str],
+        extra_args: &[&str],
+    ) -> World<Hostpath> {
+        let dir = tempfile::tempdir().unwrap();
+        let driver_name = driver_name.to_string();
         let driver = Hostpath::start(
             dir.path(),
             HostpathConfig {
