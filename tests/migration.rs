@@ -140,6 +140,17 @@ async fn an_in_tree_class_is_provisioned_grown_and_deleted_through_its_csi_drive
     let ids: Vec<&str> = deletes.iter().map(|d| d.volume_id.as_str()).collect();
     assert_eq!(ids, [cinder.volume_id.as_str()]);
     assert!(world.warnings("data").await.is_empty(), "{:?}", world.warnings("data").await);
+    // The calls' metrics say they were about a migrated volume, as csi-lib-utils labels them.
+    let metrics = world.sidecar.metrics().await;
+    for method in ["CreateVolume", "ControllerExpandVolume", "DeleteVolume"] {
+        let series = format!(
+            "csi_sidecar_operations_seconds_count{{driver_name=\"{CINDER}\",method_name=\"/csi.v1.Controller/{method}\",grpc_status_code=\"OK\",migrated=\"true\"}} 1"
+        );
+        assert!(metrics.contains(&series), "{series} not in:\n{metrics}");
+    }
+    assert!(metrics.contains(
+        "method_name=\"/csi.v1.Identity/Probe\",grpc_status_code=\"OK\",migrated=\"false\""
+    ));
 }
 
 /// An in-tree PV as the in-tree plugin wrote it years ago (no CSI fields, `provisioned-by:

@@ -135,7 +135,8 @@ impl Controller {
         }
         // The semaphore is never closed; were it, the call goes unthrottled.
         let _slot = self.expansion_slots.acquire().await.ok();
-        let answer = self.csi.controller_expand_volume(request).await.map_err(|e| {
+        let about = crate::csi::About::migrated(crate::migration::Plugin::of_volume(pv).is_some());
+        let answer = self.csi.controller_expand_volume(request, about).await.map_err(|e| {
             self.strand_claim(key, &e);
             ResizeFailure::of_call(&e.failure(Operation::Expand))
         })?;

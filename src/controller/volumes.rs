@@ -197,7 +197,8 @@ impl Controller {
         let class = pv.class();
         let started = tokio::time::Instant::now();
         crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_DELETE);
-        let deleted = self.csi.delete_volume_if_present(&handle, secrets).await;
+        let about = crate::csi::About::migrated(crate::migration::Plugin::of_volume(pv).is_some());
+        let deleted = self.csi.delete_volume_if_present(&handle, secrets, about).await;
         crate::metrics::metrics().delete(class, deleted.is_ok(), started.elapsed());
         if let Err(e) = deleted {
             self.strand_volume(&name, &e);

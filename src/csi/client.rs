@@ -140,6 +140,23 @@ impl CsiClient {
         Resp: std::fmt::Debug,
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
+        self.unary_about(method, message, false, call).await
+    }
+
+    /// As `unary`; `migrated`: the call is about a volume served through CSI migration (its
+    /// metrics say so).
+    async fn unary_about<Req, Resp, Fut>(
+        &self,
+        method: &'static str,
+        message: Req,
+        migrated: bool,
+        call: impl FnOnce(tonic::Request<Req>) -> Fut,
+    ) -> Result<Resp, CsiError>
+    where
+        Req: std::fmt::Debug,
+        Resp: std::fmt::Debug,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
         trace!(method, request = ?message, "CSI call");
         if FENCED_METHODS.contains(&method) && self.fence.check().is_err() {
             crate::metrics::metrics().fenced("csi");
@@ -161,6 +178,7 @@ impl CsiClient {
             method,
             code,
             elapsed,
+            migrated,
         );
         match result {
             Ok(response) => {
@@ -278,8 +296,17 @@ impl CsiClient {
         &self,
         request: csi::CreateVolumeRequest,
     ) -> Result<csi::Volume, CsiError> {
+        self.create_volume_about(request, false).await
+    }
+
+    /// As `create_volume`; `migrated`: for a claim of an in-tree class.
+    pub async fn create_volume_about(
+        &self,
+        request: csi::CreateVolumeRequest,
+        migrated: bool,
+    ) -> Result<csi::Volume, CsiError> {
         let create = |r| async move { self.controller().create_volume(r).await };
-        let answer = self.unary("CreateVolume", request, create).await?;
+        let answer = self.unary_about("CreateVolume", request, migrated, create).await?;
         let invalid = |reason: &str| CsiError::InvalidResponse {
             method: "CreateVolume",
             reason: reason.to_string(),
@@ -293,8 +320,18 @@ impl CsiClient {
     }
 
     pub async fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Result<(), CsiError> {
+        self.delete_volume_about(request, false).await
+    }
+
+    /// As `delete_volume`; `migrated`: the volume of an in-tree PV.
+    pub async fn delete_volume_about(
+        &self,
+        request: csi::DeleteVolumeRequest,
+        migrated: bool,
+    ) -> Result<(), CsiError> {
         let mut c = self.controller();
-        self.unary("DeleteVolume", request, |r| c.delete_volume(r)).await.map(|_| ())
+        let call = self.unary_about("DeleteVolume", request, migrated, |r| c.delete_volume(r));
+        call.await.map(|_| ())
     }
 
     /// Every volume the driver reports (LIST_VOLUMES), following its pages: the driver's own
@@ -351,10 +388,19 @@ impl CsiClient {
         &self,
         request: csi::ControllerExpandVolumeRequest,
     ) -> Result<csi::ControllerExpandVolumeResponse, CsiError> {
+        self.controller_expand_volume_about(request, false).await
+    }
+
+    /// As `controller_expand_volume`; `migrated`: the volume of an in-tree PV.
+    pub async fn controller_expand_volume_about(
+        &self,
+        request: csi::ControllerExpandVolumeRequest,
+        migrated: bool,
+    ) -> Result<csi::ControllerExpandVolumeResponse, CsiError> {
         let mut c = self.controller();
-        let r = self
-            .unary("ControllerExpandVolume", request, |r| c.controller_expand_volume(r))
-            .await?;
+        let method = "ControllerExpandVolume";
+        let call = self.unary_about(method, request, migrated, |r| c.controller_expand_volume(r));
+        let r = call.await?;
         not_negative("ControllerExpandVolume", "capacity_bytes", r.capacity_bytes)?;
         Ok(r)
     }

@@ -8,15 +8,35 @@ use super::{CsiClient, CsiError, v1 as csi};
 /// What the driver answers, later.
 pub type Answer<'a, T> = BoxFuture<'a, Result<T, CsiError>>;
 
+/// Whether a call is about a volume of an in-tree plugin served through CSI migration: its
+/// metrics carry `migrated="true"` (csi-lib-utils' label, for migration drivers only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum About {
+    #[default]
+    Csi,
+    Migrated,
+}
+
+impl About {
+    pub fn migrated(migrated: bool) -> About {
+        if migrated { About::Migrated } else { About::Csi }
+    }
+}
+
 /// The state-changing calls of the CSI Controller service, and Probe.
 pub trait Driver: Send + Sync {
-    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume>;
+    fn create_volume(
+        &self,
+        request: csi::CreateVolumeRequest,
+        about: About,
+    ) -> Answer<'_, csi::Volume>;
 
-    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()>;
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest, about: About) -> Answer<'_, ()>;
 
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
+        about: About,
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse>;
 
     fn controller_modify_volume(
@@ -33,9 +53,10 @@ pub trait Driver: Send + Sync {
         &self,
         volume_id: &str,
         secrets: std::collections::HashMap<String, String>,
+        about: About,
     ) -> Answer<'_, ()> {
-        let call = self
-            .delete_volume(csi::DeleteVolumeRequest { volume_id: volume_id.to_string(), secrets });
+        let request = csi::DeleteVolumeRequest { volume_id: volume_id.to_string(), secrets };
+        let call = self.delete_volume(request, about);
         Box::pin(async move {
             match call.await {
                 Err(e) if e.code() == Some(tonic::Code::NotFound) => Ok(()),
@@ -45,21 +66,34 @@ pub trait Driver: Send + Sync {
     }
 }
 
-/// Each call goes to `CsiClient`'s own method of that name.
-macro_rules! delegate {
-    ($($call:ident($request:ty) -> $out:ty;)*) => {$(
-        fn $call(&self, request: $request) -> Answer<'_, $out> {
-            Box::pin(CsiClient::$call(self, request))
-        }
-    )*};
-}
-
+/// Each call goes to `CsiClient`'s own method of that name (`_about` where it says whether
+/// the volume is a migrated one).
 impl Driver for CsiClient {
-    delegate! {
-        create_volume(csi::CreateVolumeRequest) -> csi::Volume;
-        delete_volume(csi::DeleteVolumeRequest) -> ();
-        controller_expand_volume(csi::ControllerExpandVolumeRequest) -> csi::ControllerExpandVolumeResponse;
-        controller_modify_volume(csi::ControllerModifyVolumeRequest) -> ();
+    fn create_volume(
+        &self,
+        request: csi::CreateVolumeRequest,
+        about: About,
+    ) -> Answer<'_, csi::Volume> {
+        Box::pin(self.create_volume_about(request, about == About::Migrated))
+    }
+
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest, about: About) -> Answer<'_, ()> {
+        Box::pin(self.delete_volume_about(request, about == About::Migrated))
+    }
+
+    fn controller_expand_volume(
+        &self,
+        request: csi::ControllerExpandVolumeRequest,
+        about: About,
+    ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
+        Box::pin(self.controller_expand_volume_about(request, about == About::Migrated))
+    }
+
+    fn controller_modify_volume(
+        &self,
+        request: csi::ControllerModifyVolumeRequest,
+    ) -> Answer<'_, ()> {
+        Box::pin(CsiClient::controller_modify_volume(self, request))
     }
 
     fn probe(&self) -> Answer<'_, bool> {

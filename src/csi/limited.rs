@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::driver::{About, Answer};
 use super::limit::{Heard, Limit, Queued, Settings, Waiter, admissible, fair_order, joined};
-use super::{CsiError, Driver, driver::Answer, v1 as csi};
+use super::{CsiError, Driver, v1 as csi};
 
 /// The budget every call needs room in: `--worker-threads` calls at most, all methods together.
 pub const DRIVER: &str = "driver";
@@ -412,21 +413,26 @@ impl<D: Driver> Limited<D> {
 }
 
 impl<D: Driver> Driver for Limited<D> {
-    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+    fn create_volume(
+        &self,
+        request: csi::CreateVolumeRequest,
+        about: About,
+    ) -> Answer<'_, csi::Volume> {
         let budgets = create_budgets(&request, current_turn().class.as_deref());
-        self.through(budgets, false, move |d| d.create_volume(request))
+        self.through(budgets, false, move |d| d.create_volume(request, about))
     }
 
-    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
-        self.through(method_budgets(DELETE), true, move |d| d.delete_volume(request))
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest, about: About) -> Answer<'_, ()> {
+        self.through(method_budgets(DELETE), true, move |d| d.delete_volume(request, about))
     }
 
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
+        about: About,
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
         let budgets = method_budgets(EXPAND);
-        self.through(budgets, true, move |d| d.controller_expand_volume(request))
+        self.through(budgets, true, move |d| d.controller_expand_volume(request, about))
     }
 
     fn controller_modify_volume(

@@ -54,15 +54,20 @@ impl Backend {
 }
 
 impl Driver for Arc<Backend> {
-    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+    fn create_volume(
+        &self,
+        request: csi::CreateVolumeRequest,
+        _: About,
+    ) -> Answer<'_, csi::Volume> {
         self.call(&request.name, csi::Volume::default())
     }
-    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest, _: About) -> Answer<'_, ()> {
         self.call(&request.volume_id, ())
     }
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
+        _: About,
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
         self.call(&request.volume_id, Default::default())
     }
@@ -81,12 +86,13 @@ impl Driver for Arc<Backend> {
 /// Probe says `$ready`.
 macro_rules! other_calls_succeed {
     ($ready:expr) => {
-        fn delete_volume(&self, _: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+        fn delete_volume(&self, _: csi::DeleteVolumeRequest, _: About) -> Answer<'_, ()> {
             Box::pin(async { Ok(()) })
         }
         fn controller_expand_volume(
             &self,
             _: csi::ControllerExpandVolumeRequest,
+            _: About,
         ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
             Box::pin(async { Ok(Default::default()) })
         }
@@ -113,7 +119,7 @@ async fn storm(driver: &Arc<Limited<Arc<Backend>>>, callers: usize, rounds: usiz
         let driver = driver.clone();
         tasks.push(tokio::spawn(async move {
             for r in 0..rounds {
-                let _ = driver.create_volume(create(&format!("pvc-{c}-{r}"))).await;
+                let _ = driver.create_volume(create(&format!("pvc-{c}-{r}")), About::Csi).await;
             }
         }));
     }
@@ -169,9 +175,9 @@ async fn existing_volume_work_goes_ahead_of_waiting_creates() {
     let mut tasks = Vec::new();
     for name in ["create-1", "create-2", "create-3"] {
         let driver = driver.clone();
-        tasks.push(tokio::spawn(
-            async move { driver.create_volume(create(name)).await.map(|_| ()) },
-        ));
+        tasks.push(tokio::spawn(async move {
+            driver.create_volume(create(name), About::Csi).await.map(|_| ())
+        }));
         tokio::task::yield_now().await;
     }
     {
@@ -179,7 +185,7 @@ async fn existing_volume_work_goes_ahead_of_waiting_creates() {
         tasks.push(tokio::spawn(async move {
             let request =
                 csi::DeleteVolumeRequest { volume_id: "delete-1".into(), ..Default::default() };
-            driver.delete_volume(request).await
+            driver.delete_volume(request, About::Csi).await
         }));
     }
     tokio::task::yield_now().await;
@@ -198,12 +204,16 @@ async fn a_caller_that_gives_up_leaves_the_line() {
     let driver = Arc::new(Limited::new(backend.clone(), gate.clone()));
     let busy = {
         let driver = driver.clone();
-        tokio::spawn(async move { driver.create_volume(create("long")).await.map(|_| ()) })
+        tokio::spawn(
+            async move { driver.create_volume(create("long"), About::Csi).await.map(|_| ()) },
+        )
     };
     tokio::task::yield_now().await;
-    let gave_up =
-        tokio::time::timeout(Duration::from_secs(1), driver.create_volume(create("impatient")))
-            .await;
+    let gave_up = tokio::time::timeout(
+        Duration::from_secs(1),
+        driver.create_volume(create("impatient"), About::Csi),
+    )
+    .await;
     assert!(gave_up.is_err());
     assert_eq!(gate.waiting(), 0);
     busy.await.unwrap().unwrap();
@@ -260,7 +270,7 @@ async fn a_late_namespace_gets_its_turn_at_the_driver() {
         let driver = driver.clone();
         let share = share.to_string();
         tokio::spawn(in_share(share, None, async move {
-            driver.create_volume(create(&name)).await.map(|_| ())
+            driver.create_volume(create(&name), About::Csi).await.map(|_| ())
         }))
     };
     for n in 0..6 {
@@ -290,7 +300,7 @@ async fn after_a_refusal_nothing_is_sent_until_the_pause_is_over() {
         let driver = driver.clone();
         tasks.push(tokio::spawn(async move {
             while tokio::time::Instant::now() < until {
-                let _ = driver.create_volume(create(&format!("pvc-{c}"))).await;
+                let _ = driver.create_volume(create(&format!("pvc-{c}")), About::Csi).await;
             }
         }));
     }
@@ -309,7 +319,7 @@ async fn after_a_refusal_nothing_is_sent_until_the_pause_is_over() {
 async fn a_driver_that_cannot_be_reached_is_no_overload() {
     struct Down;
     impl Driver for Down {
-        fn create_volume(&self, _: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+        fn create_volume(&self, _: csi::CreateVolumeRequest, _: About) -> Answer<'_, csi::Volume> {
             Box::pin(async {
                 Err(CsiError::Transport {
                     method: "CreateVolume",
@@ -324,7 +334,7 @@ async fn a_driver_that_cannot_be_reached_is_no_overload() {
     let driver = Limited::new(Down, gate.clone());
     let started = tokio::time::Instant::now();
     for _ in 0..5 {
-        assert!(driver.create_volume(create("x")).await.is_err());
+        assert!(driver.create_volume(create("x"), About::Csi).await.is_err());
     }
     // No cut, no pause: the executor's own wait for the driver applies, not ours on top.
     assert_eq!(started.elapsed(), Duration::ZERO);
@@ -343,7 +353,7 @@ struct Bucket {
 }
 
 impl Driver for Arc<Bucket> {
-    fn create_volume(&self, _: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+    fn create_volume(&self, _: csi::CreateVolumeRequest, _: About) -> Answer<'_, csi::Volume> {
         Box::pin(async move {
             let granted = {
                 let mut state = self.state.lock().unwrap();
@@ -393,7 +403,7 @@ async fn a_rate_limited_backend_is_paced_to_its_rate() {
                 let backend = backend.clone();
                 tasks.push(tokio::spawn(async move {
                     while backend.made.load(Ordering::SeqCst) < n {
-                        let _ = driver.create_volume(create(&format!("pvc-{c}"))).await;
+                        let _ = driver.create_volume(create(&format!("pvc-{c}")), About::Csi).await;
                     }
                 }));
             }
@@ -422,10 +432,10 @@ async fn a_rate_limited_backend_is_paced_to_its_rate() {
     assert_eq!(budgets[1], (DRIVER.to_string(), 30.0, 0));
     let started = Instant::now();
     let deletes = (0..20).map(|i| {
-        driver.delete_volume(csi::DeleteVolumeRequest {
-            volume_id: format!("v{i}"),
-            ..Default::default()
-        })
+        driver.delete_volume(
+            csi::DeleteVolumeRequest { volume_id: format!("v{i}"), ..Default::default() },
+            About::Csi,
+        )
     });
     futures::future::join_all(deletes).await;
     assert_eq!(started.elapsed(), Duration::ZERO, "deletions paced: {:?}", gate.budgets());
@@ -456,9 +466,10 @@ async fn the_creates_allowed_follow_the_tightest_create_budget_not_a_deletions()
                             volume_id: format!("v{n}"),
                             ..Default::default()
                         };
-                        let _ = driver.delete_volume(request).await;
+                        let _ = driver.delete_volume(request, About::Csi).await;
                     } else {
-                        let _ = driver.create_volume(in_zone_a(&format!("pvc-{n}"))).await;
+                        let _ =
+                            driver.create_volume(in_zone_a(&format!("pvc-{n}")), About::Csi).await;
                     }
                 }));
             }
@@ -479,7 +490,7 @@ async fn the_creates_allowed_follow_the_tightest_create_budget_not_a_deletions()
     // A create in the segment under way: its cut is what creates wait for.
     let one = {
         let driver = driver.clone();
-        tokio::spawn(async move { driver.create_volume(in_zone_a("pvc-late")).await })
+        tokio::spawn(async move { driver.create_volume(in_zone_a("pvc-late"), About::Csi).await })
     };
     while backend.in_flight.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;

@@ -16,7 +16,7 @@ pub use capabilities::{
 };
 pub use client::{CsiClient, DriverInfo, socket_path};
 pub use deadlines::RoleTimeouts;
-pub use driver::Driver;
+pub use driver::{About, Driver};
 pub use error::{CsiError, classify};
 pub use failure::{ErrorClass, Failure, FailureCode, Operation};
 pub use proto::v1;

@@ -23,13 +23,33 @@ const CSI_BUCKETS: [f64; 13] =
 const OPERATION_BUCKETS: [f64; 14] =
     [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct CsiLabels {
     pub driver_name: String,
     /// The full gRPC path, e.g. `/csi.v1.Controller/CreateVolume`.
     pub method_name: String,
     /// The code's name, e.g. `OK`, `DeadlineExceeded`.
     pub grpc_status_code: String,
+    /// For a driver that serves in-tree plugins through CSI migration only, as csi-lib-utils
+    /// labels it: "true" for a call about a migrated volume, "false" for any other.
+    pub migrated: Option<&'static str>,
+}
+
+impl prometheus_client::encoding::EncodeLabelSet for CsiLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let mut labels = vec![
+            ("driver_name", self.driver_name.as_str()),
+            ("method_name", self.method_name.as_str()),
+            ("grpc_status_code", self.grpc_status_code.as_str()),
+        ];
+        if let Some(migrated) = self.migrated {
+            labels.push(("migrated", migrated));
+        }
+        labels.as_slice().encode(encoder)
+    }
 }
 
 /// Passes one key got in one resync period: a settled key 1, a retried one a few.
@@ -293,14 +313,24 @@ impl Metrics {
         count_outcome(series, &self.delete_failed, &labels, ok, elapsed);
     }
 
-    /// One CSI call ended.
-    pub fn csi_call(&self, driver: &str, method: &str, code: tonic::Code, elapsed: Duration) {
+    /// One CSI call ended; `migrated`: it was about a volume of an in-tree plugin served
+    /// through CSI migration.
+    pub fn csi_call(
+        &self,
+        driver: &str,
+        method: &str,
+        code: tonic::Code,
+        elapsed: Duration,
+        migrated: bool,
+    ) {
         let code = format!("{code:?}");
+        let migration_driver = crate::migration::Plugin::by_csi_driver(driver).is_some();
         self.csi_operations
             .get_or_create(&CsiLabels {
                 driver_name: driver.to_string(),
                 method_name: format!("/csi.v1.{}/{method}", service_of(method)),
                 grpc_status_code: go_code_name(&code),
+                migrated: migration_driver.then_some(if migrated { "true" } else { "false" }),
             })
             .observe(elapsed.as_secs_f64());
     }

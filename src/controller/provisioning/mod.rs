@@ -23,7 +23,7 @@ use super::drive::{Flow, InHand, Pass};
 use super::error::is_status;
 use super::{ClaimKey, Controller, Outcome, SyncError, reference};
 use crate::cluster::objects::SecretError;
-use crate::csi::{Operation, v1 as csi};
+use crate::csi::{About, Operation, v1 as csi};
 use crate::model::copy::ClaimCopy;
 use crate::model::gate::Gated;
 use crate::model::names::*;
@@ -273,7 +273,8 @@ impl Controller {
         let source = source.kind();
         let started = tokio::time::Instant::now();
         crate::runtime::crash_point::here(crate::runtime::crash_point::BEFORE_CREATE);
-        let created = self.csi.create_volume(request).await;
+        let about = About::migrated(plan.migrated.is_some());
+        let created = self.csi.create_volume(request, about).await;
         if created.is_ok() {
             crate::runtime::crash_point::here(crate::runtime::crash_point::AFTER_CREATE);
         }
@@ -292,7 +293,8 @@ impl Controller {
             AfterCreate::Record(pv) => pv,
             AfterCreate::TakeBack { volume_id, note } => {
                 // Unusable: take it back, so that the retry starts clean.
-                if let Err(d) = self.csi.delete_volume_if_present(&volume_id, secrets).await {
+                let deleted = self.csi.delete_volume_if_present(&volume_id, secrets, about);
+                if let Err(d) = deleted.await {
                     warn!(error = %d, "cannot delete the unusable volume yet");
                 }
                 let cause = Cause::DriverAnswerInvalid;
@@ -415,7 +417,8 @@ impl Controller {
         // The same arguments as the CreateVolume being undone, as far as they can be rebuilt.
         request.accessibility_requirements = self.topology(claim, plan).await?.unwrap_or(None);
         let deleting = copy.deleting(claim);
-        let probed = self.csi.create_volume(request).await;
+        let about = About::migrated(plan.migrated.is_some());
+        let probed = self.csi.create_volume(request, about).await;
         if let Err(e) = &probed {
             self.strand_claim(key, e);
         }
@@ -430,7 +433,8 @@ impl Controller {
                 self.save_volume(&pv, claim).await?;
             }
             Undo::Delete { volume_id } => {
-                if let Err(e) = self.csi.delete_volume_if_present(&volume_id, secrets).await {
+                let deleted = self.csi.delete_volume_if_present(&volume_id, secrets, about);
+                if let Err(e) = deleted.await {
                     self.strand_claim(key, &e);
                     let note = format!(
                         "cannot delete volume {volume_id} made for this claim, which no longer needs it: {e}"

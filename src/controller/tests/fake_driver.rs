@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::fake_api::FakeApi;
 use crate::csi::driver::Answer;
-use crate::csi::{CsiError, Driver, v1 as csi};
+use crate::csi::{About, CsiError, Driver, v1 as csi};
 
 #[derive(Default)]
 pub struct Calls {
@@ -68,7 +68,11 @@ pub fn status(code: tonic::Code) -> CsiError {
 }
 
 impl Driver for FakeDriver {
-    fn create_volume(&self, request: csi::CreateVolumeRequest) -> Answer<'_, csi::Volume> {
+    fn create_volume(
+        &self,
+        request: csi::CreateVolumeRequest,
+        _: About,
+    ) -> Answer<'_, csi::Volume> {
         Box::pin(async move {
             let claim = {
                 let state = self.api.state.lock().unwrap();
@@ -90,7 +94,7 @@ impl Driver for FakeDriver {
         })
     }
 
-    fn delete_volume(&self, request: csi::DeleteVolumeRequest) -> Answer<'_, ()> {
+    fn delete_volume(&self, request: csi::DeleteVolumeRequest, _: About) -> Answer<'_, ()> {
         Box::pin(async move {
             self.calls.lock().unwrap().deletes.push(request.volume_id);
             Ok(())
@@ -100,6 +104,7 @@ impl Driver for FakeDriver {
     fn controller_expand_volume(
         &self,
         request: csi::ControllerExpandVolumeRequest,
+        _: About,
     ) -> Answer<'_, csi::ControllerExpandVolumeResponse> {
         Box::pin(async move {
             let bytes = request.capacity_range.map_or(0, |r| r.required_bytes);
