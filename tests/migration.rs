@@ -158,61 +158,7 @@ async fn an_in_tree_class_is_provisioned_grown_and_deleted_through_its_csi_drive
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_old_in_tree_volume_released_with_delete_is_deleted_once() {
     let world = Beside::start_as("old", CINDER, &[], &[]).await;
-    in_tree_class(&world, "standard", "kubernetes.io/cinder", json!({})).await;
-    let made = world
-        .hostpath()
-        .client()
-        .create_volume(csi::CreateVolumeRequest {
-            name: "legacy-disk".into(),
-            capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 }),
-            volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
-                &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
-                false,
-                None,
-                &[],
-            ),
-            ..Default::default()
-        })
-        .await
-        .expect("CreateVolume");
-    let class = format!("{}-standard", world.namespace);
-    let claim = world
-        .create_claim("legacy", "standard", "1Gi", json!({"spec": {"volumeName": "pvc-legacy"}}))
-        .await;
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": "pvc-legacy", "annotations": {"pv.kubernetes.io/provisioned-by": "kubernetes.io/cinder"}},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": class,
-            "persistentVolumeReclaimPolicy": "Delete",
-            "cinder": {"volumeID": made.volume_id, "fsType": "ext4"},
-            "claimRef": {"namespace": world.namespace, "name": "legacy", "uid": claim.metadata.uid},
-        }
-    }))
-    .unwrap();
-    world.create_volume(&pv).await;
-    world.bound("legacy", LIMIT).await;
-    // Ours to delete: our finalizer is kept on it, as csi-provisioner does.
-    let guarded = eventually(LIMIT, || async {
-        let pv = world.volumes().get_opt("pvc-legacy").await.ok()??;
-        pv.metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == "external-provisioner.volume.kubernetes.io/finalizer")
-            .then_some(())
-    })
-    .await;
-    assert!(guarded.is_some(), "no deletion finalizer on the in-tree PV");
-    assert_eq!(world.relay().calls("CreateVolume"), 0, "nothing provisioned for a bound claim");
-
-    world.claims().delete("legacy", &Default::default()).await.unwrap();
-    driver_holds(&world, 0, "after the legacy claim's deletion").await;
-    assert!(world.volume_gone("pvc-legacy", LIMIT).await, "PV still there");
-    let deletes = world.relay().requests::<csi::DeleteVolumeRequest>("DeleteVolume");
-    let ids: Vec<&str> = deletes.iter().map(|d| d.volume_id.as_str()).collect();
-    assert_eq!(ids, [made.volume_id.as_str()], "deleted once, by its in-tree ID");
+    an_old_in_tree_volume_is_deleted_once(&world).await;
 }
 
 /// What the translation refuses, with hostpathplugin as EBS's driver: a class naming both zones
@@ -269,4 +215,120 @@ async fn what_the_translation_refuses_is_reported_and_nothing_is_guessed() {
     assert_eq!(world.relay().calls("DeleteVolume"), 0, "deleted by a guessed handle");
     let pv = world.volumes().get_opt("pvc-bad-id").await.unwrap().expect("the PV is kept");
     assert_eq!(pv.status.and_then(|s| s.phase).as_deref(), Some("Released"));
+}
+
+/// Our binder in place of kube-controller-manager's (`--binder=driver`; its expander and the
+/// protection controllers still run): we hand the in-tree class's claim to the CSI driver as that
+/// binder would, provision, bind and grow it, and delete the volume when the claim goes, with no
+/// `migrated-to` on the PV; an old in-tree PV is released and deleted by us too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn our_binder_serves_in_tree_classes_and_volumes_the_same_way() {
+    use support::control_plane::fresh_plane;
+    use support::kcm::Kcm;
+    let plane = fresh_plane();
+    let _kcm = Kcm::start(
+        plane,
+        "persistentvolume-expander-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
+    );
+    let world = World::start_relayed_as(plane, "ours", CINDER, &[], &["--binder=driver"]).await;
+    world.register_node().await;
+    in_tree_class(&world, "standard", "kubernetes.io/cinder", json!({})).await;
+    world.create_claim("data", "standard", "1Gi", json!({})).await;
+    let (claim, pv) = world.bound("data", LIMIT).await;
+    let name = pv.metadata.name.clone().unwrap();
+    assert_eq!(
+        annotation(&claim.metadata, "volume.kubernetes.io/storage-provisioner"),
+        Some(CINDER)
+    );
+    assert_eq!(
+        annotation(&pv.metadata, "pv.kubernetes.io/provisioned-by"),
+        Some("kubernetes.io/cinder")
+    );
+    let id = pv.spec.as_ref().and_then(|s| s.cinder.as_ref()).map(|c| c.volume_id.clone());
+    let id = id.expect("an in-tree PV");
+    // No kube-controller-manager binder here to write it; `provisioned-by` decides deletion.
+    assert_eq!(annotation(&pv.metadata, "pv.kubernetes.io/migrated-to"), None);
+
+    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let grown = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt(&name).await.ok()??;
+        (pv.spec?.capacity?.get("storage")?.0 == "2Gi").then_some(())
+    })
+    .await;
+    assert!(grown.is_some(), "not grown; sidecar log:\n{}", world.sidecar.log_text());
+
+    world.claims().delete("data", &Default::default()).await.unwrap();
+    driver_holds(&world, 0, "after the claim's deletion").await;
+    assert!(world.volume_gone(&name, LIMIT).await, "PV {name} still there");
+    let deletes = world.relay().requests::<csi::DeleteVolumeRequest>("DeleteVolume");
+    assert_eq!(deletes.iter().map(|d| d.volume_id.clone()).collect::<Vec<_>>(), [id]);
+    assert!(world.warnings("data").await.is_empty(), "{:?}", world.warnings("data").await);
+    an_old_in_tree_volume_is_deleted_once(&world).await;
+}
+
+/// A PV written as the in-tree Cinder plugin wrote it (no CSI fields, `provisioned-by:
+/// kubernetes.io/cinder`), reclaim Delete, bound to its claim: kept under our finalizer, and
+/// deleted once, by its in-tree ID, when the claim goes.
+async fn an_old_in_tree_volume_is_deleted_once(world: &World<Relayed>) {
+    in_tree_class(world, "legacy", "kubernetes.io/cinder", json!({})).await;
+    let made = world
+        .hostpath()
+        .client()
+        .create_volume(csi::CreateVolumeRequest {
+            name: "legacy-disk".into(),
+            capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 }),
+            volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
+                &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
+                false,
+                None,
+                &[],
+            ),
+            ..Default::default()
+        })
+        .await
+        .expect("CreateVolume");
+    let class = format!("{}-legacy", world.namespace);
+    let claim = world
+        .create_claim("legacy", "legacy", "1Gi", json!({"spec": {"volumeName": "pvc-legacy"}}))
+        .await;
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "pvc-legacy", "annotations": {"pv.kubernetes.io/provisioned-by": "kubernetes.io/cinder"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": class,
+            "persistentVolumeReclaimPolicy": "Delete",
+            "cinder": {"volumeID": made.volume_id, "fsType": "ext4"},
+            "claimRef": {"namespace": world.namespace, "name": "legacy", "uid": claim.metadata.uid},
+        }
+    }))
+    .unwrap();
+    world.create_volume(&pv).await;
+    world.bound("legacy", LIMIT).await;
+    // Ours to delete: our finalizer is kept on it, as csi-provisioner does.
+    let guarded = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt("pvc-legacy").await.ok()??;
+        pv.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "external-provisioner.volume.kubernetes.io/finalizer")
+            .then_some(())
+    })
+    .await;
+    assert!(guarded.is_some(), "no deletion finalizer on the in-tree PV");
+    let creates = world.relay().requests::<csi::CreateVolumeRequest>("CreateVolume");
+    let claim_uid = claim.metadata.uid.clone().unwrap_or_default();
+    let for_it = creates.iter().filter(|c| c.name.contains(&claim_uid)).count();
+    assert_eq!(for_it, 0, "nothing provisioned for a bound claim");
+
+    world.claims().delete("legacy", &Default::default()).await.unwrap();
+    driver_holds(world, 0, "after the legacy claim's deletion").await;
+    assert!(world.volume_gone("pvc-legacy", LIMIT).await, "PV still there");
+    let deletes = world.relay().requests::<csi::DeleteVolumeRequest>("DeleteVolume");
+    let ids: Vec<&str> = deletes.iter().map(|d| d.volume_id.as_str()).collect();
+    assert!(ids.contains(&made.volume_id.as_str()), "not deleted by its in-tree ID: {ids:?}");
+    let times = ids.iter().filter(|id| **id == made.volume_id).count();
+    assert_eq!(times, 1, "deleted once");
 }
