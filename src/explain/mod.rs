@@ -18,7 +18,7 @@ use crate::binder::claim::{ClaimStep, ClaimView};
 use crate::expand::{self, ResizeMemory, ResizeStep, Resizer};
 use crate::model::copy::ClaimCopy;
 use crate::model::gate::Gated;
-use crate::model::{ClaimExt, ClaimPhase};
+use crate::model::{ClaimExt, ClaimPhase, VolumeExt};
 use crate::modify::{self, ModifyStep};
 use crate::provision::claim::{self as provisioning, ClaimAction, ClaimContext};
 use crate::provision::waiting::{self, Cause};
@@ -255,6 +255,16 @@ fn bound_line(facts: &Facts<'_>) -> Line {
         return line;
     }
     let driver = facts.provisioning.settings.driver.as_str();
+    if waits_for_expander(claim, pv, driver) {
+        return Line {
+            state: "Resizing",
+            reason: "WaitingForExpander".into(),
+            next: format!(
+                "kube-controller-manager's expander names {driver} in {} (CSI migration), then ControllerExpandVolume",
+                crate::migration::ANN_STORAGE_RESIZER
+            ),
+        };
+    }
     let step = modify::decide(
         claim,
         pv,
@@ -281,6 +291,20 @@ fn bound_line(facts: &Facts<'_>) -> Line {
             next: modify_next(&step),
         },
     }
+}
+
+/// An in-tree PV's growth waits for kube-controller-manager's expander to hand it to `driver`
+/// (as csi-resizer waits).
+pub fn waits_for_expander(
+    claim: &PersistentVolumeClaim,
+    pv: &PersistentVolume,
+    driver: &str,
+) -> bool {
+    let handed = crate::model::annotation(&claim.metadata, crate::migration::ANN_STORAGE_RESIZER);
+    wants_more(claim)
+        && pv.csi_driver().is_none()
+        && pv.served_by() == Some(driver)
+        && handed != Some(driver)
 }
 
 /// The claim asks for more than it records.

@@ -142,6 +142,21 @@ fn a_bound_claim_is_settled_or_says_what_its_resize_needs() {
     let failed = line_of(&failed, &class, Some(&pv), Some(Expander::Controller));
     assert_eq!((failed.state, failed.reason.as_str()), ("ResizeFailed", "ControllerResizeError"));
     assert!(failed.next.starts_with("out of range; "), "{failed:?}");
+    // An in-tree PV of the plugin the driver serves waits for the expander's hand-over.
+    let mut in_tree = pv.clone();
+    if let Some(spec) = in_tree.spec.as_mut() {
+        spec.csi = None;
+        spec.cinder = Some(Default::default());
+    }
+    let cinder = "cinder.csi.openstack.org";
+    assert!(waits_for_expander(&grow, &in_tree, cinder));
+    let handed = bound(
+        json!({"metadata": {"annotations": {"volume.kubernetes.io/storage-resizer": cinder}},
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}}}),
+    );
+    assert!(!waits_for_expander(&handed, &in_tree, cinder));
+    assert!(!waits_for_expander(&grow, &pv, DRIVER), "a CSI PV waits for nobody");
+    assert!(!waits_for_expander(&bound(json!({})), &in_tree, cinder), "nothing asked");
 }
 
 #[test]
