@@ -13,7 +13,6 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use csi_pv_controller::csi::v1 as csi;
 use csi_pv_controller::model::VolumeExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::events::v1::Event;
@@ -27,22 +26,6 @@ use support::kcm::{KCM_STORAGE_CONTROLLERS, Kcm};
 use support::watchdog::DoubleBindWatch;
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// A 1Gi volume made directly in the driver, as an admin would before writing a static PV.
-async fn make_volume(driver: &Hostpath, name: &str) -> String {
-    let request = csi::CreateVolumeRequest {
-        name: name.to_string(),
-        capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 }),
-        volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
-            &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
-            false,
-            None,
-            &[],
-        ),
-        ..Default::default()
-    };
-    driver.client().create_volume(request).await.expect("CreateVolume").volume_id
-}
 
 /// A static PV of `world`'s driver and class `class`, already pointing at `handle`. With
 /// `provisioned`, it carries `pv.kubernetes.io/provisioned-by` as if the driver had made it.
@@ -210,7 +193,7 @@ async fn static_pvs_are_bound_once_and_only_their_volumes_deleted() {
     let mut handles = BTreeMap::new();
     for i in 0..N {
         let name = format!("{}-static-{i:02}", world.namespace);
-        let handle = make_volume(&world.driver, &name).await;
+        let handle = world.driver.make_volume(&name).await;
         let policy = if i % 2 == 0 { "Retain" } else { "Delete" };
         let pv: PersistentVolume =
             serde_json::from_value(static_pv(&world, &name, &class_name, &handle, policy)).unwrap();

@@ -38,16 +38,7 @@ fn create_names(world: &World<Relayed>) -> Vec<String> {
 
 /// Waits until the driver holds exactly `count` volumes (its state file is the truth).
 async fn driver_holds(world: &World<Relayed>, count: usize, what: &str) {
-    let held = eventually(LIMIT, || async {
-        (world.hostpath().state_volumes().len() == count).then_some(())
-    })
-    .await;
-    assert!(
-        held.is_some(),
-        "{what}: the driver holds {:?}, not {count} volumes\nsidecar log:\n{}",
-        world.hostpath().state_volumes(),
-        world.sidecar.log_text()
-    );
+    world.driver_holds(count, what, LIMIT).await;
 }
 
 /// Waits until claim `name` and PV `volume` are gone from the API.

@@ -35,16 +35,19 @@ async fn in_tree_class(
 }
 
 async fn driver_holds(world: &World<Relayed>, count: usize, what: &str) {
-    let held = eventually(LIMIT, || async {
-        (world.hostpath().state_volumes().len() == count).then_some(())
+    world.driver_holds(count, what, LIMIT).await;
+}
+
+/// Claim `claim` asks for 2Gi; waits until its PV `volume` records it.
+async fn grow_to_2gi(world: &World<Relayed>, claim: &str, volume: &str) {
+    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    world.claims().patch(claim, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let grown = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt(volume).await.ok()??;
+        (pv.spec?.capacity?.get("storage")?.0 == "2Gi").then_some(())
     })
     .await;
-    assert!(
-        held.is_some(),
-        "{what}: the driver holds {:?}, not {count}\nsidecar log:\n{}",
-        world.hostpath().state_volumes(),
-        world.sidecar.log_text()
-    );
+    assert!(grown.is_some(), "{volume} not grown; sidecar log:\n{}", world.sidecar.log_text());
 }
 
 fn annotation<'a>(meta: &'a kube::api::ObjectMeta, key: &str) -> Option<&'a str> {
@@ -114,15 +117,7 @@ async fn an_in_tree_class_is_provisioned_grown_and_deleted_through_its_csi_drive
     assert!(migrated.is_some(), "kube-controller-manager did not mark the PV migrated");
 
     // Grown: kube-controller-manager's expander names the driver; we call it with the handle.
-    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
-    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let grown = eventually(LIMIT, || async {
-        let pv = world.volumes().get_opt(&name).await.ok()??;
-        let size = pv.spec.as_ref()?.capacity.as_ref()?.get("storage")?.0.clone();
-        (size == "2Gi").then_some(())
-    })
-    .await;
-    assert!(grown.is_some(), "PV not grown; sidecar log:\n{}", world.sidecar.log_text());
+    grow_to_2gi(&world, "data", &name).await;
     let claim = world.claim("data").await.unwrap();
     assert_eq!(annotation(&claim.metadata, "volume.kubernetes.io/storage-resizer"), Some(CINDER));
     let expands =
@@ -249,14 +244,7 @@ async fn our_binder_serves_in_tree_classes_and_volumes_the_same_way() {
     // No kube-controller-manager binder here to write it; `provisioned-by` decides deletion.
     assert_eq!(annotation(&pv.metadata, "pv.kubernetes.io/migrated-to"), None);
 
-    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
-    world.claims().patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let grown = eventually(LIMIT, || async {
-        let pv = world.volumes().get_opt(&name).await.ok()??;
-        (pv.spec?.capacity?.get("storage")?.0 == "2Gi").then_some(())
-    })
-    .await;
-    assert!(grown.is_some(), "not grown; sidecar log:\n{}", world.sidecar.log_text());
+    grow_to_2gi(&world, "data", &name).await;
 
     world.claims().delete("data", &Default::default()).await.unwrap();
     driver_holds(&world, 0, "after the claim's deletion").await;
@@ -272,22 +260,7 @@ async fn our_binder_serves_in_tree_classes_and_volumes_the_same_way() {
 /// deleted once, by its in-tree ID, when the claim goes.
 async fn an_old_in_tree_volume_is_deleted_once(world: &World<Relayed>) {
     in_tree_class(world, "legacy", "kubernetes.io/cinder", json!({})).await;
-    let made = world
-        .hostpath()
-        .client()
-        .create_volume(csi::CreateVolumeRequest {
-            name: "legacy-disk".into(),
-            capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 }),
-            volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
-                &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
-                false,
-                None,
-                &[],
-            ),
-            ..Default::default()
-        })
-        .await
-        .expect("CreateVolume");
+    let made_id = world.hostpath().make_volume("legacy-disk").await;
     let class = format!("{}-legacy", world.namespace);
     let claim = world
         .create_claim("legacy", "legacy", "1Gi", json!({"spec": {"volumeName": "pvc-legacy"}}))
@@ -299,7 +272,7 @@ async fn an_old_in_tree_volume_is_deleted_once(world: &World<Relayed>) {
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": class,
             "persistentVolumeReclaimPolicy": "Delete",
-            "cinder": {"volumeID": made.volume_id, "fsType": "ext4"},
+            "cinder": {"volumeID": made_id, "fsType": "ext4"},
             "claimRef": {"namespace": world.namespace, "name": "legacy", "uid": claim.metadata.uid},
         }
     }))
@@ -328,7 +301,7 @@ async fn an_old_in_tree_volume_is_deleted_once(world: &World<Relayed>) {
     assert!(world.volume_gone("pvc-legacy", LIMIT).await, "PV still there");
     let deletes = world.relay().requests::<csi::DeleteVolumeRequest>("DeleteVolume");
     let ids: Vec<&str> = deletes.iter().map(|d| d.volume_id.as_str()).collect();
-    assert!(ids.contains(&made.volume_id.as_str()), "not deleted by its in-tree ID: {ids:?}");
-    let times = ids.iter().filter(|id| **id == made.volume_id).count();
+    assert!(ids.contains(&made_id.as_str()), "not deleted by its in-tree ID: {ids:?}");
+    let times = ids.iter().filter(|id| **id == made_id).count();
     assert_eq!(times, 1, "deleted once");
 }

@@ -131,6 +131,24 @@ impl Hostpath {
         CsiClient::new(&self.endpoint(), Duration::from_secs(10)).expect("socket address")
     }
 
+    /// A 1Gi volume made directly in the driver, as an admin (or an old in-tree plugin) made
+    /// one before writing its PV by hand: its ID.
+    pub async fn make_volume(&self, name: &str) -> String {
+        use csi_pv_controller::csi::v1 as csi;
+        let request = csi::CreateVolumeRequest {
+            name: name.to_string(),
+            capacity_range: Some(csi::CapacityRange { required_bytes: 1 << 30, limit_bytes: 0 }),
+            volume_capabilities: csi_pv_controller::provision::request::volume_capabilities(
+                &[csi::volume_capability::access_mode::Mode::SingleNodeWriter],
+                false,
+                None,
+                &[],
+            ),
+            ..Default::default()
+        };
+        self.client().create_volume(request).await.expect("CreateVolume").volume_id
+    }
+
     /// The driver's own account of its volumes (ListVolumes), by volume id.
     pub async fn volume_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self

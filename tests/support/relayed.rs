@@ -115,4 +115,19 @@ impl World<Relayed> {
     pub fn hostpath(&self) -> &Hostpath {
         &self.driver.hostpath
     }
+
+    /// Waits until the driver holds exactly `count` volumes (its state file is the truth);
+    /// `what` names the moment in the failure.
+    pub async fn driver_holds(&self, count: usize, what: &str, limit: std::time::Duration) {
+        let held = super::cluster::eventually(limit, || async {
+            (self.hostpath().state_volumes().len() == count).then_some(())
+        })
+        .await;
+        assert!(
+            held.is_some(),
+            "{what}: the driver holds {:?}, not {count} volumes\nsidecar log:\n{}",
+            self.hostpath().state_volumes(),
+            self.sidecar.log_text()
+        );
+    }
 }
