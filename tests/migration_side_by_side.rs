@@ -239,14 +239,19 @@ async fn run(world: &World<Relayed>, plugin: Plugin, shapes: &[Shape]) -> Vec<Ro
 
 /// Both stacks through `shapes` of `plugin`, hostpathplugin registered as its CSI driver;
 /// `setup` runs on each plane first (e.g. the Secrets a class names).
-async fn side_by_side<F, Fut>(plugin: Plugin, shapes: Vec<Shape>, setup: F) -> Vec<Row>
+async fn side_by_side<F, Fut>(
+    plugin: Plugin,
+    flags: &[&str],
+    shapes: Vec<Shape>,
+    setup: F,
+) -> Vec<Row>
 where
     F: Fn(kube::Client) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let ours_args = ["--extra-create-metadata"];
     let mut upstream_world =
-        Beside::start_as(NAMESPACE, plugin.csi_driver(), &[], &ours_args).await;
+        Beside::start_as(NAMESPACE, plugin.csi_driver(), flags, &ours_args).await;
     assert_eq!(upstream_world.sidecar.terminate(Duration::from_secs(20)).await, Some(0));
     setup(upstream_world.client.clone()).await;
     let socket = upstream_world.dir.path().join("relay.sock");
@@ -254,7 +259,7 @@ where
     let go = Upstream::start(&upstream_world.plane.admin_kubeconfig, &socket, dir, "go", &[]);
     let theirs = run(&upstream_world, plugin, &shapes).await;
     drop(go);
-    let ours_world = Beside::start_as(NAMESPACE, plugin.csi_driver(), &[], &ours_args).await;
+    let ours_world = Beside::start_as(NAMESPACE, plugin.csi_driver(), flags, &ours_args).await;
     setup(ours_world.client.clone()).await;
     let ours = run(&ours_world, plugin, &shapes).await;
 
@@ -275,7 +280,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cinder_classes_and_volumes_as_csi_provisioner_and_csi_resizer_leave_them() {
-    let rows = side_by_side(Plugin::Cinder, cinder_shapes(), |_| async {}).await;
+    let rows = side_by_side(Plugin::Cinder, &[], cinder_shapes(), |_| async {}).await;
     assert!(rows[0].expand.is_string() && rows[0].delete.is_string(), "grown and deleted");
     assert!(rows[1].delete.is_null(), "Retain: never deleted");
 }
@@ -298,7 +303,7 @@ async fn portworx_classes_and_volumes_as_csi_provisioner_and_csi_resizer_leave_t
             false,
         ),
     ];
-    let rows = side_by_side(Plugin::Portworx, shapes, |client| async move {
+    let rows = side_by_side(Plugin::Portworx, &[], shapes, |client| async move {
         let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
             "metadata": {"name": "px-auth"}, "stringData": {"token": "not-a-real-token"}}))
         .unwrap();
@@ -308,4 +313,32 @@ async fn portworx_classes_and_volumes_as_csi_provisioner_and_csi_resizer_leave_t
     .await;
     let carried = |row: &Row| row.create.as_str().is_some_and(|c| c.contains(" secrets=1 "));
     assert!(!carried(&rows[0]) && carried(&rows[1]), "the auth secret reaches CreateVolume");
+}
+
+/// AWS EBS, the default `gp2` class of every EKS cluster: hostpathplugin stands in with its
+/// topology off (its node key names no zone, so no region could be worked out for the in-tree
+/// PV), its IDs taken as EBS IDs as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ebs_classes_and_volumes_as_csi_provisioner_and_csi_resizer_leave_them() {
+    let shapes = vec![
+        (
+            "gp2 as EKS ships it, grown",
+            json!({"parameters": {"type": "gp2", "fsType": "ext4"}, "allowVolumeExpansion": true}),
+            true,
+        ),
+        (
+            "iopsPerGB and encryption",
+            json!({"parameters": {"type": "io1", "iopsPerGB": "10", "encrypted": "true"}}),
+            false,
+        ),
+        (
+            "a zone parameter, Retain",
+            json!({"parameters": {"zone": "us-east-1a"}, "reclaimPolicy": "Retain"}),
+            false,
+        ),
+    ];
+    let flags = ["--enable-topology=false"];
+    let rows = side_by_side(Plugin::AwsEbs, &flags, shapes, |_| async {}).await;
+    let create = rows[1].create.as_str().unwrap_or_default();
+    assert!(create.contains("\"allowautoiopspergbincrease\", \"true\""), "{create}");
 }
