@@ -22,27 +22,38 @@ bin=$cache/bin
 hostpath_version=$(sed -n 's/^version=//p' "$here/hostpath/source")
 archive=${PEER_SOURCES:-$here/../../shared/peers}/$(sed -n 's/^archive=//p' "$here/hostpath/source")
 
-# The driver's deployment folder and the sidecars' RBAC, once per hostpath release.
-deploy="$cache/hostpath-deploy-$hostpath_version"
-if [[ ! -f $deploy/rbac/csi-snapshotter.yaml ]]; then
+# The driver's deployment folder, the sidecars' RBAC and csi-provisioner's and csi-resizer's own
+# deployment manifests, once per hostpath release and set of sidecar versions.
+version_of() { sed -n "s#^[[:space:]]*$2 \(v[^ ]*\).*#\1#p" "$here/$1/go.mod" | head -n1; }
+sidecars=$(for p in "provisioner external-provisioner/v6" "resizer external-resizer/v2" \
+  "attacher external-attacher/v4" "snapshotter external-snapshotter/v8"; do
+  set -- $p; version_of "$1" "github.com/kubernetes-csi/$2"; done | tr '\n' '-')
+deploy="$cache/hostpath-deploy-$hostpath_version-${sidecars%-}"
+if [[ ! -f $deploy/sidecars/csi-resizer.yaml ]]; then
   echo "peers: copying csi-driver-host-path $hostpath_version's deployment and its sidecars' RBAC"
-  rm -rf "$deploy.tmp" && mkdir -p "$deploy.tmp/rbac"
+  rm -rf "$deploy.tmp" && mkdir -p "$deploy.tmp/rbac" "$deploy.tmp/sidecars"
   tar xzf "$archive" -C "$deploy.tmp" --strip-components=2 \
     "csi-driver-host-path-$hostpath_version/deploy/kubernetes-1.34" \
     "csi-driver-host-path-$hostpath_version/deploy/util"
   module_dir() { (cd "$here/$1" && go mod download -json "$2" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'); }
-  version_of() { sed -n "s#^[[:space:]]*$2 \(v[^ ]*\).*#\1#p" "$here/$1/go.mod" | head -n1; }
-  rbac() {
-    local name=$1 peer=$2 module=$3 path=$4 dir
+  # copy_from PEER MODULE PATH DEST: a file of the module's source as peers/PEER pins it.
+  copy_from() {
+    local peer=$1 module=$2 path=$3 dest=$4 dir
     dir=$(module_dir "$peer" "$module@$(version_of "$peer" "$module")")
     [[ -f $dir/$path ]] || { echo "peers: $module has no $path" >&2; exit 1; }
-    cp "$dir/$path" "$deploy.tmp/rbac/$name.yaml"
+    cp "$dir/$path" "$dest"
   }
+  rbac() { copy_from "$2" "$3" "$4" "$deploy.tmp/rbac/$1.yaml"; }
   rbac csi-provisioner provisioner github.com/kubernetes-csi/external-provisioner/v6 deploy/kubernetes/rbac.yaml
   rbac csi-resizer resizer github.com/kubernetes-csi/external-resizer/v2 deploy/kubernetes/rbac.yaml
   rbac csi-attacher attacher github.com/kubernetes-csi/external-attacher/v4 deploy/kubernetes/rbac.yaml
   rbac csi-snapshotter snapshotter github.com/kubernetes-csi/external-snapshotter/v8 \
     deploy/kubernetes/csi-snapshotter/rbac-csi-snapshotter.yaml
+  # Each sidecar's own example deployment: its args, verbatim, start ours (tests/sidecar.rs).
+  copy_from provisioner github.com/kubernetes-csi/external-provisioner/v6 deploy/kubernetes/deployment.yaml \
+    "$deploy.tmp/sidecars/csi-provisioner.yaml"
+  copy_from resizer github.com/kubernetes-csi/external-resizer/v2 deploy/kubernetes/deployment.yaml \
+    "$deploy.tmp/sidecars/csi-resizer.yaml"
   rm -rf "$deploy" && mv "$deploy.tmp" "$deploy"
 fi
 ln -sfn "$deploy" "$bin/hostpath-deploy"
