@@ -99,6 +99,63 @@ async fn both_sidecars_args_in_one_container_lose_no_port_timeout_or_flag() {
     );
 }
 
+/// csi-resizer v2.3's own deadlines, `--resize-timeout` and `--modify-timeout` with no
+/// `--timeout`: a driver 4 s late fails ControllerExpandVolume and ControllerModifyVolume at 2 s
+/// (DeadlineExceeded, retried until the answer comes in time), while CreateVolume keeps the
+/// sidecars' 10 s and answers at the first call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn csi_resizer_v2_3_deadlines_bound_its_own_calls_only() {
+    let late = Fault::AnswerLate(Duration::from_secs(4));
+    let world = Beside::start(
+        "resizer-deadlines",
+        &["--enable-controller-modify-volume", "--accepted-mutable-parameter-names=iops"],
+        &["--resize-timeout=2s", "--modify-timeout=2s", "--retry-interval-max=2s"],
+    )
+    .await;
+    let ns = world.namespace.clone();
+    for (name, iops) in [("fast", "3000"), ("faster", "6000")] {
+        world.create_attributes_class(name, json!({"iops": iops})).await;
+    }
+    let relay = world.relay();
+    relay.inject("CreateVolume", late.clone());
+    world.create_class("grow", json!({"allowVolumeExpansion": true})).await;
+    let spec = json!({"spec": {"volumeAttributesClassName": format!("{ns}-fast")}});
+    world.create_claim("data", "grow", "1Gi", spec).await;
+    let (_, pv) = world.bound("data", LIMIT).await;
+    let volume = pv.metadata.name.unwrap_or_default();
+    assert_eq!(relay.calls("CreateVolume"), 1, "CreateVolume answered within the default 10 s");
+
+    relay.inject("ControllerExpandVolume", late.clone());
+    let patch = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}}}});
+    let claims = world.claims();
+    claims.patch("data", &Default::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
+    world.event("data", "VolumeResizeFailed", "DeadlineExceeded", LIMIT).await;
+    let grown = eventually(LIMIT, || async {
+        let pv = world.volumes().get_opt(&volume).await.ok()??;
+        let capacity = pv.spec?.capacity?.get("storage")?.0.clone();
+        (capacity == "2Gi").then_some(())
+    })
+    .await;
+    assert!(grown.is_some(), "not grown after the late answer:\n{}", world.sidecar.log_text());
+    assert!(relay.calls("ControllerExpandVolume") >= 2, "the 2 s deadline passed first");
+
+    relay.inject("ControllerModifyVolume", late);
+    let patch = json!({"spec": {"volumeAttributesClassName": format!("{ns}-faster")}});
+    claims.patch("data", &Default::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
+    world.event("data", "VolumeModifyFailed", "DeadlineExceeded", LIMIT).await;
+    let modified = eventually(LIMIT, || async {
+        let status = serde_json::to_value(world.claim("data").await?.status).ok()?;
+        (status["currentVolumeAttributesClassName"] == json!(format!("{ns}-faster"))).then_some(())
+    })
+    .await;
+    assert!(
+        modified.is_some(),
+        "not modified after the late answer:\n{}",
+        world.sidecar.log_text()
+    );
+    assert!(relay.calls("ControllerModifyVolume") >= 2, "the 2 s deadline passed first");
+}
+
 /// The series a Prometheus server stores from a scrape, read by a real parser: Prometheus' text
 /// format even when the scraper prefers OpenMetrics (Prometheus 3's own `Accept`), Go's `le` values, one leader series named as
 /// csi-lib-utils names it, client_golang's process series, and a provisioning refused before

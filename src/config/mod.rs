@@ -36,6 +36,16 @@ pub struct Config {
     #[arg(help_heading = "Process", long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
 
+    /// Deadline of ControllerExpandVolume, as csi-resizer v2.3 has it: a --timeout given for
+    /// csi-resizer (in its marked list, or unmarked) overrides it. Unset: --timeout.
+    #[arg(help_heading = "Process", long, value_parser = humantime::parse_duration)]
+    pub resize_timeout: Option<Duration>,
+
+    /// Deadline of ControllerModifyVolume, as csi-resizer v2.3 has it: a --timeout given for
+    /// csi-resizer overrides it. Unset: --timeout.
+    #[arg(help_heading = "Process", long, value_parser = humantime::parse_duration)]
+    pub modify_timeout: Option<Duration>,
+
     /// Marks the args that follow as csi-provisioner's or csi-resizer's, for a container that
     /// takes both sidecars' args one list after the other: each list's --timeout then applies
     /// to that sidecar's calls. Every --http-endpoint is served either way.
@@ -442,6 +452,12 @@ impl Config {
         let bad = |flag, reason: &str| Err(ConfigError { flag, reason: reason.to_string() });
         if self.timeout.is_zero() {
             return bad("timeout", "must be greater than 0");
+        }
+        if self.resize_timeout.is_some_and(|t| t.is_zero()) {
+            return bad("resize-timeout", "must be greater than 0");
+        }
+        if self.modify_timeout.is_some_and(|t| t.is_zero()) {
+            return bad("modify-timeout", "must be greater than 0");
         }
         if !self.kube_api_qps.is_finite() || self.kube_api_qps == 0.0 {
             return bad(

@@ -74,7 +74,7 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
     let refuse = |message: String| Refusal { message, exit: 2 };
     let mut out = Vec::with_capacity(argv.len());
     let mut role: Option<Role> = None;
-    let mut timeouts = RoleTimeouts::default();
+    let mut marked = false;
     // Every value of every flag, in order, with the role it was given under.
     let mut seen: BTreeMap<String, Vec<(Option<Role>, String)>> = BTreeMap::new();
     let mut args = argv.into_iter();
@@ -98,6 +98,7 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
                 None => args.next().and_then(|v| v.into_string().ok()).unwrap_or_default(),
             };
             role = Some(Role::parse(&value).map_err(refuse)?);
+            marked = true;
             continue;
         }
         out.push(arg);
@@ -113,18 +114,10 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
             },
             None => "true".to_string(),
         };
-        if name == "timeout"
-            && let Some(role) = role
-            && let Ok(limit) = humantime::parse_duration(&value)
-        {
-            match role {
-                Role::Provisioner => timeouts.provision = Some(limit),
-                Role::Resizer => timeouts.resize = Some(limit),
-            }
-        }
         seen.entry(name).or_default().push((role, value));
     }
     address_conflicts(&seen)?;
+    let timeouts = role_timeouts(&seen, marked);
     let endpoints = ["http-endpoint", "metrics-address"]
         .iter()
         .flat_map(|name| seen.get(*name).into_iter().flatten())
@@ -134,6 +127,31 @@ pub fn merge(argv: Vec<OsString>, takes_value: impl Fn(&str) -> bool) -> Result<
     let at = flags_end.unwrap_or(out.len());
     out.splice(at..at, merged.into_iter().map(OsString::from));
     Ok(Merged { argv: out, timeouts, endpoints, warnings: differing(&seen), notes })
+}
+
+/// Each sidecar's deadlines, as each reads its own flags: a `--timeout` in its list (or before
+/// any marker) is its calls' deadline; csi-resizer v2.3's `--resize-timeout` and
+/// `--modify-timeout` apply where no `--timeout` was given for it, as csi-resizer lets an
+/// explicit `--timeout` override both. Where lists are marked, a sidecar whose list sets none
+/// gets its own default, not the other sidecar's `--timeout`. A value that does not parse is
+/// left to clap to refuse.
+fn role_timeouts(
+    seen: &BTreeMap<String, Vec<(Option<Role>, String)>>,
+    marked: bool,
+) -> RoleTimeouts {
+    let last = |name: &str, applies: &dyn Fn(Option<Role>) -> bool| {
+        let values = seen.get(name).map(Vec::as_slice).unwrap_or_default();
+        let (_, text) = values.iter().rfind(|(r, _)| applies(*r))?;
+        humantime::parse_duration(text).ok()
+    };
+    let fallback = marked.then_some(crate::csi::deadlines::SIDECAR_DEFAULT);
+    let resizer_timeout = last("timeout", &|r| r != Some(Role::Provisioner));
+    let any = |_: Option<Role>| true;
+    RoleTimeouts {
+        provision: last("timeout", &|r| r != Some(Role::Resizer)).or(fallback),
+        expand: resizer_timeout.or_else(|| last("resize-timeout", &any)).or(fallback),
+        modify: resizer_timeout.or_else(|| last("modify-timeout", &any)).or(fallback),
+    }
 }
 
 /// The flags that stand for several given values, placed after them so that they apply, and

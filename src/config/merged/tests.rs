@@ -3,7 +3,16 @@ use std::time::Duration;
 use super::*;
 
 fn value_flags(name: &str) -> bool {
-    ["timeout", "http-endpoint", "metrics-address", "csi-address", "v"].contains(&name)
+    [
+        "timeout",
+        "resize-timeout",
+        "modify-timeout",
+        "http-endpoint",
+        "metrics-address",
+        "csi-address",
+        "v",
+    ]
+    .contains(&name)
 }
 
 fn merged(args: &[&str]) -> Result<Merged, Refusal> {
@@ -32,7 +41,8 @@ fn marked_lists_keep_each_sidecars_timeout_and_lose_the_markers() {
         m.timeouts,
         RoleTimeouts {
             provision: Some(Duration::from_secs(300)),
-            resize: Some(Duration::from_secs(150))
+            expand: Some(Duration::from_secs(150)),
+            modify: Some(Duration::from_secs(150)),
         }
     );
     assert_eq!(argv(&m), ["--v=5", "--timeout=300s", "--v=5", "--timeout", "150s"]);
@@ -58,7 +68,8 @@ fn marked_lists_keep_each_sidecars_timeout_and_lose_the_markers() {
 fn unmarked_repeats_with_different_values_are_said_and_equal_ones_are_not() {
     let m =
         merged(&["--timeout=30s", "--v=5", "--csi-address=/a", "--timeout=60s", "--v=5"]).unwrap();
-    assert_eq!(m.timeouts, RoleTimeouts::default());
+    let sixty = Some(Duration::from_secs(60));
+    assert_eq!(m.timeouts, RoleTimeouts { provision: sixty, expand: sixty, modify: sixty });
     assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
     assert!(m.warnings[0].starts_with("--timeout is given 2 times: 30s, 60s; 60s applies"));
     assert!(m.warnings[0].contains("--args-of=csi-provisioner"), "{}", m.warnings[0]);
@@ -180,4 +191,58 @@ fn each_marked_address_keeps_its_role() {
             (Some(Role::Resizer), ":8081".to_string())
         ]
     );
+}
+
+/// csi-resizer v2.3's per-call deadlines: they apply where no `--timeout` is given for
+/// csi-resizer; an explicit one overrides both, as in csi-resizer. In marked lists, a sidecar
+/// whose list sets no deadline gets the sidecars' 10 s, not the other list's `--timeout`.
+#[test]
+fn resize_and_modify_timeouts_apply_where_csi_resizer_has_no_timeout() {
+    let s = |secs| Some(Duration::from_secs(secs));
+    let rows: [(&[&str], RoleTimeouts); 7] = [
+        (&[], RoleTimeouts::default()),
+        (
+            &["--resize-timeout=20s", "--modify-timeout", "30s"],
+            RoleTimeouts { provision: None, expand: s(20), modify: s(30) },
+        ),
+        (
+            &["--timeout=5s", "--resize-timeout=20s", "--modify-timeout=30s"],
+            RoleTimeouts { provision: s(5), expand: s(5), modify: s(5) },
+        ),
+        (
+            &["--args-of=csi-provisioner", "--timeout=300s", "--args-of=csi-resizer", "--v=5"],
+            RoleTimeouts { provision: s(300), expand: s(10), modify: s(10) },
+        ),
+        (
+            &[
+                "--args-of=csi-provisioner",
+                "--timeout=300s",
+                "--args-of=csi-resizer",
+                "--resize-timeout=20s",
+                "--modify-timeout=40s",
+            ],
+            RoleTimeouts { provision: s(300), expand: s(20), modify: s(40) },
+        ),
+        (
+            &[
+                "--args-of=csi-resizer",
+                "--timeout=15s",
+                "--resize-timeout=20s",
+                "--args-of=csi-provisioner",
+                "--v=5",
+            ],
+            RoleTimeouts { provision: s(10), expand: s(15), modify: s(15) },
+        ),
+        (&["--resize-timeout=soon"], RoleTimeouts::default()),
+    ];
+    for (args, want) in rows {
+        let m = merged(args).unwrap();
+        assert_eq!(m.timeouts, want, "{args:?}");
+    }
+    let t = merged(&["--resize-timeout=20s"]).unwrap().timeouts;
+    let default = Duration::from_secs(10);
+    assert_eq!(t.for_method("ControllerExpandVolume", default), Duration::from_secs(20));
+    assert_eq!(t.for_method("ControllerModifyVolume", default), default);
+    assert_eq!(t.for_method("CreateVolume", default), default);
+    assert_eq!(t.longest(default), Duration::from_secs(20));
 }
