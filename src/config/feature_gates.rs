@@ -9,11 +9,12 @@
 use std::collections::BTreeMap;
 
 /// The gates that change what this process does.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeatureGates {
-    /// csi-resizer's alpha gate (off by default there too): keep the claim's old capacity in
-    /// `volume.alpha.kubernetes.io/pre-resize-capacity` on the PV while the node grows the
-    /// filesystem, so that a claim bound to the PV again still gets its node expansion.
+    /// csi-resizer's gate (beta and on by default since v2.3, alpha and off before): keep the
+    /// claim's old capacity in `volume.alpha.kubernetes.io/pre-resize-capacity` on the PV while
+    /// the node grows the filesystem, so that a claim bound to the PV again still gets its node
+    /// expansion.
     pub annotate_fs_resize: bool,
     /// csi-provisioner's Topology (GA, on by default): off, the driver's accessibility
     /// constraints are not used, as if it had none.
@@ -25,14 +26,27 @@ pub struct FeatureGates {
     pub no_effect: Vec<String>,
 }
 
+impl Default for FeatureGates {
+    fn default() -> Self {
+        FeatureGates {
+            annotate_fs_resize: true,
+            topology_off: false,
+            attributes_classes_off: false,
+            no_effect: Vec::new(),
+        }
+    }
+}
+
 /// Both sidecars' gate (alpha, off by default): give the Lease up on exit. We always do.
 const RELEASE_ON_EXIT: &str = "ReleaseLeaderElectionOnExit";
 
-/// The gates csi-provisioner v6 and csi-resizer v2 register from the Kubernetes libraries:
+/// The gates csi-provisioner v6 and csi-resizer v2 register from the Kubernetes libraries (v0.36
+/// and v0.37):
 /// switches of API-server and client-library code that neither sidecar runs.
 const LIBRARY_GATES: &[&str] = &[
     "APIResponseCompression",
     "APIServerIdentity",
+    "APIServerWebhookAuthenticationToken",
     "APIServingWithRoutine",
     "AllAlpha",
     "AllBeta",
@@ -42,10 +56,13 @@ const LIBRARY_GATES: &[&str] = &[
     "ComponentFlagz",
     "ComponentStatusz",
     "ConcurrentWatchObjectDecode",
+    "ConsistentListFromCacheSkipTimeoutFallback",
     "ConstrainedImpersonation",
     "CoordinatedLeaderElection",
     "DeclarativeValidationBeta",
     "DetectCacheInconsistency",
+    "EtcdRangeStream",
+    "ExcludeAdmissionWebhookVirtualResources",
     "ListFromCacheSnapshot",
     "ManifestBasedAdmissionControlConfig",
     "NativeHistograms",
@@ -62,6 +79,8 @@ const LIBRARY_GATES: &[&str] = &[
     "UnknownVersionInteroperabilityProxy",
     "WatchCacheInitializationPostStartHook",
     "WatchList",
+    "WatchListCompression",
+    "WebhookRoundTripLoadBalancing",
 ];
 
 /// csi-resizer's RecoverVolumeExpansionFailure (GA): off, it resizes without recording
@@ -142,19 +161,19 @@ mod tests {
     #[test]
     fn gates_parse_as_the_go_sidecars_write_them() {
         let table: [(&str, Result<bool, &str>); 16] = [
-            ("Topology=True", Ok(false)),
+            ("Topology=True", Ok(true)),
             ("AnnotateFsResize=TRUE,VolumeAttributesClass=t", Ok(true)),
-            ("ReleaseLeaderElectionOnExit=true", Ok(false)),
-            ("WatchList=false,AllAlpha=true", Ok(false)),
-            ("CrossNamespaceVolumeDataSource=false", Ok(false)),
+            ("ReleaseLeaderElectionOnExit=true", Ok(true)),
+            ("WatchList=false,AllAlpha=true", Ok(true)),
+            ("CrossNamespaceVolumeDataSource=false", Ok(true)),
             ("CrossNamespaceVolumeDataSource=true", Err("not implemented")),
-            ("", Ok(false)),
+            ("", Ok(true)),
             ("AnnotateFsResize=true", Ok(true)),
             ("Topology=true, AnnotateFsResize=true", Ok(true)),
             ("AnnotateFsResize=false", Ok(false)),
             ("HonorPVReclaimPolicy=false", Err("always on")),
-            ("HonorPVReclaimPolicy=true,VolumeAttributesClass=false", Ok(false)),
-            ("RecoverVolumeExpansionFailure=true", Ok(false)),
+            ("HonorPVReclaimPolicy=true,VolumeAttributesClass=false", Ok(true)),
+            ("RecoverVolumeExpansionFailure=true", Ok(true)),
             ("Nonsense=true", Err("unknown feature gate")),
             ("AnnotateFsResize", Err("expected Name=true")),
             ("AnnotateFsResize=yes", Err("not a boolean")),

@@ -28,6 +28,10 @@ fn defaults_match_upstream() {
     assert_eq!(c.volume_name_prefix, "pvc");
     assert_eq!(c.uuid_length(), None);
     assert!(!c.extra_create_metadata);
+    // csi-resizer v2.3: AnnotateFsResize on; every call's deadline --timeout's 10 s.
+    assert!(c.feature_gates.annotate_fs_resize);
+    assert_eq!(c.role_timeouts, Default::default());
+    assert_eq!((c.resize_timeout, c.modify_timeout), (None, None));
 }
 
 #[test]
@@ -254,7 +258,7 @@ fn an_address_named_by_one_roles_list_serves_that_roles_series() {
         "--args-of=csi-provisioner",
         "--feature-gates=Topology=true",
         "--args-of=csi-resizer",
-        "--feature-gates=AnnotateFsResize=true",
+        "--feature-gates=AnnotateFsResize=false",
         "--args-of=csi-provisioner",
         "--kube-api-qps=5",
         "--kube-api-burst=10",
@@ -273,6 +277,6 @@ fn an_address_named_by_one_roles_list_serves_that_roles_series() {
         ]
     );
     // Both lists' gates, merged; both lists' limits, added.
-    assert!(c.feature_gates.annotate_fs_resize && !c.feature_gates.topology_off);
+    assert!(!c.feature_gates.annotate_fs_resize && !c.feature_gates.topology_off);
     assert_eq!((c.kube_api_qps, c.kube_api_burst), (10.0, 20));
 }
