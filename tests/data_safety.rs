@@ -1,6 +1,7 @@
 //! A volume still attached to a node is never deleted: with a driver that attaches volumes
 //! (PUBLISH_UNPUBLISH_VOLUME), a Released PV with policy Delete waits while a VolumeAttachment
-//! names it, says why in a VolumeFailedDelete event, and is deleted once the attachment is gone:
+//! names it, says why in a Normal VolumeDelete event (csi-provisioner v6.4's), and is deleted once
+//! the attachment is gone:
 //! on the fake driver with no kube-controller-manager, and in the shipped mode on hostpathplugin
 //! with `--enable-attach`, where a failed DeleteVolume's event is checked too.
 
@@ -38,12 +39,13 @@ async fn an_attached_volume_is_deleted_only_once_detached() {
     world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     // Said twice: the volume was looked at again after the first refusal, and kept again.
     let kept = eventually(LIMIT, || async {
-        said(&world, &pv_name, "VolumeFailedDelete").await.filter(|(count, _)| *count >= 2)
+        said(&world, &pv_name, "VolumeDelete").await.filter(|(count, _, _)| *count >= 2)
     });
-    let (_, note) = kept
+    let (_, note, kind) = kept
         .await
         .unwrap_or_else(|| panic!("no event about the attachment:\n{}", world.sidecar.log_text()));
-    assert!(note.contains("still attached to node node-7"), "{note}");
+    assert!(note.contains("still attached to node node-7, waiting for detach"), "{note}");
+    assert_eq!(kind, "Normal", "postponed, not failed");
     assert!(world.driver.calls_of("DeleteVolume").is_empty(), "DeleteVolume while attached");
     assert!(world.volumes().get_opt(&pv_name).await.unwrap().is_some());
 
@@ -68,7 +70,8 @@ async fn attach<D>(world: &World<D>, pv_name: &str) -> (Api<VolumeAttachment>, S
 }
 
 /// How many times the PV's `reason` event was said (its series count, folded), with its note.
-async fn said<D>(world: &World<D>, pv: &str, reason: &str) -> Option<(i32, String)> {
+/// How often `reason` was said of `pv`, its note and its type.
+async fn said<D>(world: &World<D>, pv: &str, reason: &str) -> Option<(i32, String, String)> {
     let events: Api<Event> = Api::namespaced(world.client.clone(), "default");
     let list = events.list(&ListParams::default()).await.ok()?.items;
     let event = list.into_iter().find(|e| {
@@ -76,7 +79,7 @@ async fn said<D>(world: &World<D>, pv: &str, reason: &str) -> Option<(i32, Strin
             && e.reason.as_deref() == Some(reason)
     })?;
     let count = event.series.as_ref().map(|s| s.count).or(event.deprecated_count).unwrap_or(1);
-    Some((count, event.note.unwrap_or_default()))
+    Some((count, event.note.unwrap_or_default(), event.type_.unwrap_or_default()))
 }
 
 /// In the shipped mode (beside kube-controller-manager, hostpathplugin with `--enable-attach`
@@ -97,10 +100,11 @@ async fn beside_the_binder_an_attached_volume_is_kept_and_a_failed_delete_is_sai
     world.relay().fail("DeleteVolume", Code::Internal);
     world.claims().delete("failing", &DeleteParams::default()).await.unwrap();
     let retried = eventually(LIMIT, || async {
-        said(&world, &failing, "VolumeFailedDelete").await.filter(|(count, _)| *count >= 2)
+        said(&world, &failing, "VolumeFailedDelete").await.filter(|(count, _, _)| *count >= 2)
     });
-    let (_, note) = retried.await.unwrap_or_else(|| panic!("{}", world.sidecar.log_text()));
+    let (_, note, kind) = retried.await.unwrap_or_else(|| panic!("{}", world.sidecar.log_text()));
     assert!(note.contains("rpc error: code = Internal desc ="), "{note}");
+    assert_eq!(kind, "Warning", "a failed DeleteVolume");
     assert!(world.relay().calls("DeleteVolume") >= 2, "not retried");
     world.relay().clear("DeleteVolume");
     assert!(world.volume_gone(&failing, LIMIT).await, "not deleted once the driver recovered");
@@ -116,10 +120,11 @@ async fn beside_the_binder_an_attached_volume_is_kept_and_a_failed_delete_is_sai
 
     world.claims().delete("data", &DeleteParams::default()).await.unwrap();
     let kept = eventually(LIMIT, || async {
-        said(&world, &pv_name, "VolumeFailedDelete").await.filter(|(count, _)| *count >= 2)
+        said(&world, &pv_name, "VolumeDelete").await.filter(|(count, _, _)| *count >= 2)
     });
-    let (_, note) = kept.await.unwrap_or_else(|| panic!("{}", world.sidecar.log_text()));
-    assert!(note.contains("still attached to node node-7"), "{note}");
+    let (_, note, kind) = kept.await.unwrap_or_else(|| panic!("{}", world.sidecar.log_text()));
+    assert!(note.contains("still attached to node node-7, waiting for detach"), "{note}");
+    assert_eq!(kind, "Normal", "postponed, not failed");
     assert_eq!(world.relay().calls("DeleteVolume"), deletes_before, "DeleteVolume while attached");
     assert!(world.hostpath().state_volumes().iter().any(|v| v.name == pv_name));
     assert!(world.volumes().get_opt(&pv_name).await.unwrap().is_some());

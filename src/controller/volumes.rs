@@ -160,9 +160,12 @@ impl Controller {
         match binder::volume::may_delete(pv, attachments.iter().map(|a| &**a), served) {
             DeleteGate::Go => {}
             DeleteGate::Attached(node) => {
-                let note = format!("persistentvolume {name} is still attached to node {node}");
-                info!(%node, "not deleting the volume: it is still attached");
-                self.events.warning(&reference(pv), Reason::VolumeFailedDelete, note).await;
+                // Postponed, not failed: a Normal event, as csi-provisioner v6.4 records it.
+                let note = format!(
+                    "persistentvolume {name} is still attached to node {node}, waiting for detach"
+                );
+                info!(%node, "not deleting the volume yet: it is still attached");
+                self.events.normal(&reference(pv), Reason::VolumeDelete, note).await;
                 return Ok(Outcome::Done);
             }
             DeleteGate::NotItsClaims => {

@@ -20,6 +20,8 @@ pub enum Reason {
     /// Ours: the claim is gone, and the volume made for it could not be cleaned up yet.
     ProvisioningCleanupFailed,
     VolumeFailedDelete,
+    /// csi-provisioner v6.4's Normal event: the deletion waits for the volume's detach.
+    VolumeDelete,
     VolumeDeletionRefused,
     /// Ours: beside kube-controller-manager's binder, no binder handed the claim over.
     WaitingForBinder,
@@ -56,6 +58,7 @@ impl Reason {
             Reason::ProvisioningFailed => "ProvisioningFailed",
             Reason::ProvisioningCleanupFailed => "ProvisioningCleanupFailed",
             Reason::VolumeFailedDelete => "VolumeFailedDelete",
+            Reason::VolumeDelete => "VolumeDelete",
             Reason::VolumeDeletionRefused => "VolumeDeletionRefused",
             Reason::WaitingForBinder => "WaitingForBinder",
             Reason::VolumeMissing => "VolumeMissing",
@@ -89,6 +92,7 @@ impl Reason {
             | Reason::ProvisioningFailed
             | Reason::ProvisioningCleanupFailed
             | Reason::VolumeFailedDelete
+            | Reason::VolumeDelete
             | Reason::VolumeDeletionRefused
             | Reason::WaitingForBinder
             | Reason::VolumeMissing

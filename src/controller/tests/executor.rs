@@ -211,8 +211,8 @@ async fn an_attached_volume_is_not_deleted_while_the_attachment_lasts() {
     }
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(
-        bench.events().iter().any(|(reason, note)| reason == "VolumeFailedDelete"
-            && note.contains("still attached to node node-1")),
+        bench.events().iter().any(|(reason, note)| reason == "VolumeDelete"
+            && note.contains("still attached to node node-1, waiting for detach")),
         "{:?}",
         bench.events()
     );
