@@ -68,7 +68,10 @@ impl Controller {
         };
         let cluster = ClusterNodes {
             csi_nodes: csi_nodes.iter().map(|c| &**c).collect(),
-            node_labels: nodes.iter().filter_map(|n| n.metadata.labels.as_ref()).collect(),
+            node_labels: nodes
+                .iter()
+                .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?)))
+                .collect(),
         };
         let decide = |selected| {
             topology::requirement(

@@ -9,8 +9,11 @@
 //! | immediate | — | set | the allowed segments | spread by claim name |
 //! | immediate | — | none | with `--immediate-topology`: every node segment; else no requirement | spread by claim name |
 //!
-//! Requisite segments are sorted and without repeats; preferred is the same list turned so that
-//! the chosen segment comes first.
+//! "Every segment" counts only nodes whose CSINode registers the keys for the driver (a node's
+//! labels alone do not make it the driver's), and with immediate binding each distinct key set
+//! the driver registered is aggregated on its own, as csi-provisioner v6.4 does. Requisite
+//! segments are sorted and without repeats; preferred is the same list turned so that the chosen
+//! segment comes first.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -46,8 +49,10 @@ pub enum TopologyError {
         "no available topology found: driver {0} has not registered topology keys on any node's CSINode yet (is its node plugin running?)"
     )]
     NoTopology(String),
-    #[error("no node carries all of driver {driver}'s topology keys {keys:?} as labels")]
-    KeysOnNoNode { driver: String, keys: Vec<String> },
+    #[error(
+        "no node where driver {driver} registered its topology keys {keys:?} carries them all as labels"
+    )]
+    KeysOnNoNode { driver: String, keys: Vec<Vec<String>> },
     #[error(
         "the selected node {node}'s topology {segment:?} is not among the topologies the volume may have; the StorageClass's allowedTopologies exclude it"
     )]
@@ -56,11 +61,11 @@ pub enum TopologyError {
 
 pub use super::settings::TopologyOptions;
 
-/// The cluster's nodes as the stores hold them: each CSINode, and each Node's labels.
+/// The cluster's nodes as the stores hold them: each CSINode, and each Node's name and labels.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterNodes<'a> {
     pub csi_nodes: Vec<&'a CSINode>,
-    pub node_labels: Vec<&'a BTreeMap<String, String>>,
+    pub node_labels: Vec<(&'a str, &'a BTreeMap<String, String>)>,
 }
 
 /// The selected node's view: its Node (labels) and CSINode (the driver's topology keys). None
@@ -98,11 +103,13 @@ pub fn requirement(
         }
         _ if !allowed.is_empty() => allowed,
         (None, _) if !options.immediate => return Ok(None),
-        (_, Some((keys, _))) => aggregate(driver, keys, cluster)?,
+        (_, Some((keys, _))) => aggregate(driver, std::slice::from_ref(keys), cluster)?,
         (_, None) => {
-            let keys = any_keys(driver, cluster)
-                .ok_or_else(|| TopologyError::NoTopology(driver.to_string()))?;
-            aggregate(driver, &keys, cluster)?
+            let sets = key_sets(driver, cluster);
+            if sets.is_empty() {
+                return Err(TopologyError::NoTopology(driver.to_string()));
+            }
+            aggregate(driver, &sets, cluster)?
         }
     };
     requisite.sort_by(compare);
@@ -136,26 +143,54 @@ fn compare(a: &Segment, b: &Segment) -> std::cmp::Ordering {
     a.len().cmp(&b.len()).then_with(|| a.iter().cmp(b.iter()))
 }
 
-/// The driver's topology keys of the first CSINode (by name) that has any: immediate binding
-/// has no node of its own to take them from.
-fn any_keys(driver: &str, cluster: &ClusterNodes<'_>) -> Option<Vec<String>> {
-    let mut csi_nodes = cluster.csi_nodes.clone();
-    csi_nodes.sort_by_key(|c| c.metadata.name.clone());
-    csi_nodes.iter().find_map(|c| driver_keys(c, driver))
+/// Every distinct set of topology keys the driver registered on some CSINode, each sorted:
+/// immediate binding has no node of its own to take them from, and nodes need not all report
+/// the same granularity.
+fn key_sets(driver: &str, cluster: &ClusterNodes<'_>) -> Vec<Vec<String>> {
+    let mut sets: Vec<Vec<String>> = cluster
+        .csi_nodes
+        .iter()
+        .filter_map(|c| driver_keys(c, driver))
+        .map(|mut keys| {
+            keys.sort();
+            keys.dedup();
+            keys
+        })
+        .collect();
+    sets.sort();
+    sets.dedup();
+    sets
 }
 
-/// Every distinct segment of the nodes that carry all of `keys`.
+/// For each of `sets`, the segment of every node whose CSINode registers all of its keys for
+/// the driver and whose labels carry them.
 fn aggregate(
     driver: &str,
-    keys: &[String],
+    sets: &[Vec<String>],
     cluster: &ClusterNodes<'_>,
 ) -> Result<Vec<Segment>, TopologyError> {
-    let segments: Vec<Segment> =
-        cluster.node_labels.iter().filter_map(|labels| segment_of(labels, keys)).collect();
+    let registered: HashMap<&str, Vec<String>> = cluster
+        .csi_nodes
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, driver_keys(c, driver)?)))
+        .collect();
+    let mut segments = Vec::new();
+    for keys in sets {
+        let covers = |name: &str| {
+            registered.get(name).is_some_and(|own| keys.iter().all(|k| own.contains(k)))
+        };
+        segments.extend(
+            cluster
+                .node_labels
+                .iter()
+                .filter(|(name, _)| covers(name))
+                .filter_map(|(_, labels)| segment_of(labels, keys)),
+        );
+    }
     if segments.is_empty() {
         return Err(TopologyError::KeysOnNoNode {
             driver: driver.to_string(),
-            keys: keys.to_vec(),
+            keys: sets.to_vec(),
         });
     }
     Ok(segments)

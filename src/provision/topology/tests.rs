@@ -54,7 +54,11 @@ impl Cluster {
     fn view(&self) -> ClusterNodes<'_> {
         ClusterNodes {
             csi_nodes: self.csi_nodes.iter().collect(),
-            node_labels: self.nodes.iter().filter_map(|n| n.metadata.labels.as_ref()).collect(),
+            node_labels: self
+                .nodes
+                .iter()
+                .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?)))
+                .collect(),
         }
     }
 
@@ -210,4 +214,49 @@ fn allowed_topologies_are_flattened() {
         requirement(&bad, "d", "c", None, &view, DEFAULT),
         Err(TopologyError::BadTerm(0))
     ));
+}
+
+/// csi-provisioner v6.4 (#1582): a node counts only where the driver registered the keys on its
+/// CSINode, and immediate binding aggregates every registered key set on its own.
+#[test]
+fn only_registered_nodes_count_and_every_key_set_is_aggregated() {
+    let mut cluster = Cluster::new();
+    // n5 carries the labels, but the driver registered nothing there.
+    cluster.nodes.push(node("n5", json!({"zone": "c", "rack": "9"})));
+    // n6 reports a coarser granularity: the zone only.
+    cluster.nodes.push(node("n6", json!({"zone": "d", "rack": "3"})));
+    cluster.csi_nodes.push(csi_node("n6", json!(["zone"])));
+    let view = cluster.view();
+    let none = class(Value::Null);
+
+    let r = requirement(&none, "d", "data", None, &view, DEFAULT).unwrap().unwrap();
+    // The zone set over every node that registered the zone (n1-n3 and n6), then the finer set
+    // over n1-n3; n5 in neither.
+    let mut want = vec![seg(&[("zone", "a")]), seg(&[("zone", "b")]), seg(&[("zone", "d")])];
+    want.extend(all_three());
+    assert_eq!(segments(&r.requisite), want, "both key sets, no n5");
+
+    // Delayed on n1: n1's key set, over the nodes that registered all of it (not n5, not n6).
+    let r = requirement(&none, "d", "data", Some(cluster.selected("n1")), &view, DEFAULT)
+        .unwrap()
+        .unwrap();
+    assert_eq!(segments(&r.requisite), all_three());
+    assert_eq!(segments(&r.preferred)[0], seg(&[("rack", "1"), ("zone", "a")]));
+
+    // Delayed on n6: the zone key set, which n1-n3 cover too.
+    let r = requirement(&none, "d", "data", Some(cluster.selected("n6")), &view, DEFAULT)
+        .unwrap()
+        .unwrap();
+    let zones = [seg(&[("zone", "a")]), seg(&[("zone", "b")]), seg(&[("zone", "d")])];
+    assert_eq!(segments(&r.requisite), zones);
+    assert_eq!(segments(&r.preferred)[0], seg(&[("zone", "d")]));
+
+    // Labels only on a node the driver did not register: no segment to offer.
+    let lone = ClusterNodes {
+        csi_nodes: vec![&cluster.csi_nodes[0]],
+        node_labels: vec![("n5", cluster.nodes[4].metadata.labels.as_ref().unwrap())],
+    };
+    let e = requirement(&none, "d", "data", None, &lone, DEFAULT).unwrap_err();
+    assert!(matches!(e, TopologyError::KeysOnNoNode { .. }), "{e}");
+    assert!(e.to_string().contains("registered its topology keys"), "{e}");
 }
