@@ -42,7 +42,10 @@ impl PluginCapabilities {
                         caps.accessibility_constraints = true;
                     }
                     Service::GroupControllerService => caps.group_controller_service = true,
-                    Service::Unknown | Service::SnapshotMetadataService => {}
+                    // Snapshots are csi-snapshotter's: nothing of ours changes with them.
+                    Service::Unknown
+                    | Service::SnapshotMetadataService
+                    | Service::SnapshotAccessibilityConstraints => {}
                 },
                 Some(plugin_capability::Type::VolumeExpansion(e)) => match e.r#type() {
                     Expansion::Online => caps.expansion = Some(ExpansionMode::Online),

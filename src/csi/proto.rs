@@ -31,6 +31,8 @@ mod tests {
         ($($message:ident),* $(,)?) => {{
             let mut checked = Vec::new();
             $(
+                // Some messages have no field but the secrets.
+                #[allow(clippy::needless_update)]
                 let m = $message {
                     secrets: [("password".to_string(), SECRET.to_string())].into(),
                     ..Default::default()
@@ -48,6 +50,8 @@ mod tests {
     fn every_message_with_secrets_redacts_them() {
         let mut checked = assert_redacted!(
             ControllerExpandVolumeRequest,
+            ControllerGetVolumeHealthRequest,
+            ControllerListVolumeHealthRequest,
             ControllerModifyVolumeRequest,
             ControllerPublishVolumeRequest,
             ControllerUnpublishVolumeRequest,
@@ -63,6 +67,7 @@ mod tests {
             GetVolumeGroupSnapshotRequest,
             ListSnapshotsRequest,
             NodeExpandVolumeRequest,
+            NodeGetStorageHealthRequest,
             NodePublishVolumeRequest,
             NodeStageVolumeRequest,
             ValidateVolumeCapabilitiesRequest,
