@@ -205,6 +205,81 @@ async fn hostpath_upstream_container_args_start_it_unchanged() {
     println!("started with {upstream:?}");
 }
 
+/// The args and env of csi-provisioner's and csi-resizer's own example deployments, as each
+/// release ships them (deploy/kubernetes/deployment.yaml of the module peers/ pins, copied by
+/// peers/driver-images.sh), start ours with their meaning, one list at a time: `$(ADDRESS)`
+/// expanded from the container's env as kubelet expands it (only its socket path mapped to this
+/// test's), the Lease taken (`--leader-election`, in the pod's namespace) and every path served on
+/// `--http-endpoint=:8080`, all interfaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_sidecars_own_deployment_args_start_it_with_their_meaning() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let plane = control_plane();
+    let dir = tempfile::tempdir().unwrap();
+    let driver =
+        FakeDriver::start(&dir.path().join("csi.sock"), DriverConfig::default()).await.unwrap();
+    let socket = driver.socket().display().to_string();
+    let client = plane.client().await;
+    for name in ["csi-provisioner", "csi-resizer"] {
+        let path =
+            support::peers::bin_dir().join("hostpath-deploy/sidecars").join(format!("{name}.yaml"));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run `make peers`)", path.display()));
+        let manifest: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        let containers = manifest["spec"]["template"]["spec"]["containers"].as_sequence().unwrap();
+        let container = containers.iter().find(|c| c["name"].as_str() == Some(name)).unwrap();
+        let env: Vec<(String, String)> = container["env"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+            .collect();
+        let args: Vec<String> = container["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str())
+            .map(|a| env.iter().fold(a.to_string(), |a, (k, v)| a.replace(&format!("$({k})"), v)))
+            .collect();
+        assert!(
+            args.iter().any(|a| a == "--leader-election")
+                && args.iter().any(|a| a == "--http-endpoint=:8080"),
+            "{name}'s manifest changed: {args:?}"
+        );
+        let (_, address) = env.iter().find(|(k, _)| k == "ADDRESS").unwrap();
+        let mut given: Vec<String> = args.iter().map(|a| a.replace(address, &socket)).collect();
+        given.push(format!("--kubeconfig={}", plane.admin_kubeconfig.display()));
+        let namespace = format!("own-{name}");
+        let mut sidecar =
+            Sidecar::start_with_env(dir.path(), &given, &[("POD_NAMESPACE", &namespace)]);
+        let ready = sidecar.wait_ready(Duration::from_secs(60)).await;
+        assert!(ready, "{name}: not ready with {args:?}:\n{}", sidecar.log_text());
+        for path in ["/healthz", "/readyz", "/healthz/leader-election", "/metrics"] {
+            let answered =
+                tokio::task::spawn_blocking(move || support::control_plane::http_ok(8080, path));
+            assert!(answered.await.unwrap(), "{name}: :8080 does not answer {path}");
+        }
+        let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), &namespace);
+        let held = support::cluster::eventually(Duration::from_secs(30), || async {
+            let list = leases.list(&Default::default()).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|l| l.spec.as_ref().and_then(|s| s.holder_identity.as_ref()).is_some())
+        });
+        assert!(
+            held.await.is_some(),
+            "{name}: no Lease held in {namespace}:\n{}",
+            sidecar.log_text()
+        );
+        drop(sidecar);
+        // The port is free again before the next list binds it.
+        let freed = support::cluster::eventually(Duration::from_secs(15), || async {
+            (!support::control_plane::http_ok(8080, "/healthz")).then_some(())
+        });
+        assert!(freed.await.is_some(), "{name}: :8080 still answers after the process ended");
+    }
+}
+
 /// `-v` alone sets the verbosity, as deployed (no RUST_LOG): `-v=5` writes each CSI call with
 /// its payload, as csi-lib-utils does at V(5); `-v=2` and `-v=0` do not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
