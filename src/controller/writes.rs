@@ -47,7 +47,10 @@ impl Controller {
     ) -> Result<PersistentVolumeClaim, SyncError> {
         self.writes.token().await;
         let newest = self.stores.claims.get(&ObjectRef::from_obj(claim));
-        let patch = rebased(patch, claim, newest, action)?;
+        let mut patch = rebased(patch, claim, newest.clone(), action)?;
+        if let Some(newest) = newest.as_deref() {
+            freshness::keep_others_conditions(&mut patch, claim, newest);
+        }
         let (namespace, name) = (claim.namespace(), claim.name_any());
         let answer = send(&*self.cluster.claim_writes, namespace.as_deref(), &name, patch, part);
         let reread = async { self.live_claim(claim).await.ok().flatten() };

@@ -70,6 +70,56 @@ where
     view
 }
 
+/// A claim status patch that carries the whole `status.conditions` list (a merge patch replaces
+/// lists), decided on `decided`, made to keep what others wrote since: when `newest` is a newer
+/// version, every condition the patch kept as it was is taken as `newest` has it (gone if gone
+/// there), and every condition `newest` has that `decided` did not is added. What the patch
+/// adds, changes or removes stays as decided. Other controllers own conditions too
+/// (kube-controller-manager's pvc-protection writes `Unused` from Kubernetes 1.37), and a list
+/// rebuilt from a stale copy would drop them.
+pub fn keep_others_conditions(
+    patch: &mut Value,
+    decided: &k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    newest: &k8s_openapi::api::core::v1::PersistentVolumeClaim,
+) {
+    if !matches!((version(decided), version(newest)), (Some(d), Some(n)) if n > d) {
+        return;
+    }
+    let Some(list) = patch.pointer_mut("/status/conditions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let as_values = |claim: &k8s_openapi::api::core::v1::PersistentVolumeClaim| -> Vec<Value> {
+        let conditions = claim.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions.into_iter().flatten().filter_map(|c| serde_json::to_value(c).ok()).collect()
+    };
+    let type_of = |c: &Value| c.get("type").and_then(Value::as_str).map(str::to_string);
+    let (before, now) = (as_values(decided), as_values(newest));
+    let find = |list: &[Value], kind: &str| -> Option<Value> {
+        list.iter().find(|c| type_of(c).as_deref() == Some(kind)).cloned()
+    };
+    let mut kept: Vec<Value> = Vec::with_capacity(list.len());
+    for entry in list.iter() {
+        let Some(kind) = type_of(entry) else {
+            kept.push(entry.clone());
+            continue;
+        };
+        let unchanged = find(&before, &kind).is_some_and(|b| b == *entry);
+        match (unchanged, find(&now, &kind)) {
+            (true, Some(current)) => kept.push(current),
+            (true, None) => {}
+            (false, _) => kept.push(entry.clone()),
+        }
+    }
+    for condition in now {
+        let Some(kind) = type_of(&condition) else { continue };
+        let known = find(&before, &kind).is_some() || find(&kept, &kind).is_some();
+        if !known {
+            kept.push(condition);
+        }
+    }
+    *list = kept;
+}
+
 fn version<K: Metadata<Ty = ObjectMeta>>(object: &K) -> Option<u64> {
     number(object.metadata().resource_version.as_deref())
 }
@@ -133,6 +183,69 @@ mod tests {
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
         assert_eq!(rebase(&patch, &claim("10", &[], None), Some(&deleting)), Rebase::Stale);
+    }
+
+    /// Others' conditions survive a whole-list write decided on an older copy; ours stay as
+    /// decided; an older or equal copy changes nothing (the watch behind our own write).
+    #[test]
+    fn others_conditions_are_kept_and_ours_stay_as_decided() {
+        let condition = |kind: &str, status: &str| json!({"type": kind, "status": status});
+        let with = |rv: &str, conditions: Value| {
+            crate::fixtures::pvc("c")
+                .version(rv)
+                .with(json!({"status": {"conditions": conditions}}))
+                .build()
+        };
+        let decided =
+            with("10", json!([condition("Resizing", "True"), condition("Unused", "True")]));
+        // Ours: Resizing removed, ModifyingVolume added; Unused kept as it was.
+        let patch = || {
+            json!({"status": {"conditions": [
+                condition("Unused", "True"), condition("ModifyingVolume", "True")
+            ]}})
+        };
+        let rows = [
+            (
+                "Unused changed and Checked added meanwhile",
+                with(
+                    "12",
+                    json!([
+                        condition("Resizing", "True"),
+                        condition("Unused", "False"),
+                        condition("Checked", "True")
+                    ]),
+                ),
+                json!([
+                    condition("Unused", "False"),
+                    condition("ModifyingVolume", "True"),
+                    condition("Checked", "True")
+                ]),
+            ),
+            (
+                "Unused removed meanwhile",
+                with("12", json!([condition("Resizing", "True")])),
+                json!([condition("ModifyingVolume", "True")]),
+            ),
+            (
+                "an older copy",
+                with("9", json!([condition("Checked", "True")])),
+                json!([condition("Unused", "True"), condition("ModifyingVolume", "True")]),
+            ),
+            (
+                "the same version",
+                with("10", json!([condition("Checked", "True")])),
+                json!([condition("Unused", "True"), condition("ModifyingVolume", "True")]),
+            ),
+        ];
+        for (what, newest, want) in rows {
+            let mut p = patch();
+            keep_others_conditions(&mut p, &decided, &newest);
+            assert_eq!(p["status"]["conditions"], want, "{what}");
+        }
+        // A patch that does not carry the list is left alone.
+        let mut other = json!({"status": {"phase": "Bound"}});
+        keep_others_conditions(&mut other, &decided, &with("12", json!([condition("X", "True")])));
+        assert_eq!(other, json!({"status": {"phase": "Bound"}}));
     }
 
     #[test]
