@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: msrv image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching bench-storm demo demo-ci clean-peers fuzz fuzz-binder
+.PHONY: range msrv image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching bench-storm demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -40,6 +40,14 @@ peers-gate:
 
 peers-e2e:
 	./peers/build.sh e2e
+
+# The oldest supported Kubernetes minor (peers/k8s-1.35): its peers in their own bin folder of the
+# cache, then the integration suite and the e2e gate on them, results in tests/range/results/
+# (committed). Beside .ci/run, which runs the newest.
+RANGE_KUBE ?= k8s-1.35
+range:
+	PEERS_KUBE=$(RANGE_KUBE) ./peers/build.sh gate
+	./tests/range/run.sh $(RANGE_KUBE)
 
 lint: deny
 	$(CARGO) fmt --all --check

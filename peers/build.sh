@@ -22,11 +22,20 @@
 # peers/hostpath/source), found in $PEER_SOURCES: by default shared/peers beside the clone.
 #
 # Layout: $PEERS_CACHE/<name>-<version>/<name>, and $PEERS_CACHE/bin/<name> -> that file.
+#
+# PEERS_KUBE=k8s-1.35 takes the Kubernetes peers from peers/k8s-1.35 (the oldest supported minor,
+# `make range`) and links the whole set in $PEERS_CACHE/bin-k8s-1.35 instead: both versions stay
+# in the cache, and neither rebuilds the other.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/csi-pv-controller/peers}
 mode=${1:-test}
+kube=${PEERS_KUBE:-k8s}
+[[ -f "$here/$kube/go.mod" ]] || { echo "peers: no module peers/$kube" >&2; exit 2; }
+bin=$cache/bin
+[[ $kube == k8s ]] || bin=$cache/bin-$kube
+export PEERS_BIN_DIR=$bin
 case $mode in
   demo | test | bench | gate | e2e) ;;
   *) echo "usage: peers/build.sh [demo|test|bench|gate|e2e]" >&2; exit 2 ;;
@@ -39,7 +48,7 @@ export GOFLAGS="-mod=readonly -buildvcs=false"  # the committed go.sum must be c
 # The version a module pins for a given Go module path, read from its go.mod.
 pinned() { sed -n "s#^[[:space:]]*\(require \)\{0,1\}$2 \(v[^ ]*\).*#\2#p" "$here/$1/go.mod" | head -n1; }
 
-KUBE_VERSION=$(pinned k8s k8s.io/kubernetes)
+KUBE_VERSION=$(pinned "$kube" k8s.io/kubernetes)
 ETCD_VERSION=$(pinned etcd go.etcd.io/etcd/server/v3)
 SANITY_VERSION=$(pinned csi github.com/kubernetes-csi/csi-test/v5)
 PROVISIONER_VERSION=$(pinned provisioner github.com/kubernetes-csi/external-provisioner/v6)
@@ -47,7 +56,7 @@ RESIZER_VERSION=$(pinned resizer github.com/kubernetes-csi/external-resizer/v2)
 SNAPSHOTTER_VERSION=$(pinned snapshotter github.com/kubernetes-csi/external-snapshotter/v8)
 SNAPSHOT_CLIENT=github.com/kubernetes-csi/external-snapshotter/client/v8
 
-mkdir -p "$cache/bin"
+mkdir -p "$bin"
 
 # build NAME VERSION MODULE_DIR PACKAGE [go build flags...]; GO_BUILD="test -c" compiles a
 # test package instead.
@@ -66,7 +75,7 @@ build() {
     rm -rf "$cache/$name-$version" && mv "$tmp" "$cache/$name-$version"
     echo "peers: built $name $version in $((SECONDS - start))s"
   fi
-  ln -sfn "$out" "$cache/bin/$name"
+  ln -sfn "$out" "$bin/$name"
 }
 
 kube_ldflags() {
@@ -110,19 +119,19 @@ build_hostpath() {
     rm -rf "$tmp/src" "$cache/hostpathplugin-$version" && mv "$tmp" "$cache/hostpathplugin-$version"
     echo "peers: built hostpathplugin $version in $((SECONDS - start))s"
   fi
-  ln -sfn "$out" "$cache/bin/hostpathplugin"
+  ln -sfn "$out" "$bin/hostpathplugin"
 }
 
 build etcd "$ETCD_VERSION" etcd go.etcd.io/etcd/server/v3 -ldflags="-s -w"
 [[ $mode == demo ]] || build csi-sanity "$SANITY_VERSION" csi github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity \
   -ldflags="-s -w -X main.VERSION=$SANITY_VERSION"
-build kube-apiserver "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-apiserver \
+build kube-apiserver "$KUBE_VERSION" "$kube" k8s.io/kubernetes/cmd/kube-apiserver \
   -tags=selinux,notest -ldflags="$(kube_ldflags)"
-build kube-controller-manager "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-controller-manager \
+build kube-controller-manager "$KUBE_VERSION" "$kube" k8s.io/kubernetes/cmd/kube-controller-manager \
   -tags=selinux,notest -ldflags="$(kube_ldflags)"
 build_hostpath
 if [[ $mode == demo ]]; then
-  echo "peers: the demo's set ready in $cache/bin"
+  echo "peers: the demo's set ready in $bin"
   exit 0
 fi
 
@@ -143,7 +152,7 @@ snapshot_crds() {
     rm -rf "$out" && mv "$out.tmp" "$out"
     echo "peers: snapshot CRDs $SNAPSHOTTER_VERSION copied to $out"
   fi
-  ln -sfn "$out" "$cache/bin/snapshot-crds"
+  ln -sfn "$out" "$bin/snapshot-crds"
 }
 snapshot_ldflags="-s -w -X main.version=$SNAPSHOTTER_VERSION"
 build snapshot-controller "$SNAPSHOTTER_VERSION" snapshotter \
@@ -164,8 +173,8 @@ build csi-resizer "$RESIZER_VERSION" resizer \
 # The node: kubelet and kube-scheduler of the same release, containerd (Debian's 1.6 is too old
 # for kubelet 1.36) and the images every pod needs, built without a registry.
 CONTAINERD_VERSION=$(pinned containerd github.com/containerd/containerd/v2)
-build kubelet "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubelet -tags=selinux,notest -ldflags="$(kube_ldflags)"
-build kube-scheduler "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kube-scheduler -tags=selinux,notest -ldflags="$(kube_ldflags)"
+build kubelet "$KUBE_VERSION" "$kube" k8s.io/kubernetes/cmd/kubelet -tags=selinux,notest -ldflags="$(kube_ldflags)"
+build kube-scheduler "$KUBE_VERSION" "$kube" k8s.io/kubernetes/cmd/kube-scheduler -tags=selinux,notest -ldflags="$(kube_ldflags)"
 containerd_ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
 build containerd "$CONTAINERD_VERSION" containerd github.com/containerd/containerd/v2/cmd/containerd \
   -tags=no_btrfs -ldflags="$containerd_ldflags"
@@ -180,23 +189,23 @@ build csi-pv-registrar "$(cat "$here/registrar/"*.go "$here/registrar/go.sum" | 
 build promparse "$(cat "$here/promparse/"*.go "$here/promparse/go.sum" | sha256sum | cut -c1-12)" \
   promparse . -ldflags="-s -w"
 # kubectl: `kubectl kustomize` of deploy/ in make test, and the e2e suite's commands.
-build kubectl "$KUBE_VERSION" k8s k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
+build kubectl "$KUBE_VERSION" "$kube" k8s.io/kubernetes/cmd/kubectl -ldflags="$(kube_ldflags)"
 # csi-attacher: a container of csi-driver-host-path's plugin pod, and the e2e suite's attacher.
 build csi-attacher "$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)" attacher \
   github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher -ldflags="-s -w -X main.version=$(pinned attacher github.com/kubernetes-csi/external-attacher/v4)"
 if [[ $mode == gate || $mode == e2e ]]; then
-  build ginkgo "$(pinned k8s github.com/onsi/ginkgo/v2)" k8s github.com/onsi/ginkgo/v2/ginkgo -ldflags="-s -w"
+  build ginkgo "$(pinned "$kube" github.com/onsi/ginkgo/v2)" "$kube" github.com/onsi/ginkgo/v2/ginkgo -ldflags="-s -w"
   # Kubernetes' storage e2e binary, the test package in k8s/e2e, keyed by the release and the
   # package's source.
-  e2e_version="$KUBE_VERSION-$(cat "$here/k8s/e2e/"*.go | sha256sum | cut -c1-12)"
+  e2e_version="$KUBE_VERSION-$(cat "$here/$kube/e2e/"*.go | sha256sum | cut -c1-12)"
   # -vet=off: `go test -c` vets the package first, minutes of a cold build for nothing run.
-  GO_BUILD="test -c -vet=off" build e2e.test "$e2e_version" k8s ./e2e -ldflags="$(kube_ldflags)"
+  GO_BUILD="test -c -vet=off" build e2e.test "$e2e_version" "$kube" ./e2e -ldflags="$(kube_ldflags)"
 fi
 if [[ $mode == e2e ]]; then
-  build agnhost "$KUBE_VERSION" k8s k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
+  build agnhost "$KUBE_VERSION" "$kube" k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
 fi
 "$here/images.sh" "$cache" "$KUBE_VERSION" "$mode"
 # csi-driver-host-path's deployment, its sidecars' RBAC and its pod's images (the swap tests).
 "$here/driver-images.sh" "$cache"
 
-echo "peers: ready in $cache/bin"
+echo "peers: ready in $bin"

@@ -17,7 +17,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=$1
-bin=$cache/bin
+bin=${PEERS_BIN_DIR:-$cache/bin}
 
 hostpath_version=$(sed -n 's/^version=//p' "$here/hostpath/source")
 archive=${PEER_SOURCES:-$here/../../shared/peers}/$(sed -n 's/^archive=//p' "$here/hostpath/source")

@@ -113,12 +113,12 @@ if [[ $mode == e2e ]]; then
   if [[ ! -f $out/agnhost.tar ]]; then
     echo "peers: building the agnhost image $AGNHOST"
     [[ -d $work/busybox ]] || busybox_root "$work/busybox"
-    cp "$cache/bin/agnhost" "$work/busybox/agnhost"
+    cp "${PEERS_BIN_DIR:-$cache/bin}/agnhost" "$work/busybox/agnhost"
     image "$AGNHOST" "$out/agnhost.tar.tmp" "$work/busybox" --entrypoint '["/agnhost"]' --cmd '["pause"]'
     rm -f "$work/busybox/agnhost"
     mv "$out/agnhost.tar.tmp" "$out/agnhost.tar"
   fi
 fi
 
-ln -sfn "$out" "$cache/bin/images"
+ln -sfn "$out" "${PEERS_BIN_DIR:-$cache/bin}/images"
 echo "peers: images in $out: $(cd "$out" && echo *.tar)"

@@ -17,7 +17,7 @@ pub struct Kcm {
     pub log: PathBuf,
 }
 
-/// Its four storage controllers, by their names in v1.36.
+/// Its four storage controllers, by their names since v1.36.
 pub const KCM_STORAGE_CONTROLLERS: &str = "persistentvolume-binder-controller,persistentvolume-expander-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller";
 
 impl Kcm {
