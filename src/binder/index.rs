@@ -1,7 +1,7 @@
 //! The PV index matching reads: per (access modes, class) the Available unclaimed PVs sorted by
 //! size, and per claim name the PVs whose claimRef names it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
@@ -26,7 +26,17 @@ pub struct VolumeIndex {
     /// Passes run concurrently, unlike upstream's single binder: without this, every claim that
     /// fits the same smallest PV races for it, and all but one lose a conflict and back off.
     reserved: HashMap<String, (String, String)>,
+    /// The PVs deleted lately, with the last version known of each: a copy no newer (the answer
+    /// of a write that was in flight when the PV went) never brings it back. Without this a
+    /// deleted PV could stay in the index for good, a race kube-controller-manager's binder had
+    /// until 1.38 (kubernetes#124224, fixed by #140691).
+    gone: HashMap<String, u64>,
+    /// The order `gone` was filled in, to forget the oldest past `GONE_KEPT`.
+    gone_order: VecDeque<String>,
 }
+
+/// How many deletions are remembered: a write's answer lags its PV's deletion by seconds.
+const GONE_KEPT: usize = 4096;
 
 /// What an upsert did: whether the new copy was stored, and the copy the index knew before
 /// (decoded once, for the caller as for the index's own bookkeeping).
@@ -89,6 +99,13 @@ impl VolumeIndex {
         let Some(name) = pv.metadata.name.clone() else {
             return Upserted { stored: false, known: None };
         };
+        if let Some(gone) = self.gone.get(&name) {
+            if held.version().is_none_or(|v| v <= *gone) {
+                return Upserted { stored: false, known: None };
+            }
+            // A newer PV under the same name: made again.
+            self.gone.remove(&name);
+        }
         let kept = self.volumes.get(&name).cloned();
         let known = kept.as_ref().and_then(|k| k.open());
         if let (Some(o), Some(n)) = (kept.and_then(|k| k.version()), held.version())
@@ -129,9 +146,27 @@ impl VolumeIndex {
             .is_some_and(|(ns, name)| *ns != claim.namespace || *name != claim.name)
     }
 
-    /// Drops the PV; the copy it held, decoded.
-    pub fn remove(&mut self, name: &str) -> Option<Arc<PersistentVolume>> {
-        let old = self.volumes.remove(name).and_then(|held| held.open())?;
+    /// Drops the PV, deleted at `deleted_version` (the delete event's, when there was one);
+    /// the copy it held, decoded. No copy up to that version is taken again.
+    pub fn remove(
+        &mut self,
+        name: &str,
+        deleted_version: Option<u64>,
+    ) -> Option<Arc<PersistentVolume>> {
+        let held = self.volumes.remove(name);
+        let last =
+            [held.as_ref().and_then(|h| h.version()), deleted_version].into_iter().flatten().max();
+        if let Some(last) = last {
+            if self.gone.insert(name.to_string(), last).is_none() {
+                self.gone_order.push_back(name.to_string());
+            }
+            while self.gone_order.len() > GONE_KEPT {
+                if let Some(oldest) = self.gone_order.pop_front() {
+                    self.gone.remove(&oldest);
+                }
+            }
+        }
+        let old = held.and_then(|held| held.open())?;
         self.unlink(&old);
         Some(old)
     }

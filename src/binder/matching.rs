@@ -14,7 +14,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::core::{Selector, SelectorExt};
 
 use crate::model::names::*;
-use crate::model::quantity::parse_bytes;
+use crate::model::quantity::{comparable_bytes, parse_bytes};
 use crate::model::{AccessMode, BindingMode, ClaimExt, ClassExt, VolumeExt, VolumePhase};
 
 /// Why a claim cannot be matched at all.
@@ -212,13 +212,18 @@ pub fn check_volume_satisfies_claim(
     if pv.metadata.deletion_timestamp.is_some() {
         return Err(format!("the volume is marked for deletion {name:?}"));
     }
+    // Compared at any size: a request past int64 must not read as 0 (kubernetes#141618).
     let request = claim
         .spec
         .as_ref()
         .and_then(|s| s.resources.as_ref()?.requests.as_ref()?.get("storage"))
-        .and_then(|q| parse_bytes(&q.0).ok())
-        .unwrap_or(0);
-    if pv.capacity_bytes() < request {
+        .map_or(0, |q| comparable_bytes(&q.0));
+    let capacity = pv
+        .spec
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref()?.get("storage"))
+        .map_or(0, |q| comparable_bytes(&q.0));
+    if capacity < request {
         return Err("requested PV is too small".into());
     }
     if pv.class() != claim.class() {

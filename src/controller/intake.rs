@@ -117,7 +117,9 @@ impl Intake {
                         (upserted.known, opened)
                     }
                     _ => {
-                        let known = intake.index().remove(&v.name_any());
+                        let deleted =
+                            v.metadata.resource_version.as_deref().and_then(|r| r.parse().ok());
+                        let known = intake.index().remove(&v.name_any(), deleted);
                         intake.usage().volume_gone(&v.name_any());
                         (known, false)
                     }

@@ -192,7 +192,7 @@ impl Controller {
         let in_store = |n: &str| self.stores.volumes.held(&ObjectRef::new(n)).is_some();
         let sweep = crate::resync::sweep(suspects, in_store, |n| index.contains(n), unseen);
         for gone in &sweep.gone {
-            index.remove(gone);
+            index.remove(gone, None);
         }
         Candidates { unseen: sweep.unseen, ..Candidates::default() }
     }

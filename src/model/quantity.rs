@@ -27,6 +27,25 @@ const DECIMAL_SUFFIXES: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P"
 
 /// Parses `text` and returns its value in bytes, rounded up ("1.5" is 2, "100m" is 1).
 pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
+    let bytes = parse_exact(text)?;
+    let too_large = || QuantityError::TooLarge(text.to_string());
+    u64::try_from(bytes).ok().filter(|b| *b <= MAX_BYTES).ok_or_else(too_large)
+}
+
+/// A size for comparing two quantities, at any size: bytes, rounded up; a quantity past what
+/// 128 bits hold is larger than any other; an unreadable one is 0. Kubernetes 1.38's binder
+/// compares a claim named PV's size this way (kubernetes#141618): past int64, a conversion to
+/// bytes misorders them.
+pub fn comparable_bytes(text: &str) -> u128 {
+    match parse_exact(text) {
+        Ok(bytes) => bytes,
+        Err(QuantityError::TooLarge(_)) => u128::MAX,
+        Err(_) => 0,
+    }
+}
+
+/// The exact byte count, rounded up, as long as 128 bits hold it.
+fn parse_exact(text: &str) -> Result<u128, QuantityError> {
     let malformed = || QuantityError::Malformed(text.to_string());
     let too_large = || QuantityError::TooLarge(text.to_string());
     let s = text.trim();
@@ -76,8 +95,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, QuantityError> {
     } else {
         denominator = denominator.checked_mul(power).ok_or_else(too_large)?;
     }
-    let bytes = numerator.div_ceil(denominator);
-    u64::try_from(bytes).ok().filter(|b| *b <= MAX_BYTES).ok_or_else(too_large)
+    Ok(numerator.div_ceil(denominator))
 }
 
 /// A byte count in Kubernetes' canonical binary form: the largest exact binary suffix ("1Gi",
@@ -142,6 +160,17 @@ mod tests {
         for (text, want) in table {
             assert_eq!(parse_bytes(text), Ok(*want), "{text}");
         }
+    }
+
+    #[test]
+    fn sizes_past_int64_still_compare() {
+        assert!(matches!(parse_bytes("10E"), Err(QuantityError::TooLarge(_))));
+        assert_eq!(comparable_bytes("10E"), 10_000_000_000_000_000_000);
+        assert!(comparable_bytes("20E") > comparable_bytes("10E"));
+        assert!(comparable_bytes("10E") > comparable_bytes("8Ei"));
+        assert_eq!(comparable_bytes("1e400"), u128::MAX);
+        assert_eq!(comparable_bytes("nonsense"), 0);
+        assert_eq!(comparable_bytes("1Gi"), 1 << 30);
     }
 
     #[test]

@@ -244,8 +244,28 @@ fn s2_2_index_ignores_older_resource_version() {
     i.upsert(&pv("x", "1Gi", json!({"metadata": {"resourceVersion": "11"}, "spec": {"claimRef": {"name": "o", "namespace": "ns", "uid": "u"}}})));
     let facts = ClaimFacts::of(&claim(json!({}))).unwrap();
     assert!(i.best_match(&facts, false).is_none());
-    i.remove("x");
+    i.remove("x", None);
     assert!(i.is_empty());
+}
+
+/// kubernetes#124224 (fixed in 1.38 by #140691): a write's answer that comes back after its
+/// PV's delete event does not bring the PV back; a PV made again under the name does come in.
+#[test]
+fn s2_2_index_does_not_bring_back_a_deleted_pv() {
+    let at = |rv: &str| pv("x", "1Gi", json!({"metadata": {"resourceVersion": rv}}));
+    let mut i = VolumeIndex::default();
+    assert!(i.upsert(&at("10")));
+    // Deleted at 12 (the delete event's version), the watch having skipped 11.
+    assert!(i.remove("x", Some(12)).is_some());
+    assert!(!i.upsert(&at("11")), "our write's answer, late");
+    assert!(!i.upsert(&at("12")), "the deleted copy itself");
+    assert!(i.is_empty());
+    assert!(i.upsert(&at("20")), "made again");
+    assert_eq!(i.len(), 1);
+    // Gone from a relist (no delete event): the last version held stands for it.
+    assert!(i.remove("x", None).is_some());
+    assert!(!i.upsert(&at("20")));
+    assert!(i.upsert(&at("21")));
 }
 
 // §2.3 checkVolumeSatisfyClaim.
@@ -285,6 +305,25 @@ fn s2_3_check_volume_satisfy_claim_order_and_messages() {
     for (name, extra, want) in rows {
         let got = check_volume_satisfies_claim(&pv("v", "1Gi", extra), &c);
         assert_eq!(got, want.map_err(String::from), "{name}");
+    }
+}
+
+/// kubernetes#141618 (fixed in 1.38): sizes past int64 are compared as sizes, not read as
+/// 0 or wrapped. A request of 10E does not fit a 1Gi PV, nor an 8Ei one; a 20E PV holds it.
+#[test]
+fn s2_3_sizes_past_int64_are_compared_exactly() {
+    let rows = [
+        ("10E", "1Gi", Err("requested PV is too small")),
+        ("10E", "8Ei", Err("requested PV is too small")),
+        ("10E", "20E", Ok(())),
+        ("10E", "10E", Ok(())),
+        ("1Gi", "10E", Ok(())),
+        ("20E", "10E", Err("requested PV is too small")),
+    ];
+    for (request, capacity, want) in rows {
+        let c = claim(json!({"spec": {"resources": {"requests": {"storage": request}}}}));
+        let got = check_volume_satisfies_claim(&pv("v", capacity, json!({})), &c);
+        assert_eq!(got, want.map_err(String::from), "{request} on a {capacity} PV");
     }
 }
 
