@@ -250,6 +250,7 @@ async fn each_sidecars_own_deployment_args_start_it_with_their_meaning() {
         let mut given: Vec<String> = args.iter().map(|a| a.replace(address, &socket)).collect();
         given.push(format!("--kubeconfig={}", plane.admin_kubeconfig.display()));
         let namespace = format!("own-{name}");
+        support::control_plane::create_namespace(&client, &namespace).await;
         let mut sidecar =
             Sidecar::start_with_env(dir.path(), &given, &[("POD_NAMESPACE", &namespace)]);
         let ready = sidecar.wait_ready(Duration::from_secs(60)).await;
