@@ -225,9 +225,10 @@ fn storage(claim: &PersistentVolumeClaim) -> (Option<String>, Option<String>, Op
     (size(status.capacity), size(status.allocated_resources), resize)
 }
 
+/// The claim's condition types but kube-controller-manager's `Unused` (1.37's pvc-protection).
 fn condition_types(claim: &PersistentVolumeClaim) -> Vec<String> {
     let conditions = claim.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-    conditions.into_iter().map(|c| c.type_).collect()
+    conditions.into_iter().map(|c| c.type_).filter(|t| t != "Unused").collect()
 }
 
 async fn request_size(world: &World<Relayed>, name: &str, size: &str) {

@@ -135,7 +135,8 @@ async fn lifecycle(name: &str, driver: &str, class: serde_json::Value) -> Persis
                 .and_then(|c| c.get("storage"))
                 .map(|q| q.0.as_str());
             let settled = status.is_some_and(|s| {
-                s.conditions.as_ref().is_none_or(|c| c.is_empty())
+                // Any condition but kube-controller-manager's `Unused` (1.37's pvc-protection).
+                s.conditions.iter().flatten().all(|c| c.type_ == "Unused")
                     && s.allocated_resource_statuses.as_ref().is_none_or(|a| a.is_empty())
             });
             capacity == Some("2Gi") && settled

@@ -192,12 +192,20 @@ async fn summarize(client: &kube::Client, namespace: &str) -> BTreeMap<String, S
             ("capacity", "/status/capacity"),
             ("status.accessModes", "/status/accessModes"),
             ("currentVolumeAttributesClassName", "/status/currentVolumeAttributesClassName"),
-            ("conditions", "/status/conditions"),
             ("annotations", "/metadata/annotations"),
             ("finalizers", "/metadata/finalizers"),
         ] {
             put(field, text(c.pointer(pointer).unwrap_or(&Value::Null)));
         }
+        // Conditions without their times, which are each plane's own.
+        let mut conditions = c.pointer("/status/conditions").cloned().unwrap_or(Value::Null);
+        for condition in conditions.as_array_mut().into_iter().flatten() {
+            if let Some(fields) = condition.as_object_mut() {
+                fields.remove("lastTransitionTime");
+                fields.remove("lastProbeTime");
+            }
+        }
+        put("conditions", text(&conditions));
         let Some(pv) = pv else {
             continue;
         };
