@@ -29,7 +29,7 @@ done
 ran() { [[ " $parts " == *" $1 "* ]]; }
 
 {
-  echo "# Kubernetes $version: the integration suite and the e2e gate"
+  echo "# Kubernetes $version: $(ran integration && ran e2e-gate && echo "the integration suite and the e2e gate" || echo "$parts only")"
   echo
   echo "- commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet HEAD -- src tests Cargo.toml Cargo.lock || echo ' (with changes not committed)')"
   echo "- peers: kube-apiserver, kube-controller-manager, kubelet, kube-scheduler, kubectl and e2e.test $version (peers/$kube); the rest as peers/ pins them"
