@@ -354,8 +354,7 @@ async fn dynamic_lifecycle_with_claims_made_while_down() {
     // an idle binder sometimes does (both write the same values; the second meets a conflict).
     // Left to the binder, a claim costs it four writes. From 1.37 its pvc-protection controller
     // also writes each claim's `Unused` condition, once, not the binder's.
-    let version = world.client.apiserver_version().await.unwrap();
-    let unused = f64::from(u8::from(version.minor.parse::<u32>().unwrap_or(0) >= 37));
+    let unused = f64::from(u8::from(support::cluster::kcm_writes_unused(&world.client).await));
     let n = (UP + DOWN) as f64;
     let binder = w.kcm as f64 / n - unused;
     assert!((1.0..=2.0).contains(&binder), "binder writes per claim {binder}");

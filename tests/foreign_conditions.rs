@@ -51,8 +51,7 @@ async fn our_writes_keep_others_conditions(world: &World<Relayed>) {
     world.bound("data", LIMIT).await;
 
     let claims = world.claims();
-    let version = world.client.apiserver_version().await.unwrap();
-    if version.minor.parse::<u32>().unwrap_or(0) >= 37 {
+    if support::cluster::kcm_writes_unused(&world.client).await {
         // 1.37's pvc-protection: no pod uses the claim.
         let unused = world
             .claim_until("data", "pvc-protection's Unused condition", LIMIT, |c| {

@@ -108,8 +108,7 @@ async fn measure(
     let plane = fresh_plane();
     let _kcm = Kcm::start(plane, controllers);
     let world = World::start_hostpath(plane, name, &[], args).await;
-    let version = world.client.apiserver_version().await.unwrap();
-    let unused_writes = usize::from(version.minor.parse::<u32>().unwrap_or(0) >= 37);
+    let unused_writes = usize::from(support::cluster::kcm_writes_unused(&world.client).await);
     world.register_node().await;
     world.create_class("fast", json!({})).await;
     let mut out = Vec::new();

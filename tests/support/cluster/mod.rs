@@ -26,6 +26,13 @@ pub use fields::{annotations, finalizers, merge};
 #[allow(unused_imports)]
 pub use waits::{all_bound, eventually};
 
+/// Whether the plane's kube-controller-manager writes the `Unused` claim condition: its
+/// pvc-protection controller does from 1.37, one claim status write per claim.
+pub async fn kcm_writes_unused(client: &kube::Client) -> bool {
+    let version = client.apiserver_version().await.unwrap();
+    version.minor.parse::<u32>().unwrap_or(0) >= 37
+}
+
 /// One test's world: its namespace, its own driver name (so parallel tests never act on each
 /// other's claims), the driver (our fake by default, or hostpathplugin) and the sidecar.
 pub struct World<D = FakeDriver> {
