@@ -99,12 +99,12 @@ impl VolumeIndex {
         let Some(name) = pv.metadata.name.clone() else {
             return Upserted { stored: false, known: None };
         };
-        if let Some(gone) = self.gone.get(&name) {
-            if held.version().is_none_or(|v| v <= *gone) {
-                return Upserted { stored: false, known: None };
-            }
-            // A newer PV under the same name: made again.
-            self.gone.remove(&name);
+        // A newer version under a deleted name is the PV made again, and comes in; its entry
+        // stays, so `gone` and `gone_order` always name the same PVs.
+        if let Some(gone) = self.gone.get(&name)
+            && held.version().is_none_or(|v| v <= *gone)
+        {
+            return Upserted { stored: false, known: None };
         }
         let kept = self.volumes.get(&name).cloned();
         let known = kept.as_ref().and_then(|k| k.open());
