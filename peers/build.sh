@@ -204,7 +204,7 @@ fi
 if [[ $mode == e2e ]]; then
   build agnhost "$KUBE_VERSION" "$kube" k8s.io/kubernetes/test/images/agnhost -ldflags="-s -w"
 fi
-"$here/images.sh" "$cache" "$KUBE_VERSION" "$mode"
+"$here/images.sh" "$cache" "$KUBE_VERSION" "$mode" "$kube"
 # csi-driver-host-path's deployment, its sidecars' RBAC and its pod's images (the swap tests).
 "$here/driver-images.sh" "$cache"
 

@@ -7,18 +7,35 @@
 #   e2e mode adds agnhost (the e2e helper on the busybox root), the busybox root under the name
 #   of nginx (its one spec runs a shell), and glibc-dns-testing as upstream makes it: a minimal
 #   Debian root (debootstrap), whose GNU dd the multi-volume specs need (oflag=nocache).
-# Usage: peers/images.sh CACHE KUBE_VERSION test|bench|e2e
+# Each image is named as the e2e suite of the Kubernetes module in use asks for it (its
+# test/utils/image/manifest.go), since each minor moves some tags; busybox.ref and pause.ref in
+# the images folder give the tests and containerd's sandbox setting the same names.
+# Usage: peers/images.sh CACHE KUBE_VERSION test|bench|e2e [KUBE_MODULE_DIR, default k8s]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache=$1 kube_version=$2 mode=$3
+cache=$1 kube_version=$2 mode=$3 kube=${4:-k8s}
 
-PAUSE=registry.k8s.io/pause:3.10.2
-E2E=registry.k8s.io/e2e-test-images
-BUSYBOX=$E2E/busybox:1.37.0-1
-AGNHOST=$E2E/agnhost:2.63.0
-BUSYBOX_ALIASES=("$E2E/nginx:1.15-4")
-GLIBC=$E2E/glibc-dns-testing:2.0.0
+src=$(cd "$here/$kube" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+manifest=$src/test/utils/image/manifest.go
+[[ -f $manifest ]] || { echo "peers: no image manifest at $manifest" >&2; exit 1; }
+# ref NAME: the image the suite asks for as NAME, from a manifest line such as
+#   configs[BusyBox] = Config{list.PromoterE2eRegistry, "busybox", "1.37.0-2"}
+ref() {
+  local fields registry
+  fields=$(sed -nE "s/^[[:space:]]*configs\[$1\] = Config\{list\.([A-Za-z0-9]+), \"([^\"]+)\", \"([^\"]+)\"\}.*/\1 \2:\3/p" "$manifest")
+  case ${fields%% *} in
+    PromoterE2eRegistry) registry=registry.k8s.io/e2e-test-images ;;
+    GcRegistry) registry=registry.k8s.io ;;
+    *) echo "peers: cannot read the image $1 from $manifest (got '$fields')" >&2; return 1 ;;
+  esac
+  echo "$registry/${fields#* }"
+}
+PAUSE=$(ref Pause)
+BUSYBOX=$(ref BusyBox)
+AGNHOST=$(ref Agnhost)
+BUSYBOX_ALIASES=("$(ref Nginx)")
+GLIBC=$(ref GlibcDnsTesting)
 
 need=()
 command -v buildah >/dev/null || need+=(buildah)
@@ -68,16 +85,17 @@ busybox_root() {
   chmod 1777 "$root/tmp"
 }
 
-out="$cache/images-$kube_version-busybox-$busybox_version"
+# The names are part of the key: a set built under other names is not taken for this one.
+names=$(printf '%s\n' "$PAUSE" "$BUSYBOX" "$AGNHOST" "${BUSYBOX_ALIASES[@]}" "$GLIBC" | sha256sum | cut -c1-8)
+out="$cache/images-$kube_version-busybox-$busybox_version-$names"
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 if [[ ! -f $out/pause.tar ]]; then
   echo "peers: building the pause image $PAUSE"
-  src=$(cd "$here/k8s" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   mkdir -p "$work/pause"
-  gcc -Os -Wall -Werror -static -DVERSION=v3.10.2 -o "$work/pause/pause" "$src/build/pause/linux/pause.c"
+  gcc -Os -Wall -Werror -static -DVERSION="v${PAUSE##*:}" -o "$work/pause/pause" "$src/build/pause/linux/pause.c"
   strip "$work/pause/pause"
   image "$PAUSE" "$out/pause.tar.tmp" "$work/pause" --entrypoint '["/pause"]' --user 65535:65535
   mv "$out/pause.tar.tmp" "$out/pause.tar"
@@ -120,5 +138,7 @@ if [[ $mode == e2e ]]; then
   fi
 fi
 
+echo "$BUSYBOX" >"$out/busybox.ref"
+echo "$PAUSE" >"$out/pause.ref"
 ln -sfn "$out" "${PEERS_BIN_DIR:-$cache/bin}/images"
 echo "peers: images in $out: $(cd "$out" && echo *.tar)"

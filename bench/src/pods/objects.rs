@@ -14,8 +14,6 @@ pub const WFFC_CLASS: &str = "pods-first-consumer";
 pub const VOLUME: &str = "data";
 pub const SIZE: &str = "1Mi";
 pub const GROWN_SIZE: &str = "2Mi";
-/// The image every pod runs (imported into the node's containerd, never pulled).
-const IMAGE: &str = crate::support::node::BUSYBOX;
 
 pub fn class(name: &str, driver: &str, wait_for_consumer: bool) -> Result<StorageClass, String> {
     let mode = if wait_for_consumer { "WaitForFirstConsumer" } else { "Immediate" };
@@ -33,7 +31,8 @@ pub fn class(name: &str, driver: &str, wait_for_consumer: bool) -> Result<Storag
 fn container() -> Value {
     json!({
         "name": "app",
-        "image": IMAGE,
+        // Imported into the node's containerd, never pulled.
+        "image": crate::support::node::busybox(),
         "imagePullPolicy": "Never",
         "command": ["sh", "-c",
             "trap 'exit 0' TERM; echo up > /data/up; sleep 1000000 & wait"],

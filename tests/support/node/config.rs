@@ -11,7 +11,7 @@ pub const BRIDGE: &str = "csipv-node0";
 /// containerd with its state under `dir`, serving CRI on `socket`. The oom_score_adj clamp is
 /// needed where no process has CAP_SYS_RESOURCE: runc could not lower a pod's
 /// score below containerd's own.
-pub fn containerd(dir: &Path, socket: &Path) -> String {
+pub fn containerd(dir: &Path, socket: &Path, sandbox: &str) -> String {
     let dir = dir.display();
     let socket = socket.display();
     format!(
@@ -28,7 +28,7 @@ state = "{dir}/containerd/state"
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = "registry.k8s.io/pause:3.10.2"
+    sandbox = "{sandbox}"
 
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true

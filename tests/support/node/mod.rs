@@ -60,8 +60,24 @@ pub const NODE_CONTROLLERS: &str =
 /// Hostname`), so it must resolve to loopback: kubelet refuses a loopback `--node-ip`.
 pub const NODE_NAME: &str = "localhost";
 
-/// The default test image, under the name Kubernetes' e2e suite uses for it.
-pub const BUSYBOX: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
+/// The default test image, under the name the e2e suite of the peers' Kubernetes asks for it
+/// (peers/images.sh writes it beside the archive, since each minor moves the tag).
+pub fn busybox() -> String {
+    image_ref("busybox.ref")
+}
+
+/// The pod sandbox image, named as the peers' Kubernetes names it.
+fn pause() -> String {
+    image_ref("pause.ref")
+}
+
+fn image_ref(file: &str) -> String {
+    let path = super::peers::bin_dir().join("images").join(file);
+    match fs::read_to_string(&path) {
+        Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
+        _ => panic!("{} names no image: run `make peers` first", path.display()),
+    }
+}
 
 /// An image to import into the node's containerd.
 #[derive(Debug, Clone)]
@@ -176,7 +192,7 @@ impl Node {
     }
 
     fn start_containerd(&mut self, to_services: bool) {
-        let config = config::containerd(&self.dir, &self.containerd_socket);
+        let config = config::containerd(&self.dir, &self.containerd_socket, &pause());
         let path = self.dir.join("containerd.toml");
         fs::write(&path, config).expect("containerd config");
         fs::create_dir_all(self.dir.join("cni")).expect("cni folder");
@@ -352,7 +368,7 @@ pub fn writer(claim: &str) -> k8s_openapi::api::core::v1::Pod {
             "terminationGracePeriodSeconds": 1,
             "containers": [{
                 "name": "writer",
-                "image": BUSYBOX,
+                "image": busybox(),
                 "imagePullPolicy": "Never",
                 "command": ["sh", "-c",
                     "echo written-by-a-pod > /data/hello && sync && echo wrote /data/hello && exec sleep 100000"],
