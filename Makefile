@@ -20,7 +20,7 @@ IMAGE := csi-pv-controller:$(VERSION)
 ARCHES ?= amd64 arm64
 export ARCHES
 
-.PHONY: range msrv image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching bench-storm demo demo-ci clean-peers fuzz fuzz-binder
+.PHONY: e2e-age range msrv image image-from-source image-check swap-check e2e-gate peers-gate image-scan all build peers peers-bench peers-e2e lint deny unit integration sanity test e2e bench bench-stacks bench-pods bench-journal bench-matching bench-storm demo demo-ci clean-peers fuzz fuzz-binder
 
 all: build
 
@@ -106,6 +106,10 @@ E2E_RUN = $(CURDIR)/target/debug/storage-e2e --image $(CURDIR)/target/csi-pv-con
 e2e: peers-e2e target/csi-pv-controller-image.tar
 	$(CARGO) build --locked -p csi-pv-bench --bin storage-e2e
 	$(E2E_RUN) $(E2E_ARGS)
+
+# How many commits touching src/ the newest committed full `make e2e` is behind HEAD.
+e2e-age:
+	@tests/e2e/age.sh
 
 # The gate `.ci/run` runs on every commit: every spec that exercises our code (provisioning with
 # its data sources, volume-expand, volume-modify, capacity, topology) against deploy/swap/ with our
