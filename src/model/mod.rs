@@ -14,6 +14,7 @@ pub mod gate;
 pub mod hold;
 pub mod labels;
 pub mod names;
+pub mod node_selector;
 pub mod pod;
 pub mod quantity;
 pub mod reason;

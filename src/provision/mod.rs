@@ -7,6 +7,7 @@ pub mod claim;
 pub mod claim_metadata;
 pub mod facts;
 pub mod inputs;
+pub mod node_local;
 pub mod parameters;
 pub mod patches;
 pub mod plan;
