@@ -25,7 +25,6 @@ use k8s_openapi::api::coordination::v1::LeaseSpec;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::model::names::{ANN_SELECTED_NODE, annotation};
 use crate::model::node_selector::{self, NodeView};
 use crate::model::{ClassExt, quantity};
 
@@ -135,7 +134,7 @@ pub fn claim_turn(
     attempt: u32,
     jitter: f64,
 ) -> ClaimTurn {
-    match annotation(&claim.metadata, ANN_SELECTED_NODE).filter(|n| !n.is_empty()) {
+    match super::claim::selected_node(claim) {
         Some(node) if node == scope.node => return ClaimTurn::Provision,
         Some(node) => return ClaimTurn::OtherNode(node.to_string()),
         None => {}

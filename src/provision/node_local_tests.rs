@@ -7,6 +7,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::json;
 
 use super::*;
+use crate::model::names::{ANN_ALPHA_SELECTED_NODE, ANN_SELECTED_NODE};
 
 const KEY: &str = "topology.hostpath.csi/node";
 const NODES: [&str; 4] = ["n1", "n2", "n3", "n4"];
@@ -102,6 +103,14 @@ fn a_claim_that_names_a_node_is_that_nodes_alone() {
     for (what, selected, sc, want) in rows {
         assert_eq!(turn("n1", &fleet, &claim("u", *selected, "1Gi"), sc, start), *want, "{what}");
     }
+    let mut alpha = claim("u", None, "1Gi");
+    alpha.metadata.annotations =
+        Some([(ANN_ALPHA_SELECTED_NODE.to_string(), "n2".to_string())].into_iter().collect());
+    assert_eq!(
+        turn("n1", &fleet, &alpha, &wffc, start),
+        ClaimTurn::OtherNode("n2".into()),
+        "the alpha name too"
+    );
     let own = topology("n1");
     let off = Scope { immediate_binding: false, ..scope("n1", &own) };
     let got =
