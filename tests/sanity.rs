@@ -7,8 +7,8 @@ mod support;
 use support::fake_driver::{DriverConfig, FakeDriver};
 
 /// Runs csi-sanity against a fake configured by `config`, prints the counts, and requires at
-/// least `min_passed` passing specs and no failure.
-async fn assert_sanity(label: &str, config: DriverConfig, min_passed: u32) {
+/// exactly `passed` passing specs and no failure.
+async fn assert_sanity(label: &str, config: DriverConfig, passed: u32) {
     let dir = tempfile::tempdir().unwrap();
     let driver = FakeDriver::start(&dir.path().join("csi.sock"), config).await.unwrap();
     let report = support::sanity::run(&driver.endpoint(), dir.path(), &[]).await;
@@ -16,12 +16,12 @@ async fn assert_sanity(label: &str, config: DriverConfig, min_passed: u32) {
         "csi-sanity against the fake driver ({label}): {} passed, {} failed, {} skipped",
         report.passed, report.failed, report.skipped
     );
-    report.assert_green(min_passed);
+    report.assert_green(passed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fake_driver_passes_csi_sanity() {
-    assert_sanity("defaults", DriverConfig::default(), 20).await;
+    assert_sanity("defaults", DriverConfig::default(), 23).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,7 +34,7 @@ async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
         single_node_multi_writer: false,
         ..DriverConfig::default()
     };
-    assert_sanity("topology, offline expansion", config, 15).await;
+    assert_sanity("topology, offline expansion", config, 21).await;
 }
 
 /// Every spec hostpathplugin takes part in: Identity, Controller and Node (NodeStage/Publish
@@ -43,15 +43,15 @@ async fn fake_driver_with_topology_and_offline_expansion_passes_csi_sanity() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostpathplugin_passes_csi_sanity_node_specs_included() {
     use support::hostpath::{Hostpath, HostpathConfig};
-    for (label, flags, min_passed) in [
-        ("defaults", vec![], 70),
+    for (label, flags, passed) in [
+        ("defaults", vec![], 77),
         (
             "node-only expansion, 20Gi per volume",
             vec![
                 "--disable-controller-expansion".to_string(),
                 format!("--max-volume-size={}", 20u64 << 30),
             ],
-            60,
+            74,
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -65,7 +65,7 @@ async fn hostpathplugin_passes_csi_sanity_node_specs_included() {
             "csi-sanity against hostpathplugin ({label}): {} passed, {} failed, {} pending, {} skipped",
             report.passed, report.failed, report.pending, report.skipped
         );
-        report.assert_green(min_passed);
+        report.assert_green(passed);
     }
 }
 
