@@ -64,6 +64,7 @@ fn the_binder_ends_where_kube_controller_managers_ends() {
         .collect();
     let started = Instant::now();
     let mut differences = Vec::new();
+    let (mut bound_both, mut acted_both) = (0, 0);
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let options =
@@ -80,7 +81,10 @@ fn the_binder_ends_where_kube_controller_managers_ends() {
         );
         let upstream = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
         let ours = OwnedPlane::start(options).unwrap_or_else(|e| panic!("{e}"));
-        differences.extend(runtime.block_on(run_batch(&upstream, &ours, batch)));
+        let (found, counts) = runtime.block_on(run_batch(&upstream, &ours, batch));
+        differences.extend(found);
+        bound_both += counts.bound;
+        acted_both += counts.acted;
     }
     println!(
         "binder differential: {} states ({written} hand-written, {count} generated, seed {seed}) compared in {:.0} s: {} differed",
@@ -88,11 +92,44 @@ fn the_binder_ends_where_kube_controller_managers_ends() {
         started.elapsed().as_secs_f64(),
         differences.len()
     );
+    println!(
+        "{acted_both} of {n} states changed by both binders, {bound_both} of {n} ending with a claim Bound on both sides",
+        n = states.len()
+    );
     assert!(
         differences.is_empty(),
         "differences from kube-controller-manager:\n{}",
         differences.join("\n\n")
     );
+    // Two binders that both did nothing would agree too: the states must change under both,
+    // and some end bound (a replay of a few states by BINDER_DIFF_ONLY is held to the shares).
+    let n = states.len();
+    assert!(
+        acted_both * 10 >= n * ACTED_TENTHS,
+        "only {acted_both} of {n} states changed on both sides"
+    );
+    assert!(
+        bound_both * 10 >= n * BOUND_TENTHS,
+        "only {bound_both} of {n} states end with a claim Bound on both sides"
+    );
+}
+
+/// The shares of states, in tenths, that both binders must change, and that must end with a
+/// claim Bound on both sides (seed 1 in `make test`: 55 and 11 of 59).
+const ACTED_TENTHS: usize = 8;
+const BOUND_TENTHS: usize = 1;
+
+/// What the binders did to a batch's states.
+struct Counts {
+    /// States whose end differs from their start on both sides.
+    acted: usize,
+    /// States that end with a claim Bound on both sides.
+    bound: usize,
+}
+
+/// Whether the state ends with at least one claim Bound.
+fn binds(summary: &Summary) -> bool {
+    summary.iter().any(|(k, v)| k.starts_with("claim ") && k.ends_with(" phase") && v == "Bound")
 }
 
 /// One pair of planes for `batch`: load, run, settle, compare.
@@ -100,13 +137,16 @@ async fn run_batch(
     upstream: &OwnedPlane,
     ours: &OwnedPlane,
     batch: &[(String, State)],
-) -> Vec<String> {
+) -> (Vec<String>, Counts) {
     let upstream_client = upstream.plane.client().await;
     let our_client = ours.plane.client().await;
     for (id, state) in batch {
         state.load(&upstream_client, id).await;
         state.load(&our_client, id).await;
     }
+    // The states as loaded, before either binder runs.
+    let loaded_theirs = model::summarize(&upstream_client, &ids_of(batch)).await;
+    let loaded_mine = model::summarize(&our_client, &ids_of(batch)).await;
     let kcm = Kcm::start_with(
         &upstream.plane,
         "persistentvolume-binder-controller",
@@ -134,6 +174,11 @@ async fn run_batch(
     let theirs = settle(&upstream_client, &ids).await;
     let mine = settle(&our_client, &ids).await;
     let mut differences = Vec::new();
+    let bound = batch.iter().filter(|(id, _)| binds(&theirs[id]) && binds(&mine[id])).count();
+    let acted = batch
+        .iter()
+        .filter(|(id, _)| theirs[id] != loaded_theirs[id] && mine[id] != loaded_mine[id])
+        .count();
     for (id, state) in batch {
         let (a, b) = (&theirs[id], &mine[id]);
         if a != b {
@@ -156,7 +201,11 @@ async fn run_batch(
     }
     drop(kcm);
     drop(sidecar);
-    differences
+    (differences, Counts { acted, bound })
+}
+
+fn ids_of(batch: &[(String, State)]) -> Vec<String> {
+    batch.iter().map(|(id, _)| id.clone()).collect()
 }
 
 /// Summaries of every state once they stopped changing for `QUIET`.

@@ -49,6 +49,15 @@ async fn a_claim_costs_a_handful_of_reads_and_a_held_one_none() {
     let total: usize = provisioned.values().sum();
     println!("GETs for {CLAIMS} claims provisioned and bound: {total} ({provisioned:?})");
     assert!(total <= 2 * CLAIMS, "more than two GETs per claim: {provisioned:?}");
+    // And per claim, not only on average: no claim, nor its PV, read more than twice.
+    let mut by_object = BTreeMap::<(String, String), usize>::new();
+    for read in world.plane.audited_reads().into_iter().skip(from) {
+        if read.user_agent.starts_with("csi-pv-controller/") {
+            *by_object.entry((read.resource, read.name)).or_default() += 1;
+        }
+    }
+    let most = by_object.iter().max_by_key(|(_, n)| **n);
+    assert!(most.is_none_or(|(_, n)| *n <= 2), "one object read more than twice: {most:?}");
 
     // A claim whose class names a Secret that does not exist: refused, and held.
     let ns = world.namespace.clone();
