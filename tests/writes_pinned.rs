@@ -180,6 +180,34 @@ async fn shipped_mode_five_writes_per_claim_and_per_deletion() {
     }
 }
 
+/// The same beside kube-controller-manager's binder with the intent on a finalizer, as
+/// deploy/swap/ runs it: two writes more per claim, the finalizer on and off. One claim at a
+/// time, the idle binder binds first, so the finalizer leaves with a write of its own rather
+/// than with our binding's (in a burst it often rides on ours, docs/binding.md). The deletion
+/// as above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shipped_finalizer_mode_seven_writes_per_claim_five_per_deletion() {
+    let (unused_writes, costs) = measure("pin-finalizer", KCM_STORAGE_CONTROLLERS, &[]).await;
+    for (provisioned, events, deleted) in costs {
+        let total = provisioned.ours + provisioned.kcm;
+        assert_eq!(total, 7 + unused_writes, "provisioned: {provisioned:?}");
+        assert_eq!(provisioned.ours_created_pv, 1, "{provisioned:?}");
+        // The finalizer (on, off) and the PV are ours, the hand-over the binder's; the
+        // binding's three writes go to whoever is first.
+        assert!(provisioned.ours >= 3 && provisioned.kcm >= 1, "{provisioned:?}");
+        assert!(provisioned.ours_refused <= 3, "ours refused: {provisioned:?}");
+        assert_eq!(deleted.ours + deleted.kcm, 5, "deleted: {deleted:?}");
+        assert!((2..=3).contains(&deleted.ours), "deleted: {deleted:?}");
+        assert!(deleted.ours_refused <= 1, "deleted: {deleted:?}");
+        let ours = reasons(&events, &["Provisioning", "ProvisioningSucceeded"]);
+        assert_eq!(
+            ours,
+            BTreeMap::from([("Provisioning".into(), 1), ("ProvisioningSucceeded".into(), 1)])
+        );
+        assert_eq!(events.len(), 3, "no other event: {events:?}");
+    }
+}
+
 /// Binding ourselves (`--binder=driver`, kube-controller-manager's binder off): five writes per
 /// claim, all ours and none refused (the PV, the claim's finalizer and binding, the claim's and
 /// the PV's status); five per deletion (Released, our finalizer and the PV's deletion, and
