@@ -18,5 +18,5 @@ done
 if [[ -z $best ]]; then
   echo "e2e age: no committed full run names a commit of this history"
 else
-  echo "e2e age: the newest full run ($best, at $(sed -n 's/^- commit: \([0-9a-f]\{7\}\).*/\1/p' "$best/provenance.md")) is $best_count commits touching src/ behind HEAD"
+  echo "e2e age: the newest full run ($best, at $(sed -n 's/^- commit: \([0-9a-f]\{7\}\).*/\1/p' "$best/provenance.md")) is $best_count commit(s) touching src/ behind HEAD"
 fi
