@@ -16,9 +16,17 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=$1 kube_version=$2 mode=$3 kube=${4:-k8s}
 
-src=$(cd "$here/$kube" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-manifest=$src/test/utils/image/manifest.go
-[[ -f $manifest ]] || { echo "peers: no image manifest at $manifest" >&2; exit 1; }
+# The two files of the Kubernetes module read here (its image manifest and pause.c), kept in
+# the cache: later runs need no module download (.ci/run empties the Go module cache).
+sources="$cache/kubernetes-files-$kube_version"
+if [[ ! -f $sources/manifest.go || ! -f $sources/pause.c ]]; then
+  src=$(cd "$here/$kube" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -f $src/test/utils/image/manifest.go ]] || { echo "peers: no image manifest in $src" >&2; exit 1; }
+  rm -rf "$sources.tmp" && mkdir -p "$sources.tmp"
+  cp "$src/test/utils/image/manifest.go" "$src/build/pause/linux/pause.c" "$sources.tmp/"
+  rm -rf "$sources" && mv "$sources.tmp" "$sources"
+fi
+manifest=$sources/manifest.go
 # ref NAME: the image the suite asks for as NAME, from a manifest line such as
 #   configs[BusyBox] = Config{list.PromoterE2eRegistry, "busybox", "1.37.0-2"}
 ref() {
@@ -95,7 +103,7 @@ trap 'rm -rf "$work"' EXIT
 if [[ ! -f $out/pause.tar ]]; then
   echo "peers: building the pause image $PAUSE"
   mkdir -p "$work/pause"
-  gcc -Os -Wall -Werror -static -DVERSION="v${PAUSE##*:}" -o "$work/pause/pause" "$src/build/pause/linux/pause.c"
+  gcc -Os -Wall -Werror -static -DVERSION="v${PAUSE##*:}" -o "$work/pause/pause" "$sources/pause.c"
   strip "$work/pause/pause"
   image "$PAUSE" "$out/pause.tar.tmp" "$work/pause" --entrypoint '["/pause"]' --user 65535:65535
   mv "$out/pause.tar.tmp" "$out/pause.tar"
