@@ -43,7 +43,9 @@ PAUSE=$(ref Pause)
 BUSYBOX=$(ref BusyBox)
 AGNHOST=$(ref Agnhost)
 BUSYBOX_ALIASES=("$(ref Nginx)")
-GLIBC=$(ref GlibcDnsTesting)
+# Older suites (1.35) have no glibc-dns-testing and need none.
+GLIBC=""
+grep -q 'configs\[GlibcDnsTesting\]' "$manifest" && GLIBC=$(ref GlibcDnsTesting)
 
 need=()
 command -v buildah >/dev/null || need+=(buildah)
@@ -126,7 +128,7 @@ if [[ $mode == e2e ]]; then
       mv "$file.tmp" "$file"
     fi
   done
-  if [[ ! -f $out/glibc-dns-testing.tar ]]; then
+  if [[ -n $GLIBC && ! -f $out/glibc-dns-testing.tar ]]; then
     echo "peers: building $GLIBC from a minimal Debian root (debootstrap)"
     codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
     debootstrap --variant=minbase "$codename" "$work/debian" >"$work/debootstrap.log" 2>&1 ||
