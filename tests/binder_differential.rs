@@ -145,8 +145,9 @@ async fn run_batch(
         state.load(&our_client, id).await;
     }
     // The states as loaded, before either binder runs.
-    let loaded_theirs = model::summarize(&upstream_client, &ids_of(batch)).await;
-    let loaded_mine = model::summarize(&our_client, &ids_of(batch)).await;
+    let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
+    let loaded_theirs = model::summarize(&upstream_client, &ids).await;
+    let loaded_mine = model::summarize(&our_client, &ids).await;
     let kcm = Kcm::start_with(
         &upstream.plane,
         "persistentvolume-binder-controller",
@@ -170,7 +171,6 @@ async fn run_batch(
             "--pvclaimbinder-sync-period=1s".into(),
         ],
     );
-    let ids: Vec<String> = batch.iter().map(|(id, _)| id.clone()).collect();
     let theirs = settle(&upstream_client, &ids).await;
     let mine = settle(&our_client, &ids).await;
     let mut differences = Vec::new();
@@ -209,10 +209,6 @@ async fn run_batch(
     drop(kcm);
     drop(sidecar);
     (differences, Counts { acted, bound })
-}
-
-fn ids_of(batch: &[(String, State)]) -> Vec<String> {
-    batch.iter().map(|(id, _)| id.clone()).collect()
 }
 
 /// Summaries of every state once they stopped changing for `QUIET`.

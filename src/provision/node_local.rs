@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::model::node_selector::{self, NodeView};
-use crate::model::{ClassExt, quantity};
+use crate::model::{ClaimExt, ClassExt, quantity};
 
 /// This instance: its node, and the node's topology as the driver's NodeGetInfo gave it.
 #[derive(Debug, Clone, Copy)]
@@ -146,19 +146,15 @@ pub fn claim_turn(
         return ClaimTurn::ImmediateBindingOff;
     }
     let allowed = class.allowed_topologies.as_deref().unwrap_or_default();
-    let wanted = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .map_or(0, |q| quantity::comparable_bytes(&q.0));
+    let wanted = claim.requested_storage().map_or(0, |q| quantity::comparable_bytes(&q.0));
+    let has_room = |i: &Instance<'_>| i.free_bytes.is_none_or(|f| f >= wanted);
+    let own = instances.iter().find(|i| i.node == scope.node);
+    // This node by its own topology and the room it publishes (none published: not ruled out).
+    let own_fits =
+        node_selector::topology_allows(allowed, scope.topology) && own.is_none_or(has_room);
     if let Ownership::Race { base, max } = scope.ownership {
         // Upstream's rule: this node's own fit only; whoever fits races.
-        let own_free = instances.iter().find(|i| i.node == scope.node).and_then(|i| i.free_bytes);
-        let fits = node_selector::topology_allows(allowed, scope.topology)
-            && own_free.is_none_or(|f| f >= wanted);
-        return if fits {
+        return if own_fits {
             ClaimTurn::TakeOwnership { after: race_delay(base, max, attempt, jitter) }
         } else {
             ClaimTurn::NotHere
@@ -170,7 +166,7 @@ pub fn claim_turn(
         .copied()
         .filter(|i| node_selector::topology_allows(allowed, i.topology))
         .collect();
-    let roomy = inside.iter().copied().filter(|i| i.free_bytes.is_none_or(|f| f >= wanted));
+    let roomy = inside.iter().copied().filter(|i| has_room(i));
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     if let Some(first) = roomy.max_by_key(|i| (score(uid, i.node), i.node)) {
         return if first.node == scope.node {
@@ -182,9 +178,7 @@ pub fn claim_turn(
             }
         };
     }
-    let own = instances.iter().find(|i| i.node == scope.node);
-    let own_lapsed = node_selector::topology_allows(allowed, scope.topology)
-        && own.is_some_and(|i| !i.live_at(now) && i.free_bytes.is_none_or(|f| f >= wanted));
+    let own_lapsed = own_fits && own.is_some_and(|i| !i.live_at(now));
     ClaimTurn::NoInstanceCanServe(if own_lapsed {
         NoServer::OwnLeaseLapsed
     } else if live.is_empty() {
