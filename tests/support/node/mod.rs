@@ -63,7 +63,9 @@ pub const NODE_NAME: &str = "localhost";
 /// The default test image, under the name the e2e suite of the peers' Kubernetes asks for it
 /// (peers/images.sh writes it beside the archive, since each minor moves the tag).
 pub fn busybox() -> String {
-    image_ref("busybox.ref")
+    // Read once: the bench builds a pod object per claim.
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| image_ref("busybox.ref")).clone()
 }
 
 /// The pod sandbox image, named as the peers' Kubernetes names it.
